@@ -1,0 +1,230 @@
+"""The ``thunder`` MLIR dialect, defined in Python through ``torch_mlir.dialects.ext`` (IRDL).
+
+Three kinds of ops:
+
+* **prims** — a small closed set with exact semantics: no implicit broadcasting or type
+  promotion (operands already have the shapes and element types the op needs). Every prim
+  lowers 1:n to StableHLO/CHLO (``passes/lower_to_stablehlo.py``).
+* **composites** — ``thunder.composite`` records one torch-level symbol call
+  (``ltorch.softmax``): its name, its non-tensor arguments as discardable attributes, its
+  tensor arguments as operands and its decomposition into prims (or nested composites) as
+  a single-block region whose block arguments are the operands. ``decompose`` inlines it.
+* **structure** — ``thunder.executor_call`` (an op an executor runs in Python, e.g. the
+  ``torch`` fallback) and ``thunder.yield`` (the region terminator).
+
+Representation choice for mixed-type variadics. IRDL binds every element of one variadic
+field to a single type variable (toolchain.md §1), so ``composite(tensor<2xf32>,
+tensor<3xi64>)`` cannot verify with one ``Sequence[Operand]`` field. Instead, ops that take
+a list of arbitrarily typed tensors declare ``SEGMENTS`` variadic fields ``in0..in7`` (and
+``out0..out7``); a list is stored as consecutive *runs* of equal type, one run per field,
+recorded in ``operandSegmentSizes``. Any list with at most ``SEGMENTS`` type runs fits
+(``cat`` of 100 same-shaped tensors is one run). ``pack_runs``/``flat_operands`` convert
+between a flat list and the fields. This keeps one registered, verifiable op per concept
+— no unregistered namespaces and no ops generated per symbol — at the price of zero-sized
+segments in the generic printed form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from torch_mlir import ir
+from torch_mlir.dialects import ext
+from torch_mlir.dialects.ext import Operand, Result
+
+Tensor = ir.RankedTensorType
+SEGMENTS = 8
+
+
+class Thunder(ext.Dialect, name="thunder"):
+    """The thunder dialect. Load into a context with :func:`load_dialect`."""
+
+
+class I64Array(ir.DenseI64ArrayAttr):
+    """``array<i64: ...>`` attribute usable as an IRDL field (toolchain.md §1 workaround)."""
+
+    attr_name = "builtin.dense_array"
+
+
+# --------------------------------------------------------------------------- prims
+# Elementwise prims: name -> arity. Operands must already share one shape; comparison,
+# logical and predicate prims produce i1.
+UNARY_PRIMS = (
+    "abs", "neg", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt",
+    "cbrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
+    "acosh", "atanh", "logistic", "floor", "ceil", "round", "trunc", "sign", "bitwise_not",
+    "erf", "erfc", "erfinv", "lgamma", "digamma", "isfinite", "real", "imag", "reciprocal",
+)
+BINARY_PRIMS = (
+    "add", "sub", "mul", "div", "fmod", "pow", "maximum", "minimum", "atan2",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right_arithmetic",
+    "shift_right_logical", "eq", "ne", "lt", "le", "gt", "ge", "nextafter",
+)
+REDUCTION_PRIMS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and",
+                   "reduce_or")
+
+
+def _make_op(name: str, fields: dict[str, Any], traits=(ext.Pure,)) -> type:
+    cls_name = "".join(p.capitalize() for p in name.split("_")) + "Op"
+    ns = {"__annotations__": fields, "__module__": __name__,
+          "__doc__": f"thunder.{name} prim (see prims.py for its exact semantics)."}
+    return type(cls_name, (Thunder.Operation,), ns, name=name, traits=list(traits))
+
+
+PRIM_OPS: dict[str, type] = {}
+for _n in UNARY_PRIMS:
+    PRIM_OPS[_n] = _make_op(_n, {"x": Operand[Tensor], "result": Result[Tensor]})
+for _n in BINARY_PRIMS:
+    PRIM_OPS[_n] = _make_op(_n, {"lhs": Operand[Tensor], "rhs": Operand[Tensor],
+                                 "result": Result[Tensor]})
+for _n in REDUCTION_PRIMS:
+    PRIM_OPS[_n] = _make_op(_n, {"x": Operand[Tensor], "dims": I64Array,
+                                 "result": Result[Tensor]})
+
+_STRUCTURAL_PRIM_FIELDS: dict[str, dict[str, Any]] = {
+    # where(pred: i1, a, b): stablehlo.select; all three already of the result shape.
+    "where": {"pred": Operand[Tensor], "on_true": Operand[Tensor],
+              "on_false": Operand[Tensor], "result": Result[Tensor]},
+    # clamp(lo, x, hi) with lo/hi of x's shape.
+    "clamp": {"lo": Operand[Tensor], "x": Operand[Tensor], "hi": Operand[Tensor],
+              "result": Result[Tensor]},
+    "convert_element_type": {"x": Operand[Tensor], "result": Result[Tensor]},
+    "bitcast": {"x": Operand[Tensor], "result": Result[Tensor]},
+    # broadcast_in_dim: operand dim i maps to result dim broadcast_dimensions[i].
+    "broadcast_in_dim": {"x": Operand[Tensor], "broadcast_dimensions": I64Array,
+                         "result": Result[Tensor]},
+    "reshape": {"x": Operand[Tensor], "result": Result[Tensor]},
+    "transpose": {"x": Operand[Tensor], "permutation": I64Array, "result": Result[Tensor]},
+    "slice": {"x": Operand[Tensor], "start_indices": I64Array, "limit_indices": I64Array,
+              "strides": I64Array, "result": Result[Tensor]},
+    "reverse": {"x": Operand[Tensor], "dims": I64Array, "result": Result[Tensor]},
+    # pad with a 0-d padding value; negative low/high crop.
+    "pad": {"x": Operand[Tensor], "padding_value": Operand[Tensor], "low": I64Array,
+            "high": I64Array, "interior": I64Array, "result": Result[Tensor]},
+    "iota": {"dimension": ir.IntegerAttr, "result": Result[Tensor]},
+    # full: every element equals `value` (converted to the result element type).
+    "full": {"value": ir.IntegerAttr | ir.FloatAttr, "result": Result[Tensor]},
+    # constant: literal data (torch.tensor([...]) in a traced program), held in a
+    # discardable `value` dense-elements attribute: IRDL cannot name DenseElementsAttr
+    # ("no registered attribute with name #builtin.dense_int_or_fp_elements").
+    "constant": {"result": Result[Tensor]},
+    # dot_general, as stablehlo.dot_general (batch dims first in the result).
+    "dot_general": {"lhs": Operand[Tensor], "rhs": Operand[Tensor],
+                    "lhs_batching_dimensions": I64Array, "rhs_batching_dimensions": I64Array,
+                    "lhs_contracting_dimensions": I64Array,
+                    "rhs_contracting_dimensions": I64Array, "result": Result[Tensor]},
+    # take(x, indices, dim): torch.index_select with integer indices of any rank; the
+    # result shape is x.shape[:dim] + indices.shape + x.shape[dim+1:].
+    "take": {"x": Operand[Tensor], "indices": Operand[Tensor], "dim": ir.IntegerAttr,
+             "result": Result[Tensor]},
+    # take_along(x, indices, dim): torch.gather (indices of x's rank).
+    "take_along": {"x": Operand[Tensor], "indices": Operand[Tensor], "dim": ir.IntegerAttr,
+                   "result": Result[Tensor]},
+    # argmax/argmin over one dim (dim removed), i64 result; first index on ties.
+    "argmax": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
+    "argmin": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
+    # cumulative sum along dim (stablehlo.reduce_window).
+    "cumsum": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
+}
+for _n, _f in _STRUCTURAL_PRIM_FIELDS.items():
+    PRIM_OPS[_n] = _make_op(_n, _f)
+
+
+def _segmented(prefix: str, kind) -> dict[str, Any]:
+    return {f"{prefix}{i}": Sequence[kind[Tensor]] for i in range(SEGMENTS)}
+
+
+# concatenate(tensors..., dimension): operands as type runs (see module docstring).
+PRIM_OPS["concatenate"] = _make_op(
+    "concatenate", {**_segmented("in", Operand), "dimension": ir.IntegerAttr,
+                    "result": Result[Tensor]})
+
+
+# ---------------------------------------------------------------------- structure
+class CompositeOp(Thunder.Operation, name="composite"):
+    """A torch-level symbol call with its decomposition as a region.
+
+    Operands: the symbol's tensor arguments in call order (as type runs). Results: its
+    tensor outputs. Attributes: ``name`` (e.g. ``"ltorch.softmax"``) plus one discardable
+    attribute per non-tensor argument. Region: one block with one argument per operand,
+    terminated by ``thunder.yield`` of the results.
+    """
+
+    __annotations__ = {**_segmented("in", Operand), **_segmented("out", Result),
+                       "name": ir.StringAttr, "body": ext.Region}
+
+
+class ExecutorCallOp(Thunder.Operation, name="executor_call"):
+    """A call into an executor's Python implementation (e.g. ``torch`` fallback).
+
+    Attributes: ``executor`` (``"torch"``), ``callee`` (the symbol's qualified name, for
+    reading), ``impl`` (key of the Python callable in the trace's side table).
+    Not ``Pure``: an executor may have effects, so CSE/DCE leave it alone.
+    """
+
+    __annotations__ = {**_segmented("in", Operand), **_segmented("out", Result),
+                       "executor": ir.StringAttr, "callee": ir.StringAttr,
+                       "impl": ir.IntegerAttr}
+
+
+class YieldOp(Thunder.Operation, name="yield", traits=[ir.IsTerminatorTrait]):
+    """Terminator of composite regions: the values the region produces."""
+
+    __annotations__ = _segmented("in", Operand)
+
+
+OPS_WITH_RUNS = ("concatenate", "composite", "executor_call", "yield")
+
+
+# ------------------------------------------------------------------- type runs
+def pack_runs(values: Sequence[Any], type_of=lambda v: v.type) -> list[list[Any]] | None:
+    """Split ``values`` into ``SEGMENTS`` lists of consecutive equal-typed items.
+
+    Returns None when the values need more than ``SEGMENTS`` runs. ``type_of`` maps an
+    item to its MLIR type (values by default; pass ``lambda t: t`` for types).
+    """
+    runs: list[list[Any]] = []
+    for v in values:
+        if runs and type_of(runs[-1][-1]) == type_of(v):
+            runs[-1].append(v)
+        else:
+            runs.append([v])
+    if len(runs) > SEGMENTS:
+        return None
+    return runs + [[] for _ in range(SEGMENTS - len(runs))]
+
+
+def segment_kwargs(prefix: str, values: Sequence[Any], type_of=lambda v: v.type) -> dict:
+    """``{prefix0: run0, ...}`` for an op builder; raises ValueError past SEGMENTS runs."""
+    runs = pack_runs(values, type_of)
+    if runs is None:
+        raise ValueError(f"more than {SEGMENTS} runs of distinct tensor types")
+    return {f"{prefix}{i}": r for i, r in enumerate(runs)}
+
+
+def fits_in_runs(types: Sequence[ir.Type]) -> bool:
+    """Whether a list of types fits into the segmented fields."""
+    return pack_runs(types, lambda t: t) is not None
+
+
+def load_dialect(context: ir.Context | None = None) -> None:
+    """Load ``thunder`` into ``context`` (the current one by default), once per context.
+
+    Also registers StableHLO, which the lowering targets, and allows unregistered ops so that
+    CHLO ops (which this torch-mlir build does not register) can be emitted for XLA, which
+    parses them itself.
+    """
+    from torch_mlir._mlir_libs import _stablehlo
+
+    ctx = context or ir.Context.current
+    if ctx in _LOADED:
+        return
+    with ctx:
+        Thunder.load()
+    _stablehlo.register_dialect(ctx)
+    ctx.allow_unregistered_dialects = True
+    _LOADED.append(ctx)
+
+
+_LOADED: list[ir.Context] = []  # contexts are long-lived; a list keeps them alive too

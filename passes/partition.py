@@ -1,0 +1,126 @@
+"""``partition``: outline maximal groups of XLA-lowerable ops into region functions.
+
+Input: ``func.func @computation`` holding prims and ``thunder.executor_call`` ops (after
+``decompose``). Output: ``@computation`` calls ``@xla_region_<k>`` functions and keeps the
+executor calls between them:
+
+    %0:2 = call @xla_region_0(%arg0, %arg1)
+    %1 = "thunder.executor_call"(%0#1) {executor = "torch", ...}
+    %2 = call @xla_region_1(%0#0, %1)
+
+Grouping rule (a topological level assignment): an XLA op joins region
+max(region of its XLA producers, 1 + level of its executor-call producers); an executor
+call gets level max(region of its XLA producers, level of its executor-call producers) and
+runs after region ``level``. Executing R0, E0, R1, E1, ... respects every dependency, and
+the number of regions is one more than the longest chain of executor calls — so a fallback
+op splits the program only where the data flow forces it.
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+from torch_mlir.dialects import func as func_d
+
+NAME = "partition"
+EXECUTOR_OPS = ("thunder.executor_call",)
+
+
+def _is_xla(op: ir.Operation) -> bool:
+    return op.name not in EXECUTOR_OPS and op.name != "func.return"
+
+
+def run(module: ir.Module, func_name: str = "computation") -> None:
+    """Partition every function named ``func_name`` (default ``computation``) in ``module``."""
+    with module.context, ir.Location.unknown():
+        for f in [op.operation for op in module.body.operations
+                  if op.operation.name == "func.func"]:
+            if ir.StringAttr(f.attributes["sym_name"]).value == func_name:
+                _partition(module, f)
+
+
+def _partition(module: ir.Module, f) -> None:
+    block = f.regions[0].blocks[0]
+    ops = list(block.operations)
+    terminator = ops[-1]
+    body = ops[:-1]
+    if any(len(o.regions) for o in body if o.name != "thunder.executor_call"):
+        names = sorted({o.name for o in body if len(o.regions)})
+        raise NotImplementedError(f"partition: region ops {names} must be decomposed first")
+    if any(o.name == "func.call" for o in body):
+        return  # already partitioned
+
+    body = [o.operation for o in body]
+    level: dict[ir.Operation, int] = {}  # region index (XLA op) or level (executor call)
+    for o in body:
+        lv = 0
+        for v in o.operands:
+            p = v.owner
+            if isinstance(p, ir.Block):
+                continue
+            p = p.operation
+            pl = level[p]
+            if _is_xla(o):
+                lv = max(lv, pl if _is_xla(p) else pl + 1)
+            else:
+                lv = max(lv, pl)
+        level[o] = lv
+
+    # Operand-free XLA ops (constants, iota) sink to the earliest region that uses them,
+    # instead of becoming outputs of region 0 passed to later regions.
+    for o in reversed(body):
+        if _is_xla(o) and len(o.operands) == 0:
+            users = [u.owner.operation for r in o.results for u in r.uses]
+            lv = [level[u] for u in users if u in level and _is_xla(u)]
+            if lv and len(lv) == len(users):
+                level[o] = min(lv)
+
+    n_regions = 1 + max(level.values(), default=0)
+    groups: list[list[ir.Operation]] = [[] for _ in range(n_regions)]
+    executors: list[list[ir.Operation]] = [[] for _ in range(n_regions)]
+    for o in body:
+        (groups if _is_xla(o) else executors)[level[o]].append(o)
+    for k in range(n_regions):
+        if groups[k]:
+            _outline(module, f, groups[k], k, terminator)
+        for e in executors[k]:
+            e.move_before(terminator)
+
+
+def _outline(module, f, group, k, terminator) -> None:
+    inside = set(group)
+    inputs: list[ir.Value] = []
+    seen = set()
+    for o in group:
+        for v in o.operands:
+            d = v.owner
+            if (isinstance(d, ir.Block) or d.operation not in inside) and v not in seen:
+                seen.add(v)
+                inputs.append(v)
+    outputs: list[ir.Value] = []
+    for o in group:
+        for r in o.results:
+            if any(u.owner.operation not in inside for u in r.uses):
+                outputs.append(r)
+
+    name = f"xla_region_{k}"
+    with ir.InsertionPoint(module.body), f.location:
+        region_fn = func_d.FuncOp(name, ([v.type for v in inputs], [v.type for v in outputs]))
+        region_fn.sym_visibility = ir.StringAttr.get("private")
+        entry = region_fn.add_entry_block()
+    with ir.InsertionPoint(entry), f.location:
+        ret = func_d.ReturnOp(outputs)
+    for o in group:
+        o.move_before(ret)
+    arg_of = dict(zip(inputs, entry.arguments))
+    for o in group:
+        for i, v in enumerate(o.operands):
+            if v in arg_of:
+                o.operands[i] = arg_of[v]
+    with ir.InsertionPoint(terminator), f.location:
+        call = func_d.CallOp([v.type for v in outputs], ir.FlatSymbolRefAttr.get(name), inputs)
+    ret_op = ret.operation
+    for old, new in zip(outputs, call.results):
+        for use in list(old.uses):
+            user = use.owner.operation
+            if user not in inside and user != ret_op:
+                user.operands[use.operand_number] = new

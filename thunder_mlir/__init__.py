@@ -1,0 +1,53 @@
+"""thunder_mlir: a JIT compiler for PyTorch programs built on MLIR, StableHLO and XLA.
+
+    jfn = thunder_mlir.jit(fn_or_module)     # same signature, compiled on first call
+    jfn(*args)                               # runs on XLA (torch fallback where needed)
+    thunder_mlir.last_traces(jfn)            # the MLIR of each stage of the last compile
+"""
+
+from __future__ import annotations
+
+from .errors import (  # noqa: F401
+    CompileError, DataDependentControlFlowError, LoweringError, PassError, SharpEdgeError,
+    ThunderError, TraceError, UnsupportedInputError,
+)
+from .jit import Stage, ThunderFunction, jit  # noqa: F401
+from .module import ThunderModule  # noqa: F401
+from .proxy import TensorProxy  # noqa: F401
+
+
+def _function(jfn) -> ThunderFunction:
+    if isinstance(jfn, ThunderModule):
+        return jfn._fn
+    if isinstance(jfn, ThunderFunction):
+        return jfn
+    raise TypeError(f"expected the result of thunder_mlir.jit, got {type(jfn).__name__}")
+
+
+def last_traces(jfn) -> list[Stage]:
+    """The stages of the last compilation used by ``jfn``: ``initial`` (thunder dialect as
+    traced), ``prims`` (after decompose), ``plan`` (after partition), ``stablehlo`` (after
+    lowering), and ``xla-compile``. Each Stage has ``name``, ``text`` (MLIR with locations)
+    and ``seconds``. Raises RuntimeError before the first call."""
+    entry = _function(jfn).last
+    if entry is None:
+        raise RuntimeError("last_traces: the jitted function has not been called yet")
+    return list(entry.stages)
+
+
+def fallback_ops(jfn) -> list[str]:
+    """Names of the torch ops the last compilation of ``jfn`` ran on the torch fallback."""
+    entry = _function(jfn).last
+    if entry is None:
+        raise RuntimeError("fallback_ops: the jitted function has not been called yet")
+    return list(entry.fallbacks)
+
+
+def cache_hits(jfn) -> int:
+    """Calls of ``jfn`` that reused a compiled program."""
+    return _function(jfn).hits
+
+
+def cache_misses(jfn) -> int:
+    """Calls of ``jfn`` that traced and compiled a new program."""
+    return _function(jfn).misses

@@ -1,0 +1,1 @@
+"""Built-in executors: ``xla`` (everything that lowers to StableHLO) and ``torch`` (fallback)."""

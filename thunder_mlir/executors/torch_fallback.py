@@ -1,0 +1,100 @@
+"""The ``torch`` executor: runs a torch op with no thunder_mlir symbol eagerly.
+
+While tracing, the op runs on meta tensors to learn its outputs' shapes and dtypes, and is
+recorded as ``thunder.executor_call`` with ``executor = "torch"``. The partition pass
+leaves it between XLA regions; the runtime calls the real torch function there. So an
+unsupported op costs speed (a region boundary and an eager kernel), never correctness.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import optree
+import torch
+from torch_mlir import ir
+
+from thunder_mlir.dialects import ExecutorCallOp, fits_in_runs, segment_kwargs
+
+from .. import dtypes
+from ..errors import TraceError
+from ..proxy import TensorProxy
+
+
+def qualified_name(func: Callable) -> str:
+    """A readable dotted name for a torch callable (``torch.Tensor.cumsum``, ``torch.cumsum``)."""
+    q = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+    q = q.replace("TensorBase.", "Tensor.").replace("_VariableFunctionsClass.", "")
+    if q.startswith("Tensor."):
+        return "torch." + q
+    mod = getattr(func, "__module__", None) or "torch"
+    if mod.startswith("torch._C"):
+        mod = "torch"
+    return f"{mod}.{q}" if not q.startswith(mod) else q
+
+
+def _is_inplace(func: Callable, args) -> bool:
+    name = getattr(func, "__name__", "")
+    return name.endswith("_") and not name.endswith("__") and args and type(args[0]) is TensorProxy
+
+
+def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
+    """Record ``func(*args, **kwargs)`` as a torch executor call; return output proxies."""
+    name = qualified_name(func)
+    leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
+    positions = [i for i, leaf in enumerate(leaves) if type(leaf) is TensorProxy]
+    proxies = [leaves[i] for i in positions]
+    meta_leaves = list(leaves)
+    for i in positions:
+        meta_leaves[i] = leaves[i].meta
+    m_args, m_kwargs = optree.tree_unflatten(spec, meta_leaves)
+    try:
+        with torch._C.DisableTorchFunction(), torch.device("meta"):
+            meta_out = func(*m_args, **m_kwargs)
+    except Exception as e:
+        from ..tracing import describe_frame, user_frame
+
+        raise TraceError(
+            f"{describe_frame(user_frame())}\n  {name} has no thunder_mlir symbol, and the torch "
+            f"fallback cannot run it because its output metadata is not computable on meta "
+            f"tensors ({type(e).__name__}: {e}). Data-dependent output shapes (nonzero, "
+            f"masked_select, unique) cannot be compiled; compute them outside the jitted "
+            f"function.") from None
+    out_leaves, out_spec = optree.tree_flatten(meta_out, none_is_leaf=True)
+    out_pos = [i for i, leaf in enumerate(out_leaves) if isinstance(leaf, torch.Tensor)]
+    inplace = _is_inplace(func, args)
+    if inplace:
+        out_leaves, out_spec, out_pos = [args[0].meta], optree.tree_structure(0), [0]
+    result_types = [dtypes.tensor_type(out_leaves[i].shape, out_leaves[i].dtype) for i in out_pos]
+    operand_types = [p.value.type for p in proxies]
+    if not fits_in_runs(result_types) or not fits_in_runs(operand_types):
+        raise TraceError(f"{name}: too many distinct tensor types for one executor call")
+
+    def run(*tensors: torch.Tensor) -> list[torch.Tensor]:
+        vals = list(leaves)
+        for i, t in zip(positions, tensors):
+            vals[i] = t
+        if inplace:
+            vals[positions[0]] = tensors[0].clone()
+        a, k = optree.tree_unflatten(spec, vals)
+        out = func(*a, **k)
+        if inplace:
+            return [vals[positions[0]]]
+        flat = optree.tree_leaves(out, none_is_leaf=True)
+        return [x for x in flat if isinstance(x, torch.Tensor)]
+
+    key = trace.add_impl(run)
+    with trace.ip:
+        op = ExecutorCallOp(**segment_kwargs("in", [p.value for p in proxies]),
+                            **segment_kwargs("out", result_types, type_of=lambda t: t),
+                            executor=ir.StringAttr.get("torch"), callee=ir.StringAttr.get(name),
+                            impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
+    trace.fallbacks.append(name)
+    results = list(op.operation.results)
+    if inplace:
+        args[0].value = results[0]
+        return args[0]
+    for k, i in enumerate(out_pos):
+        m = out_leaves[i]
+        out_leaves[i] = TensorProxy(results[k], tuple(m.shape), m.dtype, trace.device)
+    return optree.tree_unflatten(out_spec, out_leaves)

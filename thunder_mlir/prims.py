@@ -1,0 +1,264 @@
+"""Prims: emit one ``thunder`` prim op with checked operands and an inferred result type.
+
+Prims never broadcast or promote: operands must already have the shapes and dtypes the
+op needs (``lang.py`` does that sugar). Shapes and dtypes follow the StableHLO spec of the
+op each prim lowers to (https://openxla.org/stablehlo/spec), named per function.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch_mlir import ir
+
+from thunder_mlir.dialects import PRIM_OPS, I64Array, pack_runs, segment_kwargs
+
+from . import dtypes
+from .proxy import TensorProxy
+from .tracing import current_trace
+
+Shape = tuple[int, ...]
+
+
+def _emit(name: str, operands: Sequence[TensorProxy], shape: Sequence[int],
+          dtype: torch.dtype, *attrs, **kw) -> TensorProxy:
+    trace = current_trace()
+    rtype = dtypes.tensor_type(shape, dtype)
+    with trace.ip:
+        op = PRIM_OPS[name](*[p.value for p in operands], *attrs, result=rtype, **kw)
+    return TensorProxy(op.result, tuple(shape), dtype, trace.device)
+
+
+def _i64(v: int) -> ir.IntegerAttr:
+    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v)
+
+
+def _arr(v: Sequence[int]) -> I64Array:
+    return I64Array.get([int(i) for i in v])
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ValueError(f"prim: {msg}")
+
+
+# ---------------------------------------------------------------- elementwise
+_BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "isfinite"}
+_REAL_RESULT = {"real", "imag", "abs"}
+
+
+def elementwise(name: str, *xs: TensorProxy) -> TensorProxy:
+    """Unary/binary elementwise prim ``name``; operands of one shape and dtype."""
+    x = xs[0]
+    for y in xs[1:]:
+        _check(y.tshape == x.tshape and y.tdtype == x.tdtype,
+               f"{name}: operands differ: {x.tshape}/{x.tdtype} vs {y.tshape}/{y.tdtype}")
+    dtype = x.tdtype
+    if name in _BOOL_RESULT:
+        dtype = torch.bool
+    elif name in _REAL_RESULT and dtype.is_complex:
+        dtype = dtype.to_real()
+    return _emit(name, xs, x.tshape, dtype)
+
+
+def where(pred: TensorProxy, a: TensorProxy, b: TensorProxy) -> TensorProxy:
+    """stablehlo.select: pred (bool) and a, b of one shape; a, b of one dtype."""
+    _check(pred.tdtype == torch.bool, "where: predicate must be bool")
+    _check(pred.tshape == a.tshape == b.tshape and a.tdtype == b.tdtype,
+           f"where: mismatched operands {pred.tshape} {a.tshape}/{a.tdtype} {b.tshape}/{b.tdtype}")
+    return _emit("where", (pred, a, b), a.tshape, a.tdtype)
+
+
+def clamp(lo: TensorProxy, x: TensorProxy, hi: TensorProxy) -> TensorProxy:
+    """stablehlo.clamp with lo/hi of x's shape and dtype."""
+    _check(lo.tshape == x.tshape == hi.tshape, "clamp: shapes differ")
+    return _emit("clamp", (lo, x, hi), x.tshape, x.tdtype)
+
+
+def convert_element_type(x: TensorProxy, dtype: torch.dtype) -> TensorProxy:
+    """stablehlo.convert (float -> int truncates toward zero; x -> bool is x != 0)."""
+    if x.tdtype == dtype:
+        return x
+    return _emit("convert_element_type", (x,), x.tshape, dtype)
+
+
+# -------------------------------------------------------------------- shapes
+def broadcast_in_dim(x: TensorProxy, shape: Sequence[int], dims: Sequence[int]) -> TensorProxy:
+    """stablehlo.broadcast_in_dim: x.shape[i] is 1 or shape[dims[i]]; dims increasing."""
+    shape = tuple(int(s) for s in shape)
+    _check(len(dims) == len(x.tshape), f"broadcast_in_dim: {len(dims)} dims for rank {len(x.tshape)}")
+    for i, d in enumerate(dims):
+        _check(x.tshape[i] in (1, shape[d]), f"broadcast_in_dim: {x.tshape} -> {shape} via {dims}")
+    if shape == x.tshape:
+        return x
+    return _emit("broadcast_in_dim", (x,), shape, x.tdtype, _arr(dims))
+
+
+def reshape(x: TensorProxy, shape: Sequence[int]) -> TensorProxy:
+    """stablehlo.reshape (row-major element order); element counts must agree."""
+    shape = tuple(int(s) for s in shape)
+    _check(_numel(shape) == _numel(x.tshape), f"reshape: {x.tshape} -> {shape}")
+    if shape == x.tshape:
+        return x
+    return _emit("reshape", (x,), shape, x.tdtype)
+
+
+def transpose(x: TensorProxy, perm: Sequence[int]) -> TensorProxy:
+    """stablehlo.transpose: result.shape[i] = x.shape[perm[i]]."""
+    perm = tuple(int(p) for p in perm)
+    _check(sorted(perm) == list(range(len(x.tshape))), f"transpose: bad permutation {perm}")
+    if perm == tuple(range(len(perm))):
+        return x
+    return _emit("transpose", (x,), tuple(x.tshape[p] for p in perm), x.tdtype, _arr(perm))
+
+
+def slice_(x: TensorProxy, start: Sequence[int], limit: Sequence[int],
+           strides: Sequence[int] | None = None) -> TensorProxy:
+    """stablehlo.slice with 0 <= start <= limit <= dim and positive strides."""
+    strides = strides or [1] * len(x.tshape)
+    shape = []
+    for s, l, st, d in zip(start, limit, strides, x.tshape):
+        _check(0 <= s <= l <= d and st > 0, f"slice: [{s}:{l}:{st}] of dim {d}")
+        shape.append(max(0, -(-(l - s) // st)))
+    if tuple(shape) == x.tshape:
+        return x
+    return _emit("slice", (x,), shape, x.tdtype, _arr(start), _arr(limit), _arr(strides))
+
+
+def reverse(x: TensorProxy, dims: Sequence[int]) -> TensorProxy:
+    """stablehlo.reverse along dims."""
+    return _emit("reverse", (x,), x.tshape, x.tdtype, _arr(dims))
+
+
+def pad(x: TensorProxy, value: TensorProxy, low: Sequence[int], high: Sequence[int],
+        interior: Sequence[int] | None = None) -> TensorProxy:
+    """stablehlo.pad with a 0-d ``value`` of x's dtype; negative low/high crop."""
+    interior = interior or [0] * len(x.tshape)
+    _check(value.tshape == () and value.tdtype == x.tdtype, "pad: value must be 0-d, same dtype")
+    shape = [lo + hi + d + max(d - 1, 0) * it for d, lo, hi, it in zip(x.tshape, low, high, interior)]
+    return _emit("pad", (x, value), shape, x.tdtype, _arr(low), _arr(high), _arr(interior))
+
+
+def concatenate(xs: Sequence[TensorProxy], dim: int) -> TensorProxy:
+    """stablehlo.concatenate along ``dim``; other dims and dtypes equal."""
+    _check(len(xs) > 0, "concatenate of nothing")
+    if len(xs) == 1:
+        return xs[0]
+    x0 = xs[0]
+    for y in xs[1:]:
+        _check(y.tdtype == x0.tdtype and len(y.tshape) == len(x0.tshape) and all(
+            a == b for i, (a, b) in enumerate(zip(y.tshape, x0.tshape)) if i != dim),
+            f"concatenate: {x0.tshape} vs {y.tshape} along {dim}")
+    if pack_runs([x.value for x in xs]) is None:  # too many shape runs: concatenate in halves
+        half = len(xs) // 2
+        return concatenate([concatenate(xs[:half], dim), concatenate(xs[half:], dim)], dim)
+    shape = list(x0.tshape)
+    shape[dim] = sum(x.tshape[dim] for x in xs)
+    trace = current_trace()
+    rtype = dtypes.tensor_type(shape, x0.tdtype)
+    with trace.ip:
+        op = PRIM_OPS["concatenate"](**segment_kwargs("in", [x.value for x in xs]),
+                                     dimension=_i64(dim), result=rtype)
+    return TensorProxy(op.result, tuple(shape), x0.tdtype, trace.device)
+
+
+# ----------------------------------------------------------------- creation
+def iota(shape: Sequence[int], dtype: torch.dtype, dim: int) -> TensorProxy:
+    """stablehlo.iota: element = its index along ``dim``."""
+    trace = current_trace()
+    with trace.ip:
+        op = PRIM_OPS["iota"](_i64(dim), result=dtypes.tensor_type(shape, dtype))
+    return TensorProxy(op.result, tuple(shape), dtype, trace.device)
+
+
+def full(shape: Sequence[int], value, dtype: torch.dtype) -> TensorProxy:
+    """A tensor of ``shape`` filled with the Python number ``value`` (stablehlo.constant)."""
+    trace = current_trace()
+    if dtype.is_complex:
+        raise NotImplementedError("full: complex fill values")
+    if dtype.is_floating_point:
+        attr = ir.FloatAttr.get_f64(float(value))
+    else:
+        attr = _i64(int(value))
+    with trace.ip:
+        op = PRIM_OPS["full"](attr, result=dtypes.tensor_type(shape, dtype))
+    return TensorProxy(op.result, tuple(int(s) for s in shape), dtype, trace.device)
+
+
+def constant(data: torch.Tensor) -> TensorProxy:
+    """A literal tensor (``torch.tensor([...])`` written in the program)."""
+    import numpy as np
+
+    trace = current_trace()
+    rtype = dtypes.tensor_type(data.shape, data.dtype)
+    arr = data.detach().cpu()
+    if data.dtype == torch.bfloat16:
+        arr = arr.float()
+    np_arr = np.ascontiguousarray(arr.numpy())
+    attr = ir.DenseElementsAttr.get(np_arr, type=rtype.element_type, shape=list(data.shape))
+    with trace.ip:
+        op = PRIM_OPS["constant"](result=rtype)
+    op.operation.attributes["value"] = attr
+    return TensorProxy(op.result, tuple(data.shape), data.dtype, trace.device)
+
+
+# --------------------------------------------------------------- reductions
+def reduce(name: str, x: TensorProxy, dims: Sequence[int]) -> TensorProxy:
+    """reduce_{sum,prod,max,min,and,or} over ``dims`` (removed from the shape)."""
+    dims = sorted({int(d) for d in dims})
+    if not dims:
+        return x
+    shape = [s for i, s in enumerate(x.tshape) if i not in dims]
+    return _emit(name, (x,), shape, x.tdtype, _arr(dims))
+
+
+def argreduce(name: str, x: TensorProxy, dim: int) -> TensorProxy:
+    """argmax/argmin over ``dim``: int64 index of the first extreme element."""
+    shape = [s for i, s in enumerate(x.tshape) if i != dim]
+    return _emit(name, (x,), shape, torch.int64, _i64(dim))
+
+
+def cumsum(x: TensorProxy, dim: int) -> TensorProxy:
+    """Inclusive prefix sum along ``dim``."""
+    return _emit("cumsum", (x,), x.tshape, x.tdtype, _i64(dim))
+
+
+# ------------------------------------------------------------ linear algebra
+def dot_general(lhs: TensorProxy, rhs: TensorProxy, lhs_batch: Sequence[int],
+                rhs_batch: Sequence[int], lhs_contract: Sequence[int],
+                rhs_contract: Sequence[int]) -> TensorProxy:
+    """stablehlo.dot_general: result = batch dims, lhs free dims, rhs free dims."""
+    _check(lhs.tdtype == rhs.tdtype, f"dot_general: dtypes {lhs.tdtype} vs {rhs.tdtype}")
+    for a, b in zip(lhs_batch, rhs_batch):
+        _check(lhs.tshape[a] == rhs.tshape[b], "dot_general: batch dims differ")
+    for a, b in zip(lhs_contract, rhs_contract):
+        _check(lhs.tshape[a] == rhs.tshape[b],
+               f"dot_general: contracting dims differ: {lhs.tshape} @ {rhs.tshape}")
+    shape = [lhs.tshape[d] for d in lhs_batch]
+    shape += [s for i, s in enumerate(lhs.tshape) if i not in lhs_batch and i not in lhs_contract]
+    shape += [s for i, s in enumerate(rhs.tshape) if i not in rhs_batch and i not in rhs_contract]
+    return _emit("dot_general", (lhs, rhs), shape, lhs.tdtype, _arr(lhs_batch), _arr(rhs_batch),
+                 _arr(lhs_contract), _arr(rhs_contract))
+
+
+# ----------------------------------------------------------------- indexing
+def take(x: TensorProxy, indices: TensorProxy, dim: int) -> TensorProxy:
+    """x.shape[:dim] + indices.shape + x.shape[dim+1:]; indices in [0, x.shape[dim])."""
+    _check(not indices.tdtype.is_floating_point, "take: indices must be integers")
+    shape = x.tshape[:dim] + indices.tshape + x.tshape[dim + 1:]
+    return _emit("take", (x, indices), shape, x.tdtype, _i64(dim))
+
+
+def take_along(x: TensorProxy, indices: TensorProxy, dim: int) -> TensorProxy:
+    """torch.gather: out[i][j] = x[i][indices[i][j]] along ``dim``; result of indices' shape."""
+    _check(len(indices.tshape) == len(x.tshape), "take_along: ranks differ")
+    return _emit("take_along", (x, indices), indices.tshape, x.tdtype, _i64(dim))
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+

@@ -1,0 +1,1 @@
+"""Runtime: XLA compilation of regions, DLPack transfer, and plan execution."""

@@ -1,0 +1,126 @@
+"""The executable plan: the ``@computation`` of a lowered module turned into Python steps.
+
+Every SSA value of ``@computation`` gets a slot. ``func.call @xla_region_k`` becomes an
+``XlaStep`` (a compiled executable), ``thunder.executor_call`` a ``TorchStep`` (the Python
+implementation from the trace's side table). Slots hold torch tensors or XLA buffers and
+are converted lazily, so values that flow from one XLA region to another never visit torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+from torch_mlir import ir
+
+from . import dlpack
+from .xla import compile_stablehlo, jax_device
+
+
+@dataclass
+class XlaStep:
+    name: str
+    executable: object
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+
+@dataclass
+class TorchStep:
+    name: str
+    fn: Callable
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+
+class Plan:
+    """Run a partitioned, lowered program on torch tensors.
+
+    ``run(inputs)`` takes the flat list of input tensors (in ``@computation`` argument
+    order) and returns the flat list of output tensors (torch, on the program's device).
+    """
+
+    def __init__(self, steps: Sequence, n_slots: int, n_inputs: int,
+                 outputs: Sequence[int], device: torch.device):
+        self.steps = list(steps)
+        self.n_slots = n_slots
+        self.n_inputs = n_inputs
+        self.outputs = tuple(outputs)
+        self.device = device
+        self._jax_device = jax_device(device)
+        self._on_cpu = device.type == "cpu"
+
+    def run(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        slots: list = [None] * self.n_slots
+        slots[:self.n_inputs] = inputs
+        dev, on_cpu = self._jax_device, self._on_cpu
+        for step in self.steps:
+            if type(step) is XlaStep:
+                args = [v if not isinstance(v, torch.Tensor) else dlpack.to_xla(v, dev)
+                        for v in (slots[i] for i in step.inputs)]
+                outs = step.executable.execute(args)
+            else:
+                args = [v if isinstance(v, torch.Tensor) else dlpack.to_torch(v, on_cpu)
+                        for v in (slots[i] for i in step.inputs)]
+                outs = step.fn(*args)
+            for i, v in zip(step.outputs, outs):
+                slots[i] = v
+        return [v if isinstance(v, torch.Tensor) else dlpack.to_torch(v, on_cpu)
+                for v in (slots[i] for i in self.outputs)]
+
+    @property
+    def fallback_count(self) -> int:
+        return sum(1 for s in self.steps if type(s) is TorchStep)
+
+
+def region_module_text(module: ir.Module, name: str) -> str:
+    """The StableHLO of region ``name`` as a standalone module with entry ``@main``."""
+    with module.context, ir.Location.unknown():
+        fn = next(op.operation for op in module.body.operations
+                  if op.operation.name == "func.func"
+                  and ir.StringAttr(op.operation.attributes["sym_name"]).value == name)
+        single = ir.Module.create()
+        clone = fn.clone(ip=ir.InsertionPoint(single.body))
+        clone.attributes["sym_name"] = ir.StringAttr.get("main")
+        if "sym_visibility" in clone.attributes:
+            del clone.attributes["sym_visibility"]
+        return str(single)
+
+
+def build_plan(module: ir.Module, side_table: Sequence[Callable], device: torch.device,
+               func_name: str = "computation") -> tuple[Plan, dict[str, str]]:
+    """Compile every region of ``module`` and return the Plan and each region's text."""
+    with module.context:
+        comp = next(op.operation for op in module.body.operations
+                    if op.operation.name == "func.func"
+                    and ir.StringAttr(op.operation.attributes["sym_name"]).value == func_name)
+        block = comp.regions[0].blocks[0]
+        slot: dict[ir.Value, int] = {}
+        for a in block.arguments:
+            slot[a] = len(slot)
+        n_inputs = len(slot)
+        steps, texts = [], {}
+        outputs: list[int] = []
+        for op in block.operations:
+            op = op.operation
+            if op.name == "func.return":
+                outputs = [slot[v] for v in op.operands]
+                break
+            for r in op.results:
+                slot[r] = len(slot)
+            ins = tuple(slot[v] for v in op.operands)
+            outs = tuple(slot[r] for r in op.results)
+            if op.name == "func.call":
+                callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                text = region_module_text(module, callee)
+                texts[callee] = text
+                steps.append(XlaStep(callee, compile_stablehlo(text, device), ins, outs))
+            elif op.name == "thunder.executor_call":
+                impl = ir.IntegerAttr(op.attributes["impl"]).value
+                callee = ir.StringAttr(op.attributes["callee"]).value
+                steps.append(TorchStep(callee, side_table[impl], ins, outs))
+            else:
+                raise RuntimeError(f"plan: unexpected op {op.name} in @{func_name}; run "
+                                   "decompose and partition first")
+    return Plan(steps, len(slot), n_inputs, outputs, device), texts

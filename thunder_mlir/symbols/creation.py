@@ -1,0 +1,175 @@
+"""Factory symbols: arange, zeros/ones/full/empty and ``*_like``, tensor literals, eye.
+
+Output shape and dtype come from running the same torch factory on the meta device, so
+defaults (``torch.get_default_dtype()``, integer ``arange``, ``full`` dtype inference)
+are torch's own. ``empty`` is zero-filled: uninitialized memory has no functional meaning.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import prims
+from ..proxy import TensorProxy
+from .registry import T, register
+
+
+def _meta_factory(fn, *args, **kwargs) -> torch.Tensor:
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout",
+                                                             "requires_grad", "memory_format")}
+    with torch._C.DisableTorchFunction():
+        return fn(*args, device="meta", **kwargs)
+
+
+def _check_device(device):
+    from ..tracing import current_trace
+    trace = current_trace()
+    if device is not None and torch.device(device).type != trace.device.type:
+        raise NotImplementedError(f"creating a tensor on {device} inside a program that runs on "
+                                  f"{trace.device}")
+
+
+def _filled(fn, value):
+    def impl(*size, **kwargs):
+        _check_device(kwargs.get("device"))
+        m = _meta_factory(fn, *size, **kwargs)
+        return prims.full(m.shape, value, m.dtype)
+    return impl
+
+
+register("zeros", torch.zeros)(_filled(torch.zeros, 0))
+register("ones", torch.ones)(_filled(torch.ones, 1))
+register("empty", torch.empty)(_filled(torch.empty, 0))
+
+
+@register("full", torch.full)
+def full(size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=False,
+         requires_grad=False):
+    _check_device(device)
+    m = _meta_factory(torch.full, size, fill_value, dtype=dtype)
+    return prims.full(m.shape, fill_value, m.dtype)
+
+
+def _like(value):
+    def impl(input, *, dtype=None, layout=None, device=None, requires_grad=False,
+             memory_format=None, pin_memory=False):
+        return prims.full(input.tshape, value, dtype or input.tdtype)
+    return impl
+
+
+register("zeros_like", torch.zeros_like)(_like(0))
+register("ones_like", torch.ones_like)(_like(1))
+register("empty_like", torch.empty_like)(_like(0))
+
+
+@register("full_like", torch.full_like)
+def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False,
+              memory_format=None, pin_memory=False):
+    return prims.full(input.tshape, fill_value, dtype or input.tdtype)
+
+
+def _new(value):
+    def impl(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+             pin_memory=False):
+        shape = size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+        return prims.full(tuple(shape), value, dtype or self.tdtype)
+    return impl
+
+
+register("new_zeros", T.new_zeros)(_new(0))
+register("new_ones", T.new_ones)(_new(1))
+register("new_empty", T.new_empty)(_new(0))
+
+
+@register("new_full", T.new_full)
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False,
+             layout=None, pin_memory=False):
+    return prims.full(tuple(size), fill_value, dtype or self.tdtype)
+
+
+@register("arange", torch.arange)
+def arange(*args, dtype=None, device=None, layout=None, requires_grad=False, pin_memory=False,
+           out=None):
+    _check_device(device)
+    m = _meta_factory(torch.arange, *args, dtype=dtype)
+    nums = list(args) + [None] * (3 - len(args))
+    if len(args) == 1:
+        start, step = 0, 1
+    else:
+        start, step = nums[0], nums[2] if nums[2] is not None else 1
+    n = m.shape[0]
+    if m.dtype.is_floating_point or isinstance(start, float) or isinstance(step, float):
+        idx = prims.iota((n,), torch.float64, 0)
+        vals = prims.elementwise("add", prims.elementwise(
+            "mul", idx, prims.full((n,), step, torch.float64)), prims.full((n,), start, torch.float64))
+        return prims.convert_element_type(vals, m.dtype)
+    idx = prims.iota((n,), torch.int64, 0)
+    if step != 1:
+        idx = prims.elementwise("mul", idx, prims.full((n,), step, torch.int64))
+    if start != 0:
+        idx = prims.elementwise("add", idx, prims.full((n,), start, torch.int64))
+    return prims.convert_element_type(idx, m.dtype)
+
+
+def _literal(data, dtype=None):
+    if any(type(x) is TensorProxy for x in _flatten(data)):
+        from .shape import stack
+        if type(data) is TensorProxy:
+            return data if dtype is None else prims.convert_element_type(data, dtype)
+        return stack([_literal(d, dtype) for d in data])
+    with torch._C.DisableTorchFunction():
+        t = torch.tensor(data, dtype=dtype)
+    if t.numel() == 1 or (t.numel() > 0 and bool((t == t.reshape(-1)[0]).all())):
+        return prims.full(t.shape, t.reshape(-1)[0].item(), t.dtype)
+    return prims.constant(t)
+
+
+def _flatten(data):
+    if isinstance(data, (list, tuple)):
+        for d in data:
+            yield from _flatten(d)
+    else:
+        yield data
+
+
+@register("tensor", torch.tensor, torch.as_tensor)
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    _check_device(device)
+    return _literal(data, dtype)
+
+
+@register("scalar_tensor", torch.scalar_tensor)
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=False):
+    return prims.full((), s, dtype or torch.get_default_dtype())
+
+
+@register("eye", torch.eye)
+def eye(n, m=None, *, dtype=None, layout=None, device=None, pin_memory=False,
+        requires_grad=False):
+    m = n if m is None else m
+    r = prims.iota((n, m), torch.int64, 0)
+    c = prims.iota((n, m), torch.int64, 1)
+    return prims.convert_element_type(prims.elementwise("eq", r, c),
+                                      dtype or torch.get_default_dtype())
+
+
+def _tri(input, diagonal, lower: bool):
+    *_, rows, cols = input.tshape
+    r = prims.iota((rows, cols), torch.int64, 0)
+    c = prims.iota((rows, cols), torch.int64, 1)
+    d = prims.elementwise("sub", c, r)
+    diag = prims.full((rows, cols), diagonal, torch.int64)
+    keep = prims.elementwise("le" if lower else "ge", d, diag)
+    from ..lang import expand_to
+    keep = expand_to(keep, input.tshape)
+    return prims.where(keep, input, prims.full(input.tshape, 0, input.tdtype))
+
+
+@register("tril", torch.tril, T.tril)
+def tril(input, diagonal=0):
+    return _tri(input, diagonal, True)
+
+
+@register("triu", torch.triu, T.triu)
+def triu(input, diagonal=0):
+    return _tri(input, diagonal, False)

@@ -1,0 +1,329 @@
+"""torch.nn.functional symbols: normalization, softmax, attention, embedding, activations.
+
+Decompositions follow the formulas of the PyTorch documentation page of each function;
+normalizations of low-precision inputs compute in float32 as torch's CPU kernels do.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .. import prims
+from ..lang import canonical_dim, expand_to, lift
+from ..proxy import TensorProxy
+from .registry import T, register
+from .elementwise import add, mul
+from .linalg import matmul
+from .reduction import _acc_dtype
+
+
+class Fallback(Exception):
+    """Raised by a decomposition that cannot express this call: run it on the torch executor."""
+
+
+def _bcast_keep(x: TensorProxy, reduced: TensorProxy, dims) -> TensorProxy:
+    keep = tuple(1 if i in dims else s for i, s in enumerate(x.tshape))
+    return prims.broadcast_in_dim(prims.reshape(reduced, keep), x.tshape, list(range(len(x.tshape))))
+
+
+def _softmax(x, dim, dtype, log: bool):
+    if dtype is not None:
+        x = prims.convert_element_type(x, dtype)
+    elif not x.tdtype.is_floating_point:
+        raise RuntimeError(f"softmax not implemented for '{x.tdtype}'")
+    out_dtype = x.tdtype
+    x = prims.convert_element_type(x, _acc_dtype(out_dtype))
+    if len(x.tshape) == 0:
+        return prims.full((), 0.0 if log else 1.0, out_dtype)
+    d = canonical_dim(dim, len(x.tshape))
+    m = prims.reduce("reduce_max", x, [d])
+    # rows that are all -inf: use 0 as the shift so the result is nan, as in torch
+    m = prims.where(prims.elementwise("isfinite", m), m, prims.full(m.tshape, 0.0, x.tdtype))
+    shifted = prims.elementwise("sub", x, _bcast_keep(x, m, [d]))
+    e = prims.elementwise("exp", shifted)
+    s = prims.reduce("reduce_sum", e, [d])
+    if log:
+        out = prims.elementwise("sub", shifted, _bcast_keep(x, prims.elementwise("log", s), [d]))
+    else:
+        out = prims.elementwise("div", e, _bcast_keep(x, s, [d]))
+    return prims.convert_element_type(out, out_dtype)
+
+
+def _dim_dtype(dim, _stacklevel, dtype):
+    if isinstance(_stacklevel, torch.dtype):
+        dtype = _stacklevel
+    if dim is None:
+        raise NotImplementedError("softmax with dim=None (implicit dim) is deprecated in torch; "
+                                  "pass dim explicitly")
+    return dim, dtype
+
+
+@register("softmax", F.softmax, torch.softmax, T.softmax, torch.special.softmax)
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    dim, dtype = _dim_dtype(dim, _stacklevel, dtype)
+    return _softmax(input, dim, dtype, log=False)
+
+
+@register("log_softmax", F.log_softmax, torch.log_softmax, T.log_softmax,
+          torch.special.log_softmax)
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    dim, dtype = _dim_dtype(dim, _stacklevel, dtype)
+    return _softmax(input, dim, dtype, log=True)
+
+
+@register("layer_norm", F.layer_norm, torch.layer_norm)
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    k = len(tuple(normalized_shape))
+    r = len(input.tshape)
+    if tuple(input.tshape[r - k:]) != tuple(normalized_shape):
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with "
+                           f"shape [*, {', '.join(map(str, normalized_shape))}], but got input "
+                           f"of size{list(input.tshape)}")
+    dims = list(range(r - k, r))
+    acc = _acc_dtype(input.tdtype)
+    x = prims.convert_element_type(input, acc)
+    n = 1
+    for d in dims:
+        n *= input.tshape[d]
+    mean = prims.elementwise("div", prims.reduce("reduce_sum", x, dims),
+                             prims.full(input.tshape[:r - k], n, acc))
+    c = prims.elementwise("sub", x, _bcast_keep(x, mean, dims))
+    var = prims.elementwise("div", prims.reduce("reduce_sum", prims.elementwise("mul", c, c), dims),
+                            prims.full(input.tshape[:r - k], n, acc))
+    rstd = prims.elementwise("rsqrt", prims.elementwise(
+        "add", var, prims.full(var.tshape, eps, acc)))
+    out = prims.elementwise("mul", c, _bcast_keep(x, rstd, dims))
+    if weight is not None:
+        out = prims.elementwise("mul", out, expand_to(prims.convert_element_type(weight, acc),
+                                                      out.tshape))
+    if bias is not None:
+        out = prims.elementwise("add", out, expand_to(prims.convert_element_type(bias, acc),
+                                                      out.tshape))
+    return prims.convert_element_type(out, input.tdtype)
+
+
+@register("rms_norm", F.rms_norm, torch.rms_norm)
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    k = len(tuple(normalized_shape))
+    r = len(input.tshape)
+    dims = list(range(r - k, r))
+    acc = _acc_dtype(input.tdtype)
+    if eps is None:
+        eps = torch.finfo(input.tdtype).eps
+    x = prims.convert_element_type(input, acc)
+    n = 1
+    for d in dims:
+        n *= input.tshape[d]
+    ms = prims.elementwise("div", prims.reduce("reduce_sum", prims.elementwise("mul", x, x), dims),
+                           prims.full(input.tshape[:r - k], n, acc))
+    rstd = prims.elementwise("rsqrt", prims.elementwise("add", ms, prims.full(ms.tshape, eps, acc)))
+    out = prims.elementwise("mul", x, _bcast_keep(x, rstd, dims))
+    if weight is not None:
+        out = prims.elementwise("mul", out, expand_to(prims.convert_element_type(weight, acc),
+                                                      out.tshape))
+    return prims.convert_element_type(out, input.tdtype)
+
+
+@register("embedding", F.embedding)
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    if max_norm is not None:
+        raise Fallback("embedding with max_norm renormalizes the weight in place")
+    return prims.take(weight, input, 0)
+
+
+@register("embedding_aten", torch.embedding)
+def embedding_aten(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return prims.take(weight, indices, 0)
+
+
+@register("dropout", F.dropout, torch.dropout, F.dropout1d, F.dropout2d, F.dropout3d,
+          F.alpha_dropout, F.feature_alpha_dropout)
+def dropout(input, p=0.5, training=True, inplace=False):
+    if not training or p == 0:
+        return input
+    raise Fallback("dropout in training mode needs a random mask (runs on the torch executor)")
+
+
+@register("scaled_dot_product_attention", F.scaled_dot_product_attention)
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    if dropout_p > 0:
+        raise Fallback("scaled_dot_product_attention with dropout needs random numbers")
+    q, k, v = query, key, value
+    L, S, E = q.tshape[-2], k.tshape[-2], q.tshape[-1]
+    if enable_gqa and len(q.tshape) >= 3 and q.tshape[-3] != k.tshape[-3]:
+        from .shape import reshape
+        rep = q.tshape[-3] // k.tshape[-3]
+
+        def _rep(t):
+            b = t.tshape[:-3]
+            h, s, e = t.tshape[-3:]
+            t5 = prims.broadcast_in_dim(t, b + (h, rep, s, e), [*range(len(b)), len(b), len(b) + 2,
+                                                               len(b) + 3])
+            return reshape(t5, b + (h * rep, s, e))
+        k, v = _rep(k), _rep(v)
+    scale_factor = 1.0 / math.sqrt(E) if scale is None else scale
+    kt = prims.transpose(k, list(range(len(k.tshape) - 2)) + [len(k.tshape) - 1, len(k.tshape) - 2])
+    scores = matmul(q, kt)
+    scores = prims.elementwise("mul", scores, prims.full(scores.tshape, scale_factor, scores.tdtype))
+    if is_causal:
+        row = prims.iota((L, S), torch.int64, 0)
+        col = prims.iota((L, S), torch.int64, 1)
+        keep = expand_to(prims.elementwise("le", col, row), scores.tshape)
+        scores = prims.where(keep, scores, prims.full(scores.tshape, -math.inf, scores.tdtype))
+    if attn_mask is not None:
+        shape = tuple(torch.broadcast_shapes(scores.tshape, attn_mask.tshape))
+        scores = expand_to(scores, shape)
+        if attn_mask.tdtype is torch.bool:
+            scores = prims.where(expand_to(attn_mask, shape), scores,
+                                 prims.full(shape, -math.inf, scores.tdtype))
+        else:
+            scores = prims.elementwise("add", scores, lift(attn_mask, scores.tdtype, shape))
+    attn = _softmax(scores, -1, None, log=False)
+    return matmul(attn, v)
+
+
+# ---------------------------------------------------------------- activations
+def _zero(x):
+    return prims.full(x.tshape, 0, x.tdtype)
+
+
+@register("relu", F.relu, torch.relu, T.relu)
+def relu(input, inplace=False):
+    return prims.where(prims.elementwise("gt", input, _zero(input)), input, _zero(input))
+
+
+@register("gelu", F.gelu)
+def gelu(input, approximate="none"):
+    x = input
+    acc = _acc_dtype(x.tdtype)
+    x = prims.convert_element_type(x, acc)
+
+    def c(v):
+        return prims.full(x.tshape, v, acc)
+    if approximate == "tanh":
+        inner = prims.elementwise("mul", c(math.sqrt(2 / math.pi)), prims.elementwise(
+            "add", x, prims.elementwise("mul", c(0.044715), prims.elementwise(
+                "mul", x, prims.elementwise("mul", x, x)))))
+        out = prims.elementwise("mul", prims.elementwise("mul", c(0.5), x), prims.elementwise(
+            "add", c(1.0), prims.elementwise("tanh", inner)))
+    elif approximate == "none":
+        cdf = prims.elementwise("mul", c(0.5), prims.elementwise("add", c(1.0), prims.elementwise(
+            "erf", prims.elementwise("mul", x, c(1 / math.sqrt(2))))))
+        out = prims.elementwise("mul", x, cdf)
+    else:
+        raise RuntimeError(f"approximate argument must be either none or tanh, got {approximate}")
+    return prims.convert_element_type(out, input.tdtype)
+
+
+@register("silu", F.silu)
+def silu(input, inplace=False):
+    return prims.elementwise("mul", input, prims.elementwise("logistic", input))
+
+
+@register("softplus", F.softplus)
+def softplus(input, beta=1.0, threshold=20.0):
+    bx = mul(input, beta)
+    soft = prims.elementwise("div", prims.elementwise("log1p", prims.elementwise("exp", bx)),
+                             prims.full(input.tshape, beta, input.tdtype))
+    return prims.where(prims.elementwise("gt", bx, prims.full(input.tshape, threshold,
+                                                              input.tdtype)), input, soft)
+
+
+@register("mish", F.mish)
+def mish(input, inplace=False):
+    return prims.elementwise("mul", input, prims.elementwise("tanh", softplus(input)))
+
+
+@register("leaky_relu", F.leaky_relu)
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    neg = prims.elementwise("mul", input, prims.full(input.tshape, negative_slope, input.tdtype))
+    return prims.where(prims.elementwise("gt", input, _zero(input)), input, neg)
+
+
+@register("elu", F.elu)
+def elu(input, alpha=1.0, inplace=False):
+    neg = prims.elementwise("mul", prims.full(input.tshape, alpha, input.tdtype),
+                            prims.elementwise("expm1", input))
+    return prims.where(prims.elementwise("gt", input, _zero(input)), input, neg)
+
+
+@register("selu", F.selu, torch.selu)
+def selu(input, inplace=False):
+    alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+    return mul(elu(input, alpha), scale)
+
+
+@register("celu", F.celu, torch.celu)
+def celu(input, alpha=1.0, inplace=False):
+    neg = prims.elementwise("mul", prims.full(input.tshape, alpha, input.tdtype),
+                            prims.elementwise("expm1", prims.elementwise(
+                                "div", input, prims.full(input.tshape, alpha, input.tdtype))))
+    return prims.where(prims.elementwise("gt", input, _zero(input)), input, neg)
+
+
+@register("hardtanh", F.hardtanh)
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    from .elementwise import clamp
+    return clamp(input, min_val, max_val)
+
+
+@register("relu6", F.relu6)
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0)
+
+
+@register("hardsigmoid", F.hardsigmoid)
+def hardsigmoid(input, inplace=False):
+    from .elementwise import clamp
+    return prims.elementwise("div", clamp(add(input, 3.0), 0.0, 6.0),
+                             prims.full(input.tshape, 6.0, input.tdtype))
+
+
+@register("hardswish", F.hardswish)
+def hardswish(input, inplace=False):
+    return prims.elementwise("mul", input, hardsigmoid(input))
+
+
+@register("softsign", F.softsign)
+def softsign(input):
+    return prims.elementwise("div", input, prims.elementwise(
+        "add", prims.full(input.tshape, 1.0, input.tdtype), prims.elementwise("abs", input)))
+
+
+@register("logsigmoid", F.logsigmoid)
+def logsigmoid(input):
+    return prims.elementwise("neg", softplus(prims.elementwise("neg", input)))
+
+
+@register("glu", F.glu)
+def glu(input, dim=-1):
+    from .shape import chunk
+    a, b = chunk(input, 2, dim)
+    return prims.elementwise("mul", a, prims.elementwise("logistic", b))
+
+
+@register("normalize", F.normalize)
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    from .elementwise import clamp
+    from .reduction import vector_norm
+    n = vector_norm(input, p, dim, True)
+    return prims.elementwise("div", input, expand_to(clamp(n, min=eps), input.tshape))
+
+
+@register("mse_loss", F.mse_loss)
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    from .elementwise import sub
+    from .reduction import mean, sum
+    d = sub(input, target)
+    sq = prims.elementwise("mul", d, d)
+    if reduction == "none":
+        return sq
+    return mean(sq) if reduction == "mean" else sum(sq)
+
+
+

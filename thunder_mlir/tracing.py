@@ -1,0 +1,240 @@
+"""Proxy tracing: run the user's program once with TensorProxies, recording thunder IR.
+
+``Trace`` owns the module being built (``func.func @computation``), the insertion point
+stack (composite regions nest), the location of the user's line being traced, and the side
+table of Python callables that ``thunder.executor_call`` ops refer to. ``dispatch`` is the
+single entry for every torch call during tracing: metadata queries are answered from the
+proxy, known functions go to their symbol (``symbols/``), data-dependent queries raise, and
+anything else runs through the ``torch`` fallback executor.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable
+
+import optree
+import torch
+from torch.overrides import TorchFunctionMode
+from torch_mlir import ir
+from torch_mlir.dialects import func as func_d
+
+from . import dtypes
+from .context import get_context
+from .errors import DataDependentControlFlowError, SharpEdgeError, TraceError
+from .proxy import TensorProxy
+
+_local = threading.local()
+
+
+def current_trace() -> "Trace":
+    t = getattr(_local, "trace", None)
+    if t is None:
+        raise TraceError("no trace is being built (a TensorProxy escaped its jit call?)")
+    return t
+
+
+# ------------------------------------------------------------------ user locations
+def _package_dir(mod) -> str:
+    return os.path.dirname(os.path.abspath(mod.__file__)) + os.sep
+
+
+_SKIPPED_DIRS: tuple[str, ...] = ()
+
+
+def _skipped_dirs() -> tuple[str, ...]:
+    global _SKIPPED_DIRS
+    if not _SKIPPED_DIRS:
+        import optree as _optree
+
+        import thunder_mlir
+        import thunder_mlir.dialects
+        import thunder_mlir.passes
+
+        import contextlib
+
+        _SKIPPED_DIRS = tuple({_package_dir(m) for m in (
+            thunder_mlir, thunder_mlir.dialects, thunder_mlir.passes, torch, _optree)}) + (
+            contextlib.__file__,)
+    return _SKIPPED_DIRS
+
+
+def user_frame():
+    """The innermost frame outside thunder_mlir and torch: the user's line being traced."""
+    skipped = _skipped_dirs()
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(skipped) and not fn.startswith("<frozen"):
+            return f
+        f = f.f_back
+    return None
+
+
+def describe_frame(f) -> str:
+    """``file:line: source`` for error messages."""
+    if f is None:
+        return "<unknown location>"
+    src = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    return f"{f.f_code.co_filename}:{f.f_lineno}: {src}"
+
+
+# -------------------------------------------------------------------------- trace
+class Trace:
+    """An MLIR module under construction for one traced call.
+
+    ``device`` is the torch.device of the program's tensors. ``side_table`` holds the
+    Python implementations ``thunder.executor_call`` ops name by index (attribute
+    ``impl``); ``fallbacks`` lists the torch functions that went to the fallback executor.
+    """
+
+    def __init__(self, device: torch.device):
+        self.ctx = get_context()
+        self.device = device
+        self.side_table: list[Callable] = []
+        self.fallbacks: list[str] = []
+        self.loc = ir.Location.unknown(self.ctx)
+        with self.ctx, self.loc:
+            self.module = ir.Module.create()
+        self._ips: list[ir.InsertionPoint] = []
+        self.func_op = None
+        self.entry = None
+
+    # -- building
+    @property
+    def ip(self) -> ir.InsertionPoint:
+        return self._ips[-1]
+
+    @contextmanager
+    def insertion_point(self, ip: ir.InsertionPoint):
+        self._ips.append(ip)
+        try:
+            yield
+        finally:
+            self._ips.pop()
+
+    @contextmanager
+    def building(self):
+        """Activate the context, location, insertion point and tracing mode."""
+        prev = getattr(_local, "trace", None)
+        _local.trace = self
+        try:
+            with self.ctx, self.loc, _TracingMode():
+                yield
+        finally:
+            _local.trace = prev
+
+    def begin(self, arg_types: list[ir.Type], name: str = "computation") -> list[ir.Value]:
+        with ir.InsertionPoint(self.module.body):
+            self.func_op = func_d.FuncOp(name, (arg_types, []))
+        self.func_op.attributes["thunder.device"] = ir.StringAttr.get(str(self.device))
+        self.entry = self.func_op.add_entry_block()
+        self._ips = [ir.InsertionPoint(self.entry)]
+        return list(self.entry.arguments)
+
+    def finish(self, results: list[ir.Value]) -> None:
+        with self.ip:
+            func_d.ReturnOp(results)
+        self.func_op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+            [a.type for a in self.entry.arguments], [r.type for r in results]))
+
+    def make_proxy(self, value: ir.Value, requires_grad: bool = False) -> TensorProxy:
+        t = ir.RankedTensorType(value.type)
+        return TensorProxy(value, tuple(t.shape), dtypes.torch_dtype(t.element_type),
+                           self.device, requires_grad)
+
+    @contextmanager
+    def location_of_user_line(self):
+        """Set ``self.loc`` to the user's file:line for the ops emitted inside."""
+        f = user_frame()
+        prev = self.loc
+        if f is not None:
+            self.loc = ir.Location.file(f.f_code.co_filename, f.f_lineno, 0, self.ctx)
+        try:
+            with self.loc:
+                yield
+        finally:
+            self.loc = prev
+
+    def add_impl(self, fn: Callable) -> int:
+        self.side_table.append(fn)
+        return len(self.side_table) - 1
+
+
+# ------------------------------------------------------------------------ dispatch
+class _TracingMode(TorchFunctionMode):
+    """Routes every torch call made while tracing (factories included) to ``dispatch``."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return dispatch(func, args, kwargs or {})
+
+
+_T = torch.Tensor
+# Metadata answered from the proxy itself (the wrapper subclass holds shape/dtype/device).
+_METADATA_METHODS = {
+    _T.size, _T.dim, _T.numel, _T.stride, _T.is_contiguous, _T.is_floating_point,
+    _T.is_complex, _T.element_size, _T.nelement, _T.get_device, _T.__len__,
+    _T.storage_offset, _T.is_signed, _T.__hash__, _T.__format__, _T.__repr__,
+    _T.__str__, _T.ndimension, _T.is_inference, _T.__dir__,
+}
+# Values that would need the tensor's data: an error while tracing.
+_DATA_DEPENDENT = {
+    _T.__bool__: "bool(tensor)", _T.item: "tensor.item()", _T.tolist: "tensor.tolist()",
+    _T.__int__: "int(tensor)", _T.__float__: "float(tensor)", _T.__index__: "tensor.__index__",
+    _T.__complex__: "complex(tensor)", _T.numpy: "tensor.numpy()",
+    _T.data_ptr: "tensor.data_ptr()", _T.__array__: "numpy.asarray(tensor)",
+    _T.untyped_storage: "tensor.untyped_storage()",
+}
+# Properties whose value is computed from the tensor: they are ops, not metadata.
+_OP_PROPERTIES = {_T.T.__get__, _T.mT.__get__, _T.H.__get__, _T.mH.__get__,
+                  _T.real.__get__, _T.imag.__get__}
+
+
+def _is_tensor_leaf(x) -> bool:
+    return isinstance(x, torch.Tensor)
+
+
+def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
+    """Handle one torch call during tracing (see module docstring)."""
+    from .symbols import SYMBOLS
+    from .executors.torch_fallback import emit_fallback
+
+    if func in _METADATA_METHODS or (
+            type(func).__name__ == "method-wrapper" and func not in _OP_PROPERTIES
+            and func not in SYMBOLS):
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+    trace = current_trace()
+    if func in _DATA_DEPENDENT:
+        f = user_frame()
+        raise DataDependentControlFlowError(
+            f"{describe_frame(f)}\n  {_DATA_DEPENDENT[func]} needs the tensor's data, which "
+            "is not known while tracing. Use tensor ops instead (torch.where, masking), or "
+            "torch.cond for control flow that depends on tensor values.")
+    _check_no_foreign_tensors(func, args, kwargs)
+    from .symbols.nn import Fallback
+
+    with trace.location_of_user_line():
+        sym = SYMBOLS.get(func)
+        if sym is not None:
+            try:
+                return sym(*args, **kwargs)
+            except Fallback:
+                pass
+        return emit_fallback(trace, func, args, kwargs)
+
+
+def _check_no_foreign_tensors(func, args, kwargs) -> None:
+    for leaf in optree.tree_leaves((args, kwargs), none_is_leaf=True):
+        if isinstance(leaf, torch.Tensor) and type(leaf) is not TensorProxy:
+            f = user_frame()
+            name = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
+            raise SharpEdgeError(
+                f"{describe_frame(f)}\n  a torch.Tensor of shape {tuple(leaf.shape)} that is "
+                f"not an input of the jitted function reaches {name} (a global, a closure or "
+                "an attribute?). thunder_mlir does not bake tensors into the program as "
+                "constants: pass it as an argument instead.")
