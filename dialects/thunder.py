@@ -46,6 +46,16 @@ class I64Array(ir.DenseI64ArrayAttr):
 
     attr_name = "builtin.dense_array"
 
+    def __bool__(self) -> bool:
+        # ext's generated builders drop falsy attributes (`if attr:`), and an empty array
+        # has len 0; an empty dims list is still a value.
+        return True
+
+    @classmethod
+    def of(cls, values) -> "I64Array":
+        """``array<i64: values...>`` (may be empty)."""
+        return cls(ir.DenseI64ArrayAttr.get([int(v) for v in values]))
+
 
 # --------------------------------------------------------------------------- prims
 # Elementwise prims: name -> arity. Operands must already share one shape; comparison,

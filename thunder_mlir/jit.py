@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import optree
 import torch
+import torch.utils._pytree as torch_pytree
 from torch_mlir import ir
 
 from . import compat, dtypes
@@ -102,7 +103,7 @@ class ThunderFunction:
         out_leaves = list(entry.out_consts)
         for pos, t in zip(entry.out_tensor_positions, outs):
             out_leaves[pos] = t
-        return optree.tree_unflatten(entry.out_spec, out_leaves)
+        return torch_pytree.tree_unflatten(out_leaves, entry.out_spec)
 
     # ------------------------------------------------------------ compilation
     def _compile(self, args, kwargs, leaves, spec) -> CacheEntry:
@@ -130,7 +131,9 @@ def trace_function(fn: Callable, leaves, spec) -> tuple[Trace, Any, list]:
                         if isinstance(x, torch.Tensor) else x for x in leaves]
         args, kwargs = optree.tree_unflatten(spec, proxy_leaves)
         out = fn(*args, **kwargs)
-        out_leaves, out_spec = optree.tree_flatten(out, none_is_leaf=True)
+        # torch's pytree: it knows the containers libraries register with torch
+        # (Hugging Face ModelOutput, torch.return_types), which outputs often are.
+        out_leaves, out_spec = torch_pytree.tree_flatten(out)
         results = []
         for i, x in enumerate(out_leaves):
             if type(x) is TensorProxy:
@@ -139,6 +142,12 @@ def trace_function(fn: Callable, leaves, spec) -> tuple[Trace, Any, list]:
                 raise TraceError(
                     f"output {i} of {getattr(fn, '__qualname__', fn)} is a tensor that was not "
                     "computed from the inputs (a global or closure?); pass it as an input")
+            elif any(type(v) is TensorProxy for v in optree.tree_leaves(x)) or \
+                    "TensorProxy" in repr(type(x)):
+                raise TraceError(
+                    f"output {i} of {getattr(fn, '__qualname__', fn)} is a "
+                    f"{type(x).__qualname__} holding tensors, which is not a pytree container "
+                    "thunder_mlir can unpack; return tensors in tuples, lists or dicts")
         trace.finish(results)
     return trace, out_spec, out_leaves
 

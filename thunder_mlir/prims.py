@@ -35,7 +35,7 @@ def _i64(v: int) -> ir.IntegerAttr:
 
 
 def _arr(v: Sequence[int]) -> I64Array:
-    return I64Array.get([int(i) for i in v])
+    return I64Array.of(v)
 
 
 def _check(cond: bool, msg: str) -> None:
