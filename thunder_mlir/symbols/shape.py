@@ -313,3 +313,22 @@ def cpu(input, *args, **kwargs):
     if input.tdevice.type != "cpu":
         raise NotImplementedError("Tensor.cpu() on a non-CPU tensor inside a jitted function")
     return input
+
+
+@register("diff", torch.diff, T.diff)
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    d = canonical_dim(dim, len(input.tshape))
+    x = input
+    if prepend is not None or append is not None:
+        parts = [p if type(p) is TensorProxy else prims.full(
+            input.tshape[:d] + (1,) + input.tshape[d + 1:], p, input.tdtype)
+            for p in (prepend, input, append) if p is not None]
+        x = cat(parts, d)
+    for _ in range(n):
+        m = x.tshape[d]
+        hi, lo = _slice_along(x, d, 1, m), _slice_along(x, d, 0, m - 1)
+        if x.tdtype is torch.bool:
+            x = prims.elementwise("bitwise_xor", hi, lo)
+        else:
+            x = prims.elementwise("sub", hi, lo)
+    return x

@@ -1,0 +1,56 @@
+"""Shared helpers for the thunder_mlir test suite.
+
+The oracle is always eager PyTorch: a jitted function must return what the plain function
+returns on the same inputs (same pytree structure, dtypes, shapes and values, compared with
+``torch.testing.assert_close``'s default tolerances unless a test says why not).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.utils._pytree as pytree
+
+import thunder_mlir
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    """Every test draws the same random inputs on every run."""
+    torch.manual_seed(0)
+    yield
+
+
+def _clone_tree(tree):
+    return pytree.tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, tree)
+
+
+def assert_same_tree(actual, expected, **close_kw):
+    """Same pytree structure; tensors ``assert_close`` (dtype, shape, device checked too);
+    other leaves equal."""
+    a_leaves, a_spec = pytree.tree_flatten(actual)
+    e_leaves, e_spec = pytree.tree_flatten(expected)
+    assert a_spec == e_spec, f"output structure differs:\n  jit:   {a_spec}\n  eager: {e_spec}"
+    for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
+        if isinstance(e, torch.Tensor):
+            assert isinstance(a, torch.Tensor), f"leaf {i}: expected a tensor, got {type(a)}"
+            torch.testing.assert_close(a, e, msg=lambda m: f"leaf {i}: {m}", **close_kw)
+        else:
+            assert type(a) is type(e) and a == e, f"leaf {i}: {a!r} != {e!r}"
+
+
+def assert_close_to_eager(fn, *args, jfn=None, expect_fallback: bool = False, **close_kw):
+    """Run ``fn`` eagerly and jitted on ``args`` and compare; return the jitted function.
+
+    ``expect_fallback=False`` also asserts the whole program ran on XLA
+    (``thunder_mlir.fallback_ops(jfn) == []``). Inputs are cloned for each run, so an
+    accidental in-place update by either side cannot hide a difference.
+    """
+    jfn = jfn if jfn is not None else thunder_mlir.jit(fn)
+    expected = fn(*_clone_tree(args))
+    actual = jfn(*_clone_tree(args))
+    assert_same_tree(actual, expected, **close_kw)
+    if not expect_fallback:
+        assert thunder_mlir.fallback_ops(jfn) == [], \
+            f"expected the program to run fully on XLA, fallbacks: {thunder_mlir.fallback_ops(jfn)}"
+    return jfn
