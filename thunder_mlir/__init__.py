@@ -11,7 +11,9 @@ from .errors import (  # noqa: F401
     CompileError, DataDependentControlFlowError, LoweringError, PassError, SharpEdgeError,
     ThunderError, TraceError, UnsupportedInputError,
 )
+from .cache import RecompileWarning  # noqa: F401
 from .jit import Stage, ThunderFunction, jit  # noqa: F401
+from .sharp_edges import SharpEdgeWarning  # noqa: F401
 from .module import ThunderModule  # noqa: F401
 from .proxy import TensorProxy  # noqa: F401
 
@@ -45,9 +47,20 @@ def fallback_ops(jfn) -> list[str]:
 
 def cache_hits(jfn) -> int:
     """Calls of ``jfn`` that reused a compiled program."""
-    return _function(jfn).hits
+    return _function(jfn).cache.hits
 
 
 def cache_misses(jfn) -> int:
     """Calls of ``jfn`` that traced and compiled a new program."""
-    return _function(jfn).misses
+    return _function(jfn).cache.misses
+
+
+def cache_info(jfn) -> dict:
+    """The cache of ``jfn``: ``hits``, ``misses``, ``recompile_reasons`` (one line per
+    miss after the first, naming the input or guard that changed), ``guards`` (the
+    global/closure values the program depends on) and ``entries`` (what each compiled
+    entry was specialized on: per input path, tensor metadata or Python value)."""
+    c = _function(jfn).cache
+    return {"hits": c.hits, "misses": c.misses, "recompile_reasons": list(c.reasons),
+            "guards": [g.describe() for g in c.schema],
+            "entries": [e.specialization() for e in c.entries.values()]}

@@ -2,16 +2,14 @@
 
 Pipeline (design.md): trace -> [initial] -> decompose -> [prims] -> partition -> [plan]
 -> lower-to-stablehlo -> [stablehlo] -> XLA. Each stage's module text is kept for
-``last_traces``. Compiled entries are cached by a hashed key of the inputs' metadata
-(shape, dtype, device, requires_grad), the values of non-tensor inputs, grad mode and the
-default dtype.
+``last_traces``. Entries are cached by ``cache.FunctionCache`` (hashed key of input
+metadata, Python values, grad mode, default dtype and guards).
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import optree
@@ -20,45 +18,34 @@ import torch.utils._pytree as torch_pytree
 from torch_mlir import ir
 
 from . import compat, dtypes
+from .cache import CacheEntry, FunctionCache
 from .context import COMPILE_LOCK
 from .errors import TraceError, UnsupportedInputError
 from .proxy import TensorProxy
-from .runtime.plan import Plan, build_plan
+from .sharp_edges import SharpEdgeMonitor, freeze_containers
 from .tracing import Trace
 
 _SCALARS = (bool, int, float, complex, str, type(None), torch.dtype, torch.device,
             type(Ellipsis), slice)
+CACHE_OPTIONS = ("constant values", "no caching")
 
 
-@dataclass
 class Stage:
-    """One stage of a compilation: its name, its MLIR text, and how long it took (s)."""
+    """One stage of a compilation: ``name``, MLIR ``text`` and ``seconds`` it took."""
 
-    name: str
-    text: str
-    seconds: float
+    __slots__ = ("name", "text", "seconds")
+
+    def __init__(self, name: str, text: str, seconds: float):
+        self.name, self.text, self.seconds = name, text, seconds
 
     def __str__(self) -> str:
         return f"// ----- {self.name} ({self.seconds * 1e3:.1f} ms)\n{self.text}"
 
-
-@dataclass
-class CacheEntry:
-    """A compiled specialization: the plan plus how to rebuild the output structure."""
-
-    plan: Plan
-    out_spec: Any
-    out_consts: list  # per output leaf: None for a tensor, else the constant value
-    out_tensor_positions: list[int]
-    stages: list[Stage]
-    fallbacks: list[str] = field(default_factory=list)
+    def __repr__(self) -> str:
+        return f"Stage({self.name!r}, {len(self.text)} chars, {self.seconds * 1e3:.1f} ms)"
 
 
-def _leaf_key(x, path: str):
-    if isinstance(x, torch.Tensor):
-        return (x.shape, x.dtype, x.device, x.requires_grad)
-    if isinstance(x, _SCALARS):
-        return (type(x), x)
+def _unsupported(x, path: str):
     raise UnsupportedInputError(
         f"thunder_mlir.jit cannot accept an input of type {type(x).__module__}."
         f"{type(x).__qualname__} (at {path}). Accepted: tensors, numbers, strings, dtypes, "
@@ -66,49 +53,78 @@ def _leaf_key(x, path: str):
         f"Unpack the object into accepted values before the call.")
 
 
-def _flatten(args, kwargs):
-    leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
-    return leaves, spec
+def _metas(leaves) -> tuple:
+    """Per-leaf cache-key metadata; raises UnsupportedInputError for other types."""
+    out = []
+    for x in leaves:
+        if isinstance(x, torch.Tensor):
+            out.append(("tensor", x.shape, x.dtype, x.device, x.requires_grad))
+        elif isinstance(x, _SCALARS):
+            out.append((type(x), x))
+        else:
+            return None
+    return tuple(out)
+
+
+def _paths(args, kwargs) -> list[str]:
+    paths, _, _ = optree.tree_flatten_with_path((args, kwargs), none_is_leaf=True)
+    names = []
+    for p in paths:
+        head, rest = ("args", p[1:]) if p[0] == 0 else ("kwargs", p[1:])
+        names.append(head + "".join(f"[{k!r}]" for k in rest))
+    return names
 
 
 class ThunderFunction:
-    """The callable ``jit`` returns: same signature as ``fn``, compiled per input metadata."""
+    """The callable ``jit`` returns: same signature as ``fn``, compiled per input metadata.
 
-    def __init__(self, fn: Callable):
+    Attributes: ``fn`` (the original), ``cache`` (its FunctionCache), ``last`` (the
+    CacheEntry of the last call).
+    """
+
+    def __init__(self, fn: Callable, *, sharp_edges: str = "warn",
+                 cache: str = "constant values", recompile_limit: int = 8):
+        if cache not in CACHE_OPTIONS:
+            raise ValueError(f"cache must be one of {CACHE_OPTIONS}, got {cache!r}")
+        SharpEdgeMonitor(fn, sharp_edges)  # validates the policy now, not at first call
         self.fn = fn
-        self._cache: dict[Any, CacheEntry] = {}
+        self.sharp_edges = sharp_edges
+        name = getattr(fn, "__qualname__", None) or getattr(getattr(fn, "func", None),
+                                                            "__qualname__", repr(fn))
+        self.cache = FunctionCache(name, recompile_limit, enabled=cache == "constant values")
         self.last: CacheEntry | None = None
-        self.hits = 0
-        self.misses = 0
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        leaves, spec = _flatten(args, kwargs)
-        try:
-            key = (spec, tuple(_leaf_key(x, f"leaf {i}") for i, x in enumerate(leaves)),
-                   torch.is_grad_enabled(), torch.get_default_dtype())
-            entry = self._cache.get(key)
-        except TypeError:  # an unhashable constant: compile without caching
-            key, entry = None, None
+        leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
+        metas = _metas(leaves)
+        if metas is None:
+            paths = _paths(args, kwargs)
+            bad = next(i for i, x in enumerate(leaves)
+                       if not isinstance(x, (torch.Tensor,) + _SCALARS))
+            _unsupported(leaves[bad], paths[bad])
+        cache = self.cache
+        key = cache.key(spec, metas)
+        entry = cache.lookup(key)
         if entry is None:
-            self.misses += 1
-            entry = self._compile(args, kwargs, leaves, spec)
-            if key is not None:
-                self._cache[key] = entry
+            with COMPILE_LOCK:
+                entry = compile_function(self.fn, args, kwargs, leaves, spec, self.sharp_edges)
+                cache.insert(key, entry, _paths(args, kwargs), entry.guards)
         else:
-            self.hits += 1
+            cache.hits += 1
         self.last = entry
         tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
         outs = entry.plan.run(tensors)
+        if entry.mutated_inputs:
+            k = len(entry.mutated_inputs)
+            with torch.no_grad():
+                for i, v in zip(entry.mutated_inputs, outs[-k:]):
+                    tensors[i].copy_(v)
+            outs = outs[:-k]
         out_leaves = list(entry.out_consts)
         for pos, t in zip(entry.out_tensor_positions, outs):
             out_leaves[pos] = t
         return torch_pytree.tree_unflatten(out_leaves, entry.out_spec)
-
-    # ------------------------------------------------------------ compilation
-    def _compile(self, args, kwargs, leaves, spec) -> CacheEntry:
-        with COMPILE_LOCK:
-            return compile_function(self.fn, leaves, spec)
 
 
 def _program_device(tensors) -> torch.device:
@@ -119,18 +135,31 @@ def _program_device(tensors) -> torch.device:
     return devices.pop() if devices else torch.device("cpu")
 
 
-def trace_function(fn: Callable, leaves, spec) -> tuple[Trace, Any, list]:
-    """Trace ``fn`` on proxies for the tensor leaves; returns (trace, out_spec, out_leaves)."""
+def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn"):
+    """Trace ``fn`` on proxies for the tensor leaves.
+
+    Returns (trace, out_spec, out_leaves, monitor). Raises TraceError subclasses naming the
+    user's line; a program that escapes the functional contract raises SharpEdgeError.
+    """
     compat.install()
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
     trace = Trace(_program_device(tensors))
+    monitor = SharpEdgeMonitor(fn, sharp_edges)
+    trace.monitor = monitor
     with trace.building():
         arg_types = [dtypes.tensor_type(t.shape, t.dtype) for t in tensors]
         values = iter(trace.begin(arg_types))
-        proxy_leaves = [trace.make_proxy(next(values), x.requires_grad)
-                        if isinstance(x, torch.Tensor) else x for x in leaves]
-        args, kwargs = optree.tree_unflatten(spec, proxy_leaves)
-        out = fn(*args, **kwargs)
+        proxy_leaves = []
+        for x in leaves:
+            if isinstance(x, torch.Tensor):
+                p = trace.make_proxy(next(values), x.requires_grad)
+                trace.inputs.append(p)
+                proxy_leaves.append(p)
+            else:
+                proxy_leaves.append(x)
+        args, kwargs = freeze_containers(optree.tree_unflatten(spec, proxy_leaves))
+        with monitor:
+            out = fn(*args, **kwargs)
         # torch's pytree: it knows the containers libraries register with torch
         # (Hugging Face ModelOutput, torch.return_types), which outputs often are.
         out_leaves, out_spec = torch_pytree.tree_flatten(out)
@@ -148,17 +177,22 @@ def trace_function(fn: Callable, leaves, spec) -> tuple[Trace, Any, list]:
                     f"output {i} of {getattr(fn, '__qualname__', fn)} is a "
                     f"{type(x).__qualname__} holding tensors, which is not a pytree container "
                     "thunder_mlir can unpack; return tensors in tuples, lists or dicts")
+        results += [p.value for _, p in sorted(trace.mutated_inputs.items())]
         trace.finish(results)
-    return trace, out_spec, out_leaves
+    monitor.finish()
+    return trace, out_spec, out_leaves, monitor
 
 
-def compile_function(fn: Callable, leaves, spec) -> CacheEntry:
+def compile_function(fn: Callable, args, kwargs, leaves, spec,
+                     sharp_edges: str = "warn") -> CacheEntry:
     """Trace, transform, lower and compile ``fn`` for these inputs (under COMPILE_LOCK)."""
     from thunder_mlir.passes import PASSES
 
+    from .runtime.plan import build_plan
+
     stages: list[Stage] = []
     t0 = time.perf_counter()
-    trace, out_spec, out_leaves = trace_function(fn, leaves, spec)
+    trace, out_spec, out_leaves, monitor = trace_function(fn, leaves, spec, sharp_edges)
     module = trace.module
     stages.append(Stage("initial", _asm(module), time.perf_counter() - t0))
     for stage_name, pass_name in (("prims", "decompose"), ("plan", "partition"),
@@ -167,33 +201,42 @@ def compile_function(fn: Callable, leaves, spec) -> CacheEntry:
         PASSES[pass_name].run(module)
         stages.append(Stage(stage_name, _asm(module), time.perf_counter() - t))
     t = time.perf_counter()
-    plan, _texts = build_plan(module, trace.side_table, trace.device)
-    stages.append(Stage("xla-compile", f"// {len(_texts)} region(s) compiled",
+    plan, texts = build_plan(module, trace.side_table, trace.device)
+    stages.append(Stage("xla-compile", f"// {len(texts)} region(s) compiled",
                         time.perf_counter() - t))
     positions = [i for i, x in enumerate(out_leaves) if type(x) is TensorProxy]
     consts = [None if type(x) is TensorProxy else x for x in out_leaves]
-    return CacheEntry(plan, out_spec, consts, positions, stages, list(trace.fallbacks))
+    return CacheEntry(plan, out_spec, consts, positions, stages, list(trace.fallbacks),
+                      sorted(trace.mutated_inputs), guards=list(monitor.guards))
 
 
 def _asm(module: ir.Module) -> str:
     return module.operation.get_asm(enable_debug_info=True)
 
 
-def jit(fn: Callable | torch.nn.Module, **options) -> Callable:
+def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
+        cache: str = "constant values", recompile_limit: int = 8) -> Callable:
     """Compile a function or ``nn.Module`` with thunder_mlir.
 
     Returns a callable with the same signature that computes the same result: a
     ``ThunderFunction`` for a function, a ``ThunderModule`` (an ``nn.Module`` sharing the
     original's parameters and buffers, which are program inputs) for a module. Compilation
     happens on the first call for each new input metadata (shape, dtype, device,
-    requires_grad) or non-tensor value. Raises ``UnsupportedInputError`` (a ValueError) for
-    inputs of unsupported types and ``TraceError`` for programs that cannot be traced, naming
-    the user's source line.
+    requires_grad), Python input value, grad mode, default dtype or guarded value.
+
+    Options: ``sharp_edges`` ("allow" | "warn" | "error"): what a non-functional call
+    (random, time) does — its value is constant-folded; "warn" (default) warns, "error"
+    raises SharpEdgeError. ``cache`` ("constant values" | "no caching"): "no caching"
+    re-traces on every call. ``recompile_limit``: recompiles of one function past this warn
+    (RecompileWarning) naming the changing value.
+
+    Raises ``UnsupportedInputError`` (a ValueError) for inputs of unsupported types and
+    ``TraceError`` subclasses for programs that cannot be traced, naming the user's line.
     """
-    if options:
-        raise TypeError(f"jit: unknown options {sorted(options)}")
     if isinstance(fn, torch.nn.Module):
         from .module import ThunderModule
 
-        return ThunderModule(fn)
-    return ThunderFunction(fn)
+        return ThunderModule(fn, sharp_edges=sharp_edges, cache=cache,
+                             recompile_limit=recompile_limit)
+    return ThunderFunction(fn, sharp_edges=sharp_edges, cache=cache,
+                           recompile_limit=recompile_limit)

@@ -68,11 +68,14 @@ def canonical_dim(dim: int, rank: int) -> int:
 
 
 def canonical_dims(dims, rank: int) -> list[int]:
+    """Sorted, deduplicated non-negative dims (``None``: all dims). For a 0-d tensor the
+    accepted dims (-1, 0) name no real dim, so the result is empty (nothing to reduce)."""
     if dims is None:
         return list(range(rank))
     if isinstance(dims, int):
         dims = [dims]
-    return sorted({canonical_dim(d, rank) for d in dims})
+    out = sorted({canonical_dim(d, rank) for d in dims})
+    return out if rank > 0 else []
 
 
 def elementwise_binary(prim: str, a, b, kind: Kind = Kind.DEFAULT) -> TensorProxy:

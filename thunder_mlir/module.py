@@ -16,19 +16,20 @@ from .jit import ThunderFunction
 
 
 def _functional_forward(module: torch.nn.Module, training_flags, state, args, kwargs):
-    # training_flags is unused in the body: as an input it is part of the cache key
-    return torch.func.functional_call(module, state, args, kwargs, tie_weights=False,
-                                      strict=False)
+    # training_flags is unused in the body: as an input it is part of the cache key.
+    # functional_call writes into the dict it gets (restoring state): give it a copy.
+    return torch.func.functional_call(module, dict(state), tuple(args), dict(kwargs),
+                                      tie_weights=False, strict=False)
 
 
 class ThunderModule(torch.nn.Module):
     """Wraps ``module``; ``forward`` has the original's signature. ``_original`` is the
     wrapped module (its parameters are this module's parameters)."""
 
-    def __init__(self, module: torch.nn.Module):
+    def __init__(self, module: torch.nn.Module, **jit_options):
         super().__init__()
         self._original = module
-        self._fn = ThunderFunction(functools.partial(_functional_forward, module))
+        self._fn = ThunderFunction(functools.partial(_functional_forward, module), **jit_options)
 
     def forward(self, *args, **kwargs):
         m = self._original

@@ -97,6 +97,9 @@ class Trace:
         self.device = device
         self.side_table: list[Callable] = []
         self.fallbacks: list[str] = []
+        self.inputs: list[TensorProxy] = []  # the input proxies, in argument order
+        self.mutated_inputs: dict[int, TensorProxy] = {}  # input index -> proxy (write-back)
+        self.monitor = None  # the SharpEdgeMonitor of this trace, if any
         self.loc = ir.Location.unknown(self.ctx)
         with self.ctx, self.loc:
             self.module = ir.Module.create()
@@ -232,9 +235,14 @@ def _check_no_foreign_tensors(func, args, kwargs) -> None:
     for leaf in optree.tree_leaves((args, kwargs), none_is_leaf=True):
         if isinstance(leaf, torch.Tensor) and type(leaf) is not TensorProxy:
             f = user_frame()
-            name = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
+            from .executors.torch_fallback import qualified_name
+
+            name = qualified_name(func)
+            monitor = current_trace().monitor
+            known = monitor.tensor_names.get(id(leaf)) if monitor is not None else None
+            what = f"the {known}, a tensor" if known else "a torch.Tensor"
             raise SharpEdgeError(
-                f"{describe_frame(f)}\n  a torch.Tensor of shape {tuple(leaf.shape)} that is "
-                f"not an input of the jitted function reaches {name} (a global, a closure or "
-                "an attribute?). thunder_mlir does not bake tensors into the program as "
-                "constants: pass it as an argument instead.")
+                f"{describe_frame(f)}\n  {what} of shape {tuple(leaf.shape)} that is not an "
+                f"input of the jitted function reaches {name} (read from a global, a closure "
+                "or an attribute of a non-input object). thunder_mlir does not bake tensors "
+                "into the program as constants: pass it as an argument instead.")

@@ -173,3 +173,17 @@ def tril(input, diagonal=0):
 @register("triu", torch.triu, T.triu)
 def triu(input, diagonal=0):
     return _tri(input, diagonal, False)
+
+
+@register("new_tensor", T.new_tensor)
+def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False, layout=None,
+               pin_memory=False):
+    _check_device(device)
+    return _literal(data, dtype or self.tdtype)
+
+
+@register("device", torch.device, composite=False)
+def device(*args, **kwargs):
+    """``torch.device(...)`` written in the program: a Python value, not an op."""
+    with torch._C.DisableTorchFunction():
+        return torch.device(*args, **kwargs)

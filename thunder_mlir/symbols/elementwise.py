@@ -127,7 +127,8 @@ def fmod(input, other):
 
 @register("pow", *_fns(torch.pow, T.pow, T.__pow__))
 def pow(input, exponent):
-    if type(input) is TensorProxy and exponent == 2 and not isinstance(exponent, bool):
+    if type(input) is TensorProxy and isinstance(exponent, (int, float)) and \
+            not isinstance(exponent, bool) and exponent == 2:
         comp, res = promote(input, exponent, kind=Kind.BOOL_TO_LONG)
         x = prims.convert_element_type(input, comp)
         return prims.convert_element_type(prims.elementwise("mul", x, x), res)
@@ -139,14 +140,33 @@ def rpow(input, other):
     return elementwise_binary("pow", other, input, Kind.BOOL_TO_LONG)
 
 
-@register("maximum", torch.maximum, T.maximum, torch.fmax, T.fmax)
+@register("maximum", torch.maximum, T.maximum)
 def maximum(input, other):
+    """Elementwise max; NaN if either operand is NaN (stablehlo.maximum propagates NaN)."""
     return elementwise_binary("maximum", input, other)
 
 
-@register("minimum", torch.minimum, T.minimum, torch.fmin, T.fmin)
+@register("minimum", torch.minimum, T.minimum)
 def minimum(input, other):
+    """Elementwise min; NaN if either operand is NaN."""
     return elementwise_binary("minimum", input, other)
+
+
+def _fmax_fmin(prim):
+    def impl(input, other):
+        comp, res = promote(input, other)
+        shape = broadcast_shape(input, other)
+        a, b = lift(input, comp, shape), lift(other, comp, shape)
+        out = prims.elementwise(prim, a, b)
+        if comp.is_floating_point:  # NaN only where both are NaN
+            out = prims.where(prims.elementwise("ne", a, a), b,
+                              prims.where(prims.elementwise("ne", b, b), a, out))
+        return prims.convert_element_type(out, res)
+    return impl
+
+
+fmax = register("fmax", torch.fmax, T.fmax)(_fmax_fmin("maximum"))
+fmin = register("fmin", torch.fmin, T.fmin)(_fmax_fmin("minimum"))
 
 
 @register("atan2", torch.atan2, T.atan2, torch.arctan2, T.arctan2)
@@ -348,15 +368,14 @@ register_inplace(masked_fill, T.masked_fill_)
 def clamp(input, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    # min(max(x, lo), hi) as in torch: a NaN in x or in a bound gives NaN
     comp, res = promote(input, min, max)
     shape = broadcast_shape(input, min, max)
     x = lift(input, comp, shape)
     if min is not None:
-        lo = lift(min, comp, shape)
-        x = prims.where(prims.elementwise("lt", x, lo), lo, x)
+        x = prims.elementwise("maximum", x, lift(min, comp, shape))
     if max is not None:
-        hi = lift(max, comp, shape)
-        x = prims.where(prims.elementwise("gt", x, hi), hi, x)
+        x = prims.elementwise("minimum", x, lift(max, comp, shape))
     return prims.convert_element_type(x, res)
 
 

@@ -38,7 +38,7 @@ def _as_index_tensor(ix, size: int) -> TensorProxy:
     return prims.where(neg, wrapped, ix)
 
 
-@register("getitem", T.__getitem__)
+@register("getitem", T.__getitem__, view=True)
 def getitem(input, index):
     if not isinstance(index, tuple):
         index = (index,)

@@ -184,6 +184,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         else:
             scores = prims.elementwise("add", scores, lift(attn_mask, scores.tdtype, shape))
     attn = _softmax(scores, -1, None, log=False)
+    if is_causal or attn_mask is not None:
+        # torch's math backend uses a "safe" softmax: a fully masked row (all -inf) gives
+        # zeros, not NaN
+        neg_inf = prims.full(scores.tshape, -math.inf, scores.tdtype)
+        masked = prims.reduce("reduce_and", prims.elementwise("eq", scores, neg_inf),
+                              [len(scores.tshape) - 1])
+        attn = prims.where(_bcast_keep(attn, masked, [len(scores.tshape) - 1]),
+                           prims.full(attn.tshape, 0, attn.tdtype), attn)
     return matmul(attn, v)
 
 
@@ -194,7 +202,8 @@ def _zero(x):
 
 @register("relu", F.relu, torch.relu, T.relu)
 def relu(input, inplace=False):
-    return prims.where(prims.elementwise("gt", input, _zero(input)), input, _zero(input))
+    # max(x, 0) with NaN propagating, as torch's relu (clamp_min) does
+    return prims.where(prims.elementwise("lt", input, _zero(input)), _zero(input), input)
 
 
 @register("gelu", F.gelu)

@@ -80,14 +80,21 @@ def _extreme(name, x, dims, keepdim):
     return _keep(x, out, dims, keepdim)
 
 
+def _all_if_empty(dim):
+    """amax/amin reduce over all dims when ``dim`` is empty (``()``/``[]``); dim 0 is a dim."""
+    return None if isinstance(dim, (tuple, list)) and len(dim) == 0 else dim
+
+
 @register("amax", torch.amax, T.amax)
 def amax(input, dim=(), keepdim=False):
-    return _extreme("reduce_max", input, canonical_dims(dim or None, len(input.tshape)), keepdim)
+    return _extreme("reduce_max", input, canonical_dims(_all_if_empty(dim), len(input.tshape)),
+                    keepdim)
 
 
 @register("amin", torch.amin, T.amin)
 def amin(input, dim=(), keepdim=False):
-    return _extreme("reduce_min", input, canonical_dims(dim or None, len(input.tshape)), keepdim)
+    return _extreme("reduce_min", input, canonical_dims(_all_if_empty(dim), len(input.tshape)),
+                    keepdim)
 
 
 def _argext(name, x, dim, keepdim):
@@ -128,6 +135,10 @@ def _max_min(kind):
         if dim is None:
             return _extreme(red, input, list(range(len(input.tshape))), False)
         d = canonical_dim(dim, len(input.tshape))
+        if len(input.tshape) == 0:  # dim 0 / -1 of a 0-d tensor: the value, index 0
+            values, indices = input, prims.full((), 0, torch.int64)
+            return torch.return_types.max((values, indices)) if kind == "max" else \
+                torch.return_types.min((values, indices))
         values = _extreme(red, input, [d], keepdim)
         indices = _argext(arg, input, d, keepdim)
         return torch.return_types.max((values, indices)) if kind == "max" else \

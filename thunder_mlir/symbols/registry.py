@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import optree
 import torch
 
 from ..errors import TraceError
@@ -20,14 +21,19 @@ SYMBOLS: dict[Callable, Symbol] = {}
 BY_NAME: dict[str, Symbol] = {}
 
 
-def register(name: str, *torch_fns: Callable, composite: bool = True):
+def register(name: str, *torch_fns: Callable, composite: bool = True, view: bool = False):
     """Decorator: make ``impl`` the Symbol ``ltorch.<name>`` for ``torch_fns``.
 
     With ``composite=False`` the impl runs inline (no composite op): for pure metadata or
     aliasing helpers whose output is one of their inputs or another symbol's output.
+    ``view=True`` marks torch view ops (their outputs alias the first argument), so that an
+    in-place update of a view or of its base is refused instead of silently diverging.
     """
     def deco(impl: Callable):
-        sym = Symbol(f"ltorch.{name}", impl) if composite else _Inline(f"ltorch.{name}", impl)
+        cls = Symbol if composite else _Inline
+        if view:
+            cls = _ViewSymbol if composite else _InlineView
+        sym = cls(f"ltorch.{name}", impl)
         BY_NAME[sym.name] = sym
         for fn in torch_fns:
             if fn in SYMBOLS and SYMBOLS[fn] is not sym:
@@ -42,24 +48,49 @@ class _Inline(Symbol):
         return self.impl(*args, **kwargs)
 
 
+def _mark_views(base, out):
+    if type(base) is not TensorProxy:
+        return out
+    root = getattr(base, "_alias_root", None)
+    if root is None:  # (no `or`: bool() of a proxy is a data-dependent error)
+        root = base
+    for o in optree.tree_leaves(out, none_is_leaf=True):
+        if type(o) is TensorProxy and o is not base:
+            o._alias_root = root
+            root._has_views = True
+    return out
+
+
+class _ViewSymbol(Symbol):
+    def __call__(self, *args, **kwargs):
+        return _mark_views(args[0] if args else None, super().__call__(*args, **kwargs))
+
+
+class _InlineView(_Inline):
+    def __call__(self, *args, **kwargs):
+        return _mark_views(args[0] if args else None, self.impl(*args, **kwargs))
+
+
 def register_inplace(functional: Symbol, *torch_fns: Callable) -> None:
     """``Tensor.op_(self, ...)``: compute ``functional`` and rebind ``self`` to the result.
 
     A proxy is rebound in place (its SSA value replaced), so later uses of the same Python
-    object see the update, as torch's in-place semantics require. In-place updates of
-    program inputs are refused (they would need a write-back to the caller's tensor).
+    object see the update, as torch's in-place semantics require. An updated program input
+    becomes an extra output that the runtime copies back into the caller's tensor after the
+    run. Updating a tensor that has views (or is one) raises NotImplementedError: the
+    functional program would not update the aliases.
     """
     def impl(self, *args, **kwargs):
         if type(self) is not TensorProxy:
             raise TypeError(f"{functional.name}_: expected a tensor, got {type(self).__name__}")
         trace = current_trace()
-        if self.value.owner == trace.entry:
+        if getattr(self, "_alias_root", None) is not None or getattr(self, "_has_views", False):
             from ..tracing import describe_frame, user_frame
 
             raise NotImplementedError(
-                f"{describe_frame(user_frame())}\n  in-place {functional.name}_ on an input "
-                "of the jitted function: thunder_mlir does not modify its inputs. Use the "
-                "out-of-place form and return the result.")
+                f"{describe_frame(user_frame())}\n  in-place {functional.name}_ on a tensor "
+                "that shares memory with a view (or is one): the compiled program is "
+                "functional and would not update the aliases. Use the out-of-place form.")
         out = functional(self, *args, **kwargs)
         from .. import prims
 
@@ -68,6 +99,9 @@ def register_inplace(functional: Symbol, *torch_fns: Callable) -> None:
             raise RuntimeError(f"output with shape {list(out.tshape)} doesn't match the "
                                f"broadcast shape {list(self.tshape)}")
         self.value = out.value
+        for i, p in enumerate(trace.inputs):
+            if p is self:  # an input: written back to the caller's tensor after the run
+                trace.mutated_inputs[i] = self
         return self
 
     inplace = _Inline(functional.name + "_", impl)

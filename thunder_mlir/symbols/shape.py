@@ -47,19 +47,19 @@ def _numel(x: TensorProxy) -> int:
     return n
 
 
-@register("reshape", torch.reshape, T.reshape, T.view)
+@register("reshape", torch.reshape, T.reshape, T.view, view=True)
 def reshape(input, *shape):
     if len(shape) == 1 and isinstance(shape[0], torch.dtype):
         raise NotImplementedError("Tensor.view(dtype) (a bitcast) is not supported")
     return prims.reshape(input, infer_shape(_shape_arg(shape), _numel(input)))
 
 
-@register("view_as", T.view_as, T.reshape_as)
+@register("view_as", T.view_as, T.reshape_as, view=True)
 def view_as(input, other):
     return prims.reshape(input, other.tshape)
 
 
-@register("flatten", torch.flatten, T.flatten)
+@register("flatten", torch.flatten, T.flatten, view=True)
 def flatten(input, start_dim=0, end_dim=-1):
     r = len(input.tshape)
     if r == 0:
@@ -71,14 +71,14 @@ def flatten(input, start_dim=0, end_dim=-1):
     return prims.reshape(input, input.tshape[:s] + (mid,) + input.tshape[e + 1:])
 
 
-@register("unflatten", torch.unflatten, T.unflatten)
+@register("unflatten", torch.unflatten, T.unflatten, view=True)
 def unflatten(input, dim, sizes):
     d = canonical_dim(dim, len(input.tshape))
     sizes = infer_shape(sizes, input.tshape[d])
     return prims.reshape(input, input.tshape[:d] + tuple(sizes) + input.tshape[d + 1:])
 
 
-@register("permute", torch.permute, T.permute)
+@register("permute", torch.permute, T.permute, view=True)
 def permute(input, *dims):
     dims = _shape_arg(dims)
     r = len(input.tshape)
@@ -86,7 +86,7 @@ def permute(input, *dims):
 
 
 @register("transpose", torch.transpose, T.transpose, torch.swapaxes, T.swapaxes,
-          torch.swapdims, T.swapdims)
+          torch.swapdims, T.swapdims, view=True)
 def transpose(input, dim0, dim1):
     r = len(input.tshape)
     perm = list(range(r))
@@ -97,7 +97,7 @@ def transpose(input, dim0, dim1):
     return prims.transpose(input, perm)
 
 
-@register("t", torch.t, T.t, T.T.__get__)
+@register("t", torch.t, T.t, T.T.__get__, view=True)
 def t(input):
     r = len(input.tshape)
     if r < 2:
@@ -105,12 +105,12 @@ def t(input):
     return prims.transpose(input, list(range(r))[::-1])
 
 
-@register("mT", T.mT.__get__)
+@register("mT", T.mT.__get__, view=True)
 def mT(input):
     return transpose(input, -2, -1)
 
 
-@register("movedim", torch.movedim, T.movedim, torch.moveaxis, T.moveaxis)
+@register("movedim", torch.movedim, T.movedim, torch.moveaxis, T.moveaxis, view=True)
 def movedim(input, source, destination):
     r = len(input.tshape)
     src = [source] if isinstance(source, int) else list(source)
@@ -125,13 +125,13 @@ def movedim(input, source, destination):
     return prims.transpose(input, perm)
 
 
-@register("unsqueeze", torch.unsqueeze, T.unsqueeze)
+@register("unsqueeze", torch.unsqueeze, T.unsqueeze, view=True)
 def unsqueeze(input, dim):
     d = canonical_dim(dim, len(input.tshape) + 1)
     return prims.reshape(input, input.tshape[:d] + (1,) + input.tshape[d:])
 
 
-@register("squeeze", torch.squeeze, T.squeeze)
+@register("squeeze", torch.squeeze, T.squeeze, view=True)
 def squeeze(input, dim=None):
     r = len(input.tshape)
     if dim is None:
@@ -142,7 +142,7 @@ def squeeze(input, dim=None):
     return prims.reshape(input, shape)
 
 
-@register("expand", T.expand)
+@register("expand", T.expand, view=True)
 def expand(input, *sizes):
     sizes = _shape_arg(sizes)
     offset = len(sizes) - len(input.tshape)
@@ -157,20 +157,33 @@ def expand(input, *sizes):
     return expand_to(input, shape)
 
 
-@register("expand_as", T.expand_as)
+@register("expand_as", T.expand_as, view=True)
 def expand_as(input, other):
     return expand(input, other.tshape)
 
 
-@register("broadcast_to", torch.broadcast_to, T.broadcast_to)
+@register("broadcast_to", torch.broadcast_to, T.broadcast_to, view=True)
 def broadcast_to(input, size):
     return expand(input, tuple(size))
 
 
-@register("contiguous", T.contiguous, T.clone, torch.clone, T.detach, torch.detach,
-          T.data.__get__, T.detach_, T.requires_grad_, composite=False)
+@register("contiguous", T.contiguous, T.detach_, T.requires_grad_, composite=False)
 def contiguous(input, *args, **kwargs):
-    return input  # values are immutable SSA values: layout, copies and detach are no-ops
+    return input  # values are immutable SSA values: layout changes are no-ops (same tensor)
+
+
+def _same_value(input: TensorProxy) -> TensorProxy:
+    return TensorProxy(input.value, input.tshape, input.tdtype, input.tdevice)
+
+
+@register("clone", T.clone, torch.clone, composite=False)
+def clone(input, *, memory_format=None):
+    return _same_value(input)  # a new tensor: in-place updates of it must not reach `input`
+
+
+@register("detach", T.detach, torch.detach, T.data.__get__, composite=False, view=True)
+def detach(input):
+    return _same_value(input)  # shares memory with `input`, like torch's detach
 
 
 @register("cat", torch.cat, torch.concat, torch.concatenate)
@@ -205,7 +218,7 @@ def _slice_along(x: TensorProxy, d: int, start: int, stop: int, step: int = 1) -
     return prims.slice_(x, starts, limits, strides)
 
 
-@register("split", torch.split, T.split, T.split_with_sizes)
+@register("split", torch.split, T.split, T.split_with_sizes, view=True)
 def split(tensor, split_size_or_sections, dim=0):
     d = canonical_dim(dim, len(tensor.tshape))
     out, start = [], 0
@@ -215,7 +228,7 @@ def split(tensor, split_size_or_sections, dim=0):
     return tuple(out)
 
 
-@register("chunk", torch.chunk, T.chunk)
+@register("chunk", torch.chunk, T.chunk, view=True)
 def chunk(input, chunks, dim=0):
     d = canonical_dim(dim, len(input.tshape))
     n = input.tshape[d]
@@ -223,7 +236,7 @@ def chunk(input, chunks, dim=0):
     return split(input, size, d)
 
 
-@register("unbind", torch.unbind, T.unbind)
+@register("unbind", torch.unbind, T.unbind, view=True)
 def unbind(input, dim=0):
     d = canonical_dim(dim, len(input.tshape))
     return tuple(prims.reshape(_slice_along(input, d, i, i + 1),
@@ -231,14 +244,14 @@ def unbind(input, dim=0):
                  for i in range(input.tshape[d]))
 
 
-@register("narrow", torch.narrow, T.narrow)
+@register("narrow", torch.narrow, T.narrow, view=True)
 def narrow(input, dim, start, length):
     d = canonical_dim(dim, len(input.tshape))
     start = start % input.tshape[d] if start < 0 else start
     return _slice_along(input, d, start, start + length)
 
 
-@register("select", torch.select, T.select)
+@register("select", torch.select, T.select, view=True)
 def select(input, dim, index):
     d = canonical_dim(dim, len(input.tshape))
     i = index % input.tshape[d] if index < 0 else index
@@ -246,7 +259,9 @@ def select(input, dim, index):
 
 
 @register("flip", torch.flip, T.flip)
-def flip(input, dims):
+def flip(input, *args, dims=None):
+    # torch.flip(x, (0, 1)), torch.flip(x, dims=[0]), Tensor.flip(0, 1), Tensor.flip(0)
+    dims = _shape_arg(args) if dims is None else _shape_arg((dims,))
     r = len(input.tshape)
     return prims.reverse(input, sorted({canonical_dim(d, r) for d in dims}))
 

@@ -1,0 +1,161 @@
+"""The compilation cache of one jitted function: hashed keys, guards, recompile reasons.
+
+Key = (input tree structure, per-leaf metadata — shape, dtype, device, requires_grad for
+tensors, type and value for Python values —, grad mode, default dtype, current values of
+the function's guards). One dict lookup per call; no scan of entries.
+
+Guards are Python values the program read from outside its signature while it was traced
+(a global, a closure cell). The function's *guard schema* is the list of such sources seen
+so far; their current values are part of every key, so a changed value is a cache miss
+(a re-trace), never a stale result.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+class RecompileWarning(UserWarning):
+    """A jitted function recompiled more often than its ``recompile_limit``."""
+
+
+_MISSING = object()
+
+
+@dataclass(eq=False)
+class Guard:
+    """A Python value read from a global (``scope`` = the globals dict) or a closure cell."""
+
+    kind: str  # "global" | "cell"
+    name: str
+    scope: Any  # dict for globals, cell for closures
+
+    def current(self):
+        if self.kind == "global":
+            return self.scope.get(self.name, _MISSING)
+        try:
+            return self.scope.cell_contents
+        except ValueError:  # an emptied cell (del of a nonlocal)
+            return _MISSING
+
+    def same_source(self, other: "Guard") -> bool:
+        return self.kind == other.kind and self.name == other.name and self.scope is other.scope
+
+    def describe(self) -> str:
+        return f"{self.kind} '{self.name}'"
+
+
+def fmt(v) -> str:
+    return "<deleted>" if v is _MISSING else repr(v)
+
+
+@dataclass
+class CacheEntry:
+    """A compiled specialization: the plan plus how to rebuild the outputs."""
+
+    plan: Any
+    out_spec: Any
+    out_consts: list  # per output leaf: None for a tensor, else the constant value
+    out_tensor_positions: list[int]
+    stages: list
+    fallbacks: list[str] = field(default_factory=list)
+    mutated_inputs: list[int] = field(default_factory=list)  # tensor indices to write back
+    key: Any = None
+    paths: list[str] = field(default_factory=list)
+    guards: list[tuple[Guard, Any]] = field(default_factory=list)
+
+    def specialization(self) -> dict:
+        """What this entry was specialized on, for ``cache_info``."""
+        _, metas, grad, dtype, _ = self.key
+        inputs = {}
+        for path, m in zip(self.paths, metas):
+            if m[0] == "tensor":
+                inputs[path] = {"shape": tuple(m[1]), "dtype": m[2], "device": m[3],
+                                "requires_grad": m[4]}
+            else:
+                inputs[path] = {"type": m[0].__name__, "value": m[1]}
+        return {"inputs": inputs, "grad_enabled": grad, "default_dtype": dtype,
+                "guards": {g.describe(): v for g, v in self.guards}}
+
+
+class FunctionCache:
+    """Entries of one jitted function; counts hits/misses and why each miss happened."""
+
+    def __init__(self, name: str, recompile_limit: int = 8, enabled: bool = True):
+        self.name = name
+        self.recompile_limit = recompile_limit
+        self.enabled = enabled
+        self.entries: dict[Any, CacheEntry] = {}
+        self.schema: list[Guard] = []
+        self.hits = 0
+        self.misses = 0
+        self.reasons: list[str] = []
+        self._last_key = None
+        self._last_paths: list[str] = []
+
+    def key(self, spec, metas: tuple) -> tuple:
+        return (spec, metas, torch.is_grad_enabled(), torch.get_default_dtype(),
+                tuple(g.current() for g in self.schema))
+
+    def lookup(self, key) -> CacheEntry | None:
+        if not self.enabled:
+            return None
+        try:
+            return self.entries.get(key)
+        except TypeError:  # an unhashable Python value among the inputs
+            return None
+
+    def insert(self, key, entry: CacheEntry, paths: list[str], guards: list[tuple[Guard, Any]]):
+        """Record a compiled entry; extends the guard schema with new sources."""
+        self.misses += 1
+        if self.misses > 1:
+            reason = self._why(key, paths)
+            self.reasons.append(reason)
+            if self.misses - 1 > self.recompile_limit:
+                warnings.warn(f"{self.name} has recompiled {self.misses - 1} times (limit "
+                              f"{self.recompile_limit}); last recompile because {reason}. A value "
+                              "that changes on every call should be a tensor input.",
+                              RecompileWarning, stacklevel=4)
+        new_sources = [g for g, _ in guards if not any(g.same_source(s) for s in self.schema)]
+        if new_sources:
+            self.schema.extend(new_sources)
+            # keys of existing entries lack the new sources: they can no longer be hit
+            self.entries.clear()
+            key = key[:4] + (tuple(g.current() for g in self.schema),)
+        entry.key, entry.paths, entry.guards = key, paths, guards
+        if self.enabled:
+            try:
+                self.entries[key] = entry
+            except TypeError:
+                pass
+        self._last_key, self._last_paths = key, paths
+
+    def _why(self, key, paths) -> str:
+        old = self._last_key
+        if old is None:
+            return "the cache was empty"
+        if old[0] != key[0]:
+            return "the structure of the inputs changed"
+        for path, a, b in zip(paths, old[1], key[1]):
+            if a != b:
+                return f"input {path} changed: {_meta_str(a)} -> {_meta_str(b)}"
+        if old[2] != key[2]:
+            return f"grad mode changed: {old[2]} -> {key[2]}"
+        if old[3] != key[3]:
+            return f"default dtype changed: {old[3]} -> {key[3]}"
+        for g, a, b in zip(self.schema, old[4], key[4]):
+            if a != b:
+                return f"{g.describe()} changed: {fmt(a)} -> {fmt(b)}"
+        if len(old[4]) != len(key[4]):
+            return "new guards were recorded"
+        return "caching is disabled" if not self.enabled else "the previous entry was evicted"
+
+
+def _meta_str(m) -> str:
+    if m[0] == "tensor":
+        return f"tensor(shape={tuple(m[1])}, dtype={m[2]}, device={m[3]}, requires_grad={m[4]})"
+    return f"{m[0].__name__} {m[1]!r}"
