@@ -12,6 +12,7 @@ so far; their current values are part of every key, so a changed value is a cach
 
 from __future__ import annotations
 
+import collections
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ class RecompileWarning(UserWarning):
 
 
 _MISSING = object()
+MAX_REASONS = 256  # recompile reasons kept per function
 
 
 @dataclass(eq=False)
@@ -67,6 +69,30 @@ class CacheEntry:
     key: Any = None
     paths: list[str] = field(default_factory=list)
     guards: list[tuple[Guard, Any]] = field(default_factory=list)
+    _rebuild: Any = None
+
+    def rebuild(self, outs: list):
+        """The user-visible output from the plan's flat output tensors."""
+        if self._rebuild is None:
+            self._rebuild = self._make_rebuild()
+        return self._rebuild(outs)
+
+    def _make_rebuild(self):
+        import torch.utils._pytree as torch_pytree
+
+        spec, consts, positions = self.out_spec, self.out_consts, self.out_tensor_positions
+        if spec.is_leaf() and positions == [0]:
+            return lambda outs: outs[0]
+        if spec.type is tuple and all(c.is_leaf() for c in spec.children()) and \
+                positions == list(range(len(consts))):
+            return tuple
+
+        def general(outs):
+            leaves = list(consts)
+            for pos, t in zip(positions, outs):
+                leaves[pos] = t
+            return torch_pytree.tree_unflatten(leaves, spec)
+        return general
 
     def specialization(self) -> dict:
         """What this entry was specialized on, for ``cache_info``."""
@@ -93,7 +119,8 @@ class FunctionCache:
         self.schema: list[Guard] = []
         self.hits = 0
         self.misses = 0
-        self.reasons: list[str] = []
+        # the latest MAX_REASONS (a function re-traced on every call must not grow it)
+        self.reasons: collections.deque[str] = collections.deque(maxlen=MAX_REASONS)
         self._last_key = None
         self._last_paths: list[str] = []
 
@@ -115,11 +142,13 @@ class FunctionCache:
         if self.misses > 1:
             reason = self._why(key, paths)
             self.reasons.append(reason)
-            if self.misses - 1 > self.recompile_limit:
+            if self.enabled and self.misses - 1 > self.recompile_limit:
+                from .tracing import user_stacklevel
+
                 warnings.warn(f"{self.name} has recompiled {self.misses - 1} times (limit "
                               f"{self.recompile_limit}); last recompile because {reason}. A value "
                               "that changes on every call should be a tensor input.",
-                              RecompileWarning, stacklevel=4)
+                              RecompileWarning, stacklevel=user_stacklevel())
         new_sources = [g for g, _ in guards if not any(g.same_source(s) for s in self.schema)]
         if new_sources:
             self.schema.extend(new_sources)

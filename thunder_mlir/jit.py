@@ -26,7 +26,7 @@ from .sharp_edges import SharpEdgeMonitor, freeze_containers
 from .tracing import Trace
 
 _SCALARS = (bool, int, float, complex, str, type(None), torch.dtype, torch.device,
-            type(Ellipsis), slice)
+            type(Ellipsis), slice, torch.Size)  # torch.Size: an optree leaf (tuple subclass)
 CACHE_OPTIONS = ("constant values", "no caching")
 
 
@@ -60,7 +60,8 @@ def _metas(leaves) -> tuple:
         if isinstance(x, torch.Tensor):
             out.append(("tensor", x.shape, x.dtype, x.device, x.requires_grad))
         elif isinstance(x, _SCALARS):
-            out.append((type(x), x))
+            # slices are unhashable before Python 3.12: key them by their fields
+            out.append((type(x), (x.start, x.stop, x.step) if type(x) is slice else x))
         else:
             return None
     return tuple(out)
@@ -96,24 +97,33 @@ class ThunderFunction:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
-        metas = _metas(leaves)
-        if metas is None:
-            paths = _paths(args, kwargs)
-            bad = next(i for i, x in enumerate(leaves)
-                       if not isinstance(x, (torch.Tensor,) + _SCALARS))
-            _unsupported(leaves[bad], paths[bad])
+        # Fast path: only tensor positional arguments (the common case) need no pytree
+        # flattening; their key is the argument count instead of a tree spec.
+        if not kwargs and all(type(a) is torch.Tensor for a in args):
+            leaves, spec = args, len(args)
+            metas = tuple(("tensor", t.shape, t.dtype, t.device, t.requires_grad) for t in args)
+        else:
+            leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
+            metas = _metas(leaves)
+            if metas is None:
+                paths = _paths(args, kwargs)
+                bad = next(i for i, x in enumerate(leaves)
+                           if not isinstance(x, (torch.Tensor,) + _SCALARS))
+                _unsupported(leaves[bad], paths[bad])
         cache = self.cache
         key = cache.key(spec, metas)
         entry = cache.lookup(key)
         if entry is None:
             with COMPILE_LOCK:
-                entry = compile_function(self.fn, args, kwargs, leaves, spec, self.sharp_edges)
+                full_leaves, full_spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
+                entry = compile_function(self.fn, args, kwargs, full_leaves, full_spec,
+                                         self.sharp_edges)
                 cache.insert(key, entry, _paths(args, kwargs), entry.guards)
         else:
             cache.hits += 1
         self.last = entry
-        tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+        tensors = [x for x in leaves if isinstance(x, torch.Tensor)] if spec != len(args) \
+            else args
         outs = entry.plan.run(tensors)
         if entry.mutated_inputs:
             k = len(entry.mutated_inputs)
@@ -121,10 +131,7 @@ class ThunderFunction:
                 for i, v in zip(entry.mutated_inputs, outs[-k:]):
                     tensors[i].copy_(v)
             outs = outs[:-k]
-        out_leaves = list(entry.out_consts)
-        for pos, t in zip(entry.out_tensor_positions, outs):
-            out_leaves[pos] = t
-        return torch_pytree.tree_unflatten(out_leaves, entry.out_spec)
+        return entry.rebuild(outs)
 
 
 def _program_device(tensors) -> torch.device:

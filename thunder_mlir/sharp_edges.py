@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .cache import Guard
+from .cache import _MISSING as _GUARD_MISSING, Guard
 from .errors import SharpEdgeError
 
 POLICIES = ("allow", "warn", "error")
@@ -70,6 +70,9 @@ _WATCHED = {"LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLASSDEREF", "STORE_GLOBAL", "DEL
             "STORE_DEREF", "DELETE_DEREF", "MAKE_FUNCTION"}
 
 
+_ATTR_CHAINS: dict[tuple[types.CodeType, int], tuple[str, ...]] = {}
+
+
 def _instructions(code) -> dict[int, dis.Instruction]:
     m = _INSTRUCTIONS.get(code)
     if m is None:
@@ -80,9 +83,38 @@ def _instructions(code) -> dict[int, dis.Instruction]:
                 if i.opname == "MAKE_FUNCTION":  # the code object is loaded just before
                     prev = next((p for p in reversed(ins[:k]) if p.opname == "LOAD_CONST"), None)
                     i = i._replace(argval=prev.argval if prev else None)
+                elif i.opname.startswith("LOAD_"):
+                    # the attribute names loaded right after (``obj.w``, ``np.random.rand``)
+                    chain = []
+                    for nxt in ins[k + 1:]:
+                        if nxt.opname not in ("LOAD_ATTR", "LOAD_METHOD"):
+                            break
+                        chain.append(nxt.argval)
+                    if chain:
+                        _ATTR_CHAINS[(code, i.offset)] = tuple(chain)
                 m[i.offset] = i
         _INSTRUCTIONS[code] = m
     return m
+
+
+def _static_attr(obj, name: str):
+    """``obj.name`` without running user code (properties, __getattr__): module attributes,
+    instance ``__dict__`` entries and nn.Module parameters/buffers/submodules; else _MISSING."""
+    if isinstance(obj, types.ModuleType):
+        return getattr(obj, name, _MISSING)
+    d = getattr(obj, "__dict__", None)
+    if type(d) is not dict or isinstance(obj, type):
+        return _MISSING
+    if name in d:
+        return d[name]
+    if isinstance(obj, torch.nn.Module):
+        for k in ("_parameters", "_buffers", "_modules"):
+            if name in d.get(k, ()):
+                return d[k][name]
+    return _MISSING
+
+
+_MISSING = object()
 
 
 def guardable(v) -> bool:
@@ -119,6 +151,7 @@ class SharpEdgeMonitor:
     mutations: list[str] = field(default_factory=list)
     nonfunctional: list[str] = field(default_factory=list)
     _inner_codes: set = field(default_factory=set)
+    _undo: list = field(default_factory=list)  # (Guard, value before the first write)
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -138,14 +171,39 @@ class SharpEdgeMonitor:
     def __exit__(self, *exc):
         sys.settrace(self._prev_trace)
         sys.setprofile(self._prev_profile)
+        # A reported write to a global or an outside cell is undone: the failed jit call
+        # leaves the program's state as it found it.
+        for g, old in reversed(self._undo):
+            if g.kind == "global":
+                if old is _MISSING:
+                    g.scope.pop(g.name, None)
+                else:
+                    g.scope[g.name] = old
+            elif old is _MISSING:
+                try:
+                    del g.scope.cell_contents
+                except ValueError:
+                    pass
+            else:
+                g.scope.cell_contents = old
+        self._undo.clear()
         return False
+
+    def _remember(self, guard: Guard) -> None:
+        """Record the value before a write (the opcode event fires before the store)."""
+        if not any(g.same_source(guard) for g, _ in self._undo):
+            old = guard.current()
+            self._undo.append((guard, _MISSING if old is _GUARD_MISSING else old))
 
     def finish(self) -> None:
         """Raise or warn for what the trace did (called after a successful trace)."""
+        from .tracing import user_stacklevel
+
         if self.mutations:
             raise SharpEdgeError(self.mutations[0] + " thunder_mlir runs the compiled program "
                                  "without re-running Python, so the write would happen only "
-                                 "once, at trace time. Return the value instead.")
+                                 "once, at trace time (it has been undone). Return the value "
+                                 "instead.")
         if self.nonfunctional and self.policy != "allow":
             msg = (f"{self.nonfunctional[0]} is a non-functional call: its value at trace time "
                    "was constant-folded into the compiled program and will not change between "
@@ -153,7 +211,8 @@ class SharpEdgeMonitor:
             if self.policy == "error":
                 raise SharpEdgeError(msg + " (sharp_edges='error'). Pass the value as an input.")
             warnings.warn(msg + ". Pass the value as an input, or use jit(..., "
-                          "sharp_edges='allow') to silence this.", SharpEdgeWarning, stacklevel=4)
+                          "sharp_edges='allow') to silence this.", SharpEdgeWarning,
+                          stacklevel=user_stacklevel())
 
     # -- hooks
     def _global_trace(self, frame, event, arg):
@@ -183,8 +242,9 @@ class SharpEdgeMonitor:
         if op in ("LOAD_GLOBAL",):
             if name not in frame.f_globals:
                 return
-            self._read(frame, Guard("global", name, frame.f_globals), frame.f_globals[name],
-                       "global")
+            value = frame.f_globals[name]
+            self._read(frame, Guard("global", name, frame.f_globals), value, "global")
+            self._read_attributes(frame, ins, value, f"global '{name}'")
         elif op in ("LOAD_DEREF", "LOAD_CLASSDEREF"):
             cell = self._external_cell(frame, name)
             if cell is not None:
@@ -193,15 +253,41 @@ class SharpEdgeMonitor:
                 except ValueError:
                     return
                 self._read(frame, Guard("cell", name, cell), value, "closure variable")
+                self._read_attributes(frame, ins, value, f"closure variable '{name}'")
         elif op in ("STORE_GLOBAL", "DELETE_GLOBAL"):
             verb = "assigns" if op.startswith("STORE") else "deletes"
             self.mutations.append(f"{self._where(frame)} the program {verb} global '{name}'.")
+            self._remember(Guard("global", name, frame.f_globals))
         elif op in ("STORE_DEREF", "DELETE_DEREF"):
-            if self._external_cell(frame, name) is not None:
+            cell = self._external_cell(frame, name)
+            if cell is not None:
+                self._remember(Guard("cell", name, cell))
                 verb = "assigns" if op.startswith("STORE") else "deletes"
                 self.mutations.append(
                     f"{self._where(frame)} the program {verb} nonlocal '{name}', a closure "
                     "variable of a function defined outside the jitted call.")
+
+    def _read_attributes(self, frame, ins, value, source: str) -> None:
+        """Follow ``source.a.b`` (the LOAD_ATTRs right after the load) statically: tensors
+        found are named for the foreign-tensor error; numpy.random functions (Cython, which
+        the profile hook does not see) are non-functional calls."""
+        chain = _ATTR_CHAINS.get((frame.f_code, ins.offset), ())
+        path = ins.argval
+        obj = value
+        for attr in (None,) + chain:
+            if attr is not None:
+                obj = _static_attr(obj, attr)
+                if obj is _MISSING:
+                    return
+                path += "." + attr
+                if isinstance(obj, torch.Tensor):
+                    self.tensor_names.setdefault(id(obj), f"attribute '{path}' of {source}")
+            if callable(obj) and not isinstance(obj, (types.BuiltinFunctionType,
+                                                      types.FunctionType, type)):
+                name = nonfunctional_name(obj)
+                if name is not None and name.startswith("numpy.random"):
+                    self.nonfunctional.append(f"{self._where(frame)} {name}()")
+                    return
 
     def _read(self, frame, guard: Guard, value, kind: str) -> None:
         if isinstance(value, torch.Tensor):

@@ -75,6 +75,17 @@ def user_frame():
     return None
 
 
+def user_stacklevel() -> int:
+    """``stacklevel`` for ``warnings.warn`` called by the caller of this function that
+    attributes the warning to the user's frame (the first outside thunder_mlir/torch)."""
+    skipped = _skipped_dirs()
+    f, level = sys._getframe(1), 1
+    while f.f_back is not None and (f.f_code.co_filename.startswith(skipped)
+                                    or f.f_code.co_filename.startswith("<frozen")):
+        f, level = f.f_back, level + 1
+    return level
+
+
 def describe_frame(f) -> str:
     """``file:line: source`` for error messages."""
     if f is None:

@@ -28,6 +28,12 @@ def qualified_name(func: Callable) -> str:
     if q.startswith("Tensor."):
         return "torch." + q
     mod = getattr(func, "__module__", None) or "torch"
+    # builtins of torch's C submodules: torch._C._special.special_i0 -> torch.special.i0
+    for c_mod, public in (("torch._C._special", "special"), ("torch._C._linalg", "linalg"),
+                          ("torch._C._fft", "fft"), ("torch._C._nn", "nn.functional")):
+        if mod == c_mod:
+            prefix = public.split(".")[0] + "_"
+            return f"torch.{public}.{q[len(prefix):] if q.startswith(prefix) else q}"
     if mod.startswith("torch._C"):
         mod = "torch"
     return f"{mod}.{q}" if not q.startswith(mod) else q
@@ -63,6 +69,14 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     out_leaves, out_spec = optree.tree_flatten(meta_out, none_is_leaf=True)
     out_pos = [i for i, leaf in enumerate(out_leaves) if isinstance(leaf, torch.Tensor)]
     inplace = _is_inplace(func, args)
+    if inplace and (getattr(args[0], "_alias_root", None) is not None
+                    or getattr(args[0], "_has_views", False)):
+        from ..tracing import describe_frame, user_frame
+
+        raise NotImplementedError(
+            f"{describe_frame(user_frame())}\n  in-place {name} on a tensor that shares memory "
+            "with a view (or is one): the compiled program is functional and would not update "
+            "the aliases. Use the out-of-place form.")
     if inplace:
         out_leaves, out_spec, out_pos = [args[0].meta], optree.tree_structure(0), [0]
     result_types = [dtypes.tensor_type(out_leaves[i].shape, out_leaves[i].dtype) for i in out_pos]
@@ -93,6 +107,9 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     results = list(op.operation.results)
     if inplace:
         args[0].value = results[0]
+        for i, p in enumerate(trace.inputs):
+            if p is args[0]:  # an input: written back to the caller's tensor after the run
+                trace.mutated_inputs[i] = p
         return args[0]
     for k, i in enumerate(out_pos):
         m = out_leaves[i]

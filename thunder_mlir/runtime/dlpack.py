@@ -38,7 +38,8 @@ def prepare(t: torch.Tensor) -> torch.Tensor:
 
 def to_xla(t: torch.Tensor, device):
     """Import a torch tensor as an XLA buffer on jax ``device`` (zero-copy when aligned)."""
-    t = prepare(t)
+    if t.requires_grad or not t.is_contiguous() or t.is_conj() or t.is_neg():
+        t = prepare(t)
     if t.device.type == "cuda":
         torch.cuda.current_stream(t.device).synchronize()
     if _DIRECT:

@@ -50,6 +50,19 @@ class Plan:
         self.device = device
         self._jax_device = jax_device(device)
         self._on_cpu = device.type == "cpu"
+        # The common case — one XLA region taking the inputs in order and producing the
+        # outputs in order — skips the slot machinery.
+        only = self.steps[0] if len(self.steps) == 1 else None
+        self._single = (type(only) is XlaStep and only.inputs == tuple(range(n_inputs))
+                        and only.outputs == self.outputs)
+        if self._single:
+            self.run = self._run_single
+
+    def _run_single(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        dev, on_cpu, to_xla, to_torch = self._jax_device, self._on_cpu, dlpack.to_xla, \
+            dlpack.to_torch
+        res = self.steps[0].executable.execute_sharded([to_xla(t, dev) for t in inputs])
+        return [to_torch(r[0], on_cpu) for r in res.disassemble_into_single_device_arrays()]
 
     def run(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         slots: list = [None] * self.n_slots

@@ -127,6 +127,29 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return prims.convert_element_type(out, input.tdtype)
 
 
+@register("batch_norm", F.batch_norm)
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Inference batch norm over channel dim 1 with the running statistics. Training mode
+    (batch statistics, in-place update of the running ones) runs on the torch executor."""
+    if training or running_mean is None or running_var is None:
+        raise Fallback("batch_norm in training mode updates its running statistics in place")
+    acc = _acc_dtype(input.tdtype)
+    shape = input.tshape
+
+    def per_channel(t):
+        return prims.broadcast_in_dim(prims.convert_element_type(t, acc), shape, [1])
+    x = prims.convert_element_type(input, acc)
+    rstd = prims.elementwise("rsqrt", prims.elementwise(
+        "add", per_channel(running_var), prims.full(shape, eps, acc)))
+    out = prims.elementwise("mul", prims.elementwise("sub", x, per_channel(running_mean)), rstd)
+    if weight is not None:
+        out = prims.elementwise("mul", out, per_channel(weight))
+    if bias is not None:
+        out = prims.elementwise("add", out, per_channel(bias))
+    return prims.convert_element_type(out, input.tdtype)
+
+
 @register("embedding", F.embedding)
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
