@@ -65,11 +65,12 @@ UNARY_PRIMS = (
     "cbrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
     "acosh", "atanh", "logistic", "floor", "ceil", "round", "trunc", "sign", "bitwise_not",
     "erf", "erfc", "erfinv", "lgamma", "digamma", "isfinite", "real", "imag", "reciprocal",
+    "bessel_i1e",
 )
 BINARY_PRIMS = (
     "add", "sub", "mul", "div", "fmod", "pow", "maximum", "minimum", "atan2",
     "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right_arithmetic",
-    "shift_right_logical", "eq", "ne", "lt", "le", "gt", "ge", "nextafter",
+    "shift_right_logical", "eq", "ne", "lt", "le", "gt", "ge", "nextafter", "zeta", "polygamma",
 )
 REDUCTION_PRIMS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and",
                    "reduce_or")
@@ -131,11 +132,39 @@ _STRUCTURAL_PRIM_FIELDS: dict[str, dict[str, Any]] = {
     # take_along(x, indices, dim): torch.gather (indices of x's rank).
     "take_along": {"x": Operand[Tensor], "indices": Operand[Tensor], "dim": ir.IntegerAttr,
                    "result": Result[Tensor]},
+    # index_add(x, indices, src, dim): torch.index_add — x with src's slices added at
+    # indices along dim (src shape = x.shape[:dim] + indices.shape + x.shape[dim+1:]).
+    "index_add": {"x": Operand[Tensor], "indices": Operand[Tensor], "src": Operand[Tensor],
+                  "dim": ir.IntegerAttr, "result": Result[Tensor]},
+    # take_along_add(x, indices, src, dim): torch.scatter_add (indices and src of one shape).
+    "take_along_add": {"x": Operand[Tensor], "indices": Operand[Tensor],
+                       "src": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
     # argmax/argmin over one dim (dim removed), i64 result; first index on ties.
     "argmax": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
     "argmin": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
     # cumulative sum along dim (stablehlo.reduce_window).
     "cumsum": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
+    # cumulative product / max / min / log-add-exp along dim (stablehlo.reduce_window).
+    "cumprod": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
+    "cummax": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
+    "cummin": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
+    "logcumsumexp": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
+    # scatter(x, indices, updates, kind): indices B + (k,) address x's first k dims; updates
+    # B + x.shape[k:]; kind "set" | "add" | "mul" | "max" | "min" combines (stablehlo.scatter).
+    "scatter": {"x": Operand[Tensor], "indices": Operand[Tensor], "updates": Operand[Tensor],
+                "kind": ir.StringAttr, "result": Result[Tensor]},
+    # sort(x, dim, descending): (values, int64 indices), stable, NaN largest (stablehlo.sort);
+    # the op yields the indices, values are recovered with take_along.
+    "argsort": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "descending": ir.IntegerAttr,
+                "result": Result[Tensor]},
+    # convolution (stablehlo.convolution) in NC(spatial) / OI(spatial) layout.
+    "convolution": {"lhs": Operand[Tensor], "rhs": Operand[Tensor], "window_strides": I64Array,
+                    "padding": I64Array, "lhs_dilation": I64Array, "rhs_dilation": I64Array,
+                    "feature_group_count": ir.IntegerAttr, "result": Result[Tensor]},
+    # reduce_window(x, init 0-d, kind, window, strides, padding pairs flattened).
+    "reduce_window": {"x": Operand[Tensor], "init": Operand[Tensor], "kind": ir.StringAttr,
+                      "window_dimensions": I64Array, "window_strides": I64Array,
+                      "padding": I64Array, "result": Result[Tensor]},
 }
 for _n, _f in _STRUCTURAL_PRIM_FIELDS.items():
     PRIM_OPS[_n] = _make_op(_n, _f)

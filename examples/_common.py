@@ -69,6 +69,7 @@ def compare(name: str, eager_fn, args: tuple, *, kwargs: dict | None = None, tol
             print(stage)
     ok_err = err <= tol
     ok_fb = expect_fallbacks or not fallbacks
+
     def row(label, value):
         print(f"  {label:<24s}: {value}")
 

@@ -15,7 +15,8 @@ from _common import compare
 
 def make_gpt2_tiny() -> GPT2LMHeadModel:
     torch.manual_seed(0)
-    config = GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000)
+    config = GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000,
+                        bos_token_id=999, eos_token_id=999)  # the defaults (50256) exceed vocab
     return GPT2LMHeadModel(config).eval()
 
 

@@ -77,7 +77,9 @@ def _check_lowerable(f) -> None:
             bad.append(op)
         return ir.WalkResult.ADVANCE
 
-    f.walk(cb)
+    # Pre-order, so that the outermost stuck op is named (a composite, not the yield
+    # inside it, which a post-order walk reaches first).
+    f.walk(cb, ir.WalkOrder.PRE_ORDER)
     if bad:
         op = bad[0]
         raise LoweringError(

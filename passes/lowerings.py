@@ -77,7 +77,8 @@ _ONE_TO_ONE = {
     "asin": "chlo.asin", "acos": "chlo.acos", "atan": "chlo.atan", "sinh": "chlo.sinh",
     "cosh": "chlo.cosh", "asinh": "chlo.asinh", "acosh": "chlo.acosh", "atanh": "chlo.atanh",
     "erf": "chlo.erf", "erfc": "chlo.erfc", "erfinv": "chlo.erf_inv", "lgamma": "chlo.lgamma",
-    "digamma": "chlo.digamma",
+    "digamma": "chlo.digamma", "bessel_i1e": "chlo.bessel_i1e", "zeta": "chlo.zeta",
+    "polygamma": "chlo.polygamma",
     "add": "stablehlo.add", "sub": "stablehlo.subtract", "mul": "stablehlo.multiply",
     "div": "stablehlo.divide", "fmod": "stablehlo.remainder", "pow": "stablehlo.power",
     "maximum": "stablehlo.maximum", "minimum": "stablehlo.minimum", "atan2": "stablehlo.atan2",
@@ -357,6 +358,52 @@ def lower_take_along(op, operands, rw):
     rw.replace_op(op, g.results)
 
 
+def _scatter_add(op, x, idx, src, dn, loc, rw):
+    t = op.result.type
+    st = ir.RankedTensorType.get([], ir.RankedTensorType(t).element_type)
+    with rw.ip:
+        sc = hlo("stablehlo.scatter", [x, idx, src], [t],
+                 {"scatter_dimension_numbers": dn,
+                  "indices_are_sorted": ir.BoolAttr.get(False),
+                  "unique_indices": ir.BoolAttr.get(False)}, loc, regions=1)
+        b = ir.Block.create_at_start(sc.regions[0], [st, st])
+        with ir.InsertionPoint(b):
+            v = hlo("stablehlo.add", list(b.arguments), [st], loc=loc).result
+            hlo("stablehlo.return", [v], [], loc=loc)
+    rw.replace_op(op, sc.results)
+
+
+def lower_index_add(op, operands, rw):
+    """torch.index_add as stablehlo.scatter (add), the transpose of ``lower_take``."""
+    x, idx, src = operands
+    xs = ir.RankedTensorType(x.type).shape
+    r = ir.RankedTensorType(idx.type).rank
+    d = _int(op, "dim")
+    window = list(range(d)) + list(range(d + r, d + r + len(xs) - d - 1))
+    dn = shlo.ScatterDimensionNumbers.get(
+        update_window_dims=window, inserted_window_dims=[d], input_batching_dims=[],
+        scatter_indices_batching_dims=[], scattered_dims_to_operand_dims=[d],
+        index_vector_dim=r)
+    _scatter_add(op, x, idx, src, dn, op.location, rw)
+
+
+def lower_take_along_add(op, operands, rw):
+    """torch.scatter_add as stablehlo.scatter with every other dim a batching dim."""
+    x, idx, src = operands
+    it = ir.RankedTensorType(idx.type)
+    xt = ir.RankedTensorType(x.type)
+    d = _int(op, "dim")
+    if [s for i, s in enumerate(it.shape) if i != d] != [s for i, s in enumerate(xt.shape)
+                                                        if i != d]:
+        raise NotImplementedError("take_along_add with indices smaller than x off `dim`")
+    others = [i for i in range(it.rank) if i != d]
+    dn = shlo.ScatterDimensionNumbers.get(
+        update_window_dims=[], inserted_window_dims=[d], input_batching_dims=others,
+        scatter_indices_batching_dims=others, scattered_dims_to_operand_dims=[d],
+        index_vector_dim=it.rank)
+    _scatter_add(op, x, idx, src, dn, op.location, rw)
+
+
 LOWERINGS: dict[str, Lowering] = {
     **{name: _one_to_one(target) for name, target in _ONE_TO_ONE.items()},
     **{name: _compare(d) for name, d in _DIRECTIONS.items()},
@@ -385,4 +432,10 @@ LOWERINGS: dict[str, Lowering] = {
     "dot_general": lower_dot_general,
     "take": lower_take,
     "take_along": lower_take_along,
+    "index_add": lower_index_add,
+    "take_along_add": lower_take_along_add,
 }
+
+from .lowerings_extra import EXTRA_LOWERINGS  # noqa: E402  (it imports the helpers above)
+
+LOWERINGS.update(EXTRA_LOWERINGS)

@@ -29,12 +29,16 @@ def _is_xla(op: ir.Operation) -> bool:
     return op.name not in EXECUTOR_OPS and op.name != "func.return"
 
 
-def run(module: ir.Module, func_name: str = "computation") -> None:
-    """Partition every function named ``func_name`` (default ``computation``) in ``module``."""
+PLAN_FUNCTIONS = ("computation", "forward", "backward")
+
+
+def run(module: ir.Module) -> None:
+    """Partition each plan function (``@computation``, or ``@forward`` and ``@backward``
+    after ``grad``) of ``module``. Region functions are numbered across the module."""
     with module.context, ir.Location.unknown():
         for f in [op.operation for op in module.body.operations
                   if op.operation.name == "func.func"]:
-            if ir.StringAttr(f.attributes["sym_name"]).value == func_name:
+            if ir.StringAttr(f.attributes["sym_name"]).value in PLAN_FUNCTIONS:
                 _partition(module, f)
 
 
@@ -67,21 +71,29 @@ def _partition(module: ir.Module, f) -> None:
 
     # Operand-free XLA ops (constants, iota) sink to the earliest region that uses them,
     # instead of becoming outputs of region 0 passed to later regions.
+    users_of: dict[ir.Value, list[ir.Operation]] = {}
+    for o in body:
+        for v in o.operands:
+            users_of.setdefault(v, []).append(o)
+    for v in terminator.operands:
+        users_of.setdefault(v, []).append(terminator.operation)
     for o in reversed(body):
         if _is_xla(o) and len(o.operands) == 0:
-            users = [u.owner.operation for r in o.results for u in r.uses]
+            users = [u for r in o.results for u in users_of.get(r, [])]
             lv = [level[u] for u in users if u in level and _is_xla(u)]
             if lv and len(lv) == len(users):
                 level[o] = min(lv)
 
     n_regions = 1 + max(level.values(), default=0)
+    first = sum(1 for op in module.body.operations if ir.StringAttr(
+        op.operation.attributes["sym_name"]).value.startswith("xla_region_"))
     groups: list[list[ir.Operation]] = [[] for _ in range(n_regions)]
     executors: list[list[ir.Operation]] = [[] for _ in range(n_regions)]
     for o in body:
         (groups if _is_xla(o) else executors)[level[o]].append(o)
     for k in range(n_regions):
         if groups[k]:
-            _outline(module, f, groups[k], k, terminator)
+            _outline(module, f, groups[k], first + k, terminator)
         for e in executors[k]:
             e.move_before(terminator)
 
@@ -96,11 +108,11 @@ def _outline(module, f, group, k, terminator) -> None:
             if (isinstance(d, ir.Block) or d.operation not in inside) and v not in seen:
                 seen.add(v)
                 inputs.append(v)
-    outputs: list[ir.Value] = []
-    for o in group:
-        for r in o.results:
-            if any(u.owner.operation not in inside for u in r.uses):
-                outputs.append(r)
+    # Values used after the group: found by scanning operands, not Value.uses (whose
+    # iteration skipped uses in our tests while operands were being rewritten).
+    rest = [o.operation for o in f.regions[0].blocks[0].operations if o.operation not in inside]
+    used_outside = {v for o in rest for v in o.operands}
+    outputs = [r for o in group for r in o.results if r in used_outside]
 
     name = f"xla_region_{k}"
     with ir.InsertionPoint(module.body), f.location:
@@ -118,9 +130,8 @@ def _outline(module, f, group, k, terminator) -> None:
                 o.operands[i] = arg_of[v]
     with ir.InsertionPoint(terminator), f.location:
         call = func_d.CallOp([v.type for v in outputs], ir.FlatSymbolRefAttr.get(name), inputs)
-    ret_op = ret.operation
-    for old, new in zip(outputs, call.results):
-        for use in list(old.uses):
-            user = use.owner.operation
-            if user not in inside and user != ret_op:
-                user.operands[use.operand_number] = new
+    new_of = dict(zip(outputs, call.results))
+    for user in rest:
+        for i, v in enumerate(user.operands):
+            if v in new_of:
+                user.operands[i] = new_of[v]

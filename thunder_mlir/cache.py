@@ -70,6 +70,12 @@ class CacheEntry:
     paths: list[str] = field(default_factory=list)
     guards: list[tuple[Guard, Any]] = field(default_factory=list)
     _rebuild: Any = None
+    # with autograd (grad pass): the backward plan and how forward outputs map to it
+    backward_plan: Any = None
+    num_outputs: int = 0
+    diff_outputs: list[bool] = field(default_factory=list)
+    wrt: list[int] = field(default_factory=list)  # tensor-input indices that get gradients
+    residual_bytes: int = 0
 
     def rebuild(self, outs: list):
         """The user-visible output from the plan's flat output tensors."""
@@ -164,24 +170,31 @@ class FunctionCache:
         self._last_key, self._last_paths = key, paths
 
     def _why(self, key, paths) -> str:
-        old = self._last_key
-        if old is None:
+        """Why ``key`` missed: what differs from the nearest compiled key (fewest
+        differences; the latest compiled on a tie), first difference first."""
+        candidates = [self._last_key] if self._last_key is not None else []
+        candidates += [k for k in reversed(list(self.entries)) if k is not self._last_key]
+        if not candidates:
             return "the cache was empty"
-        if old[0] != key[0]:
-            return "the structure of the inputs changed"
-        for path, a, b in zip(paths, old[1], key[1]):
-            if a != b:
-                return f"input {path} changed: {_meta_str(a)} -> {_meta_str(b)}"
-        if old[2] != key[2]:
-            return f"grad mode changed: {old[2]} -> {key[2]}"
-        if old[3] != key[3]:
-            return f"default dtype changed: {old[3]} -> {key[3]}"
-        for g, a, b in zip(self.schema, old[4], key[4]):
-            if a != b:
-                return f"{g.describe()} changed: {fmt(a)} -> {fmt(b)}"
-        if len(old[4]) != len(key[4]):
-            return "new guards were recorded"
+        diffs = min((self._diffs(old, key, paths) for old in candidates), key=len)
+        if diffs:
+            return diffs[0]
         return "caching is disabled" if not self.enabled else "the previous entry was evicted"
+
+    def _diffs(self, old, key, paths) -> list[str]:
+        if old[0] != key[0]:
+            return ["the structure of the inputs changed"]
+        out = [f"input {path} changed: {_meta_str(a)} -> {_meta_str(b)}"
+               for path, a, b in zip(paths, old[1], key[1]) if a != b]
+        if old[2] != key[2]:
+            out.append(f"grad mode changed: {old[2]} -> {key[2]}")
+        if old[3] != key[3]:
+            out.append(f"default dtype changed: {old[3]} -> {key[3]}")
+        out += [f"{g.describe()} changed: {fmt(a)} -> {fmt(b)}"
+                for g, a, b in zip(self.schema, old[4], key[4]) if a != b]
+        if not out and len(old[4]) != len(key[4]):
+            out.append("new guards were recorded")
+        return out
 
 
 def _meta_str(m) -> str:

@@ -124,7 +124,12 @@ class ThunderFunction:
         self.last = entry
         tensors = [x for x in leaves if isinstance(x, torch.Tensor)] if spec != len(args) \
             else args
-        outs = entry.plan.run(tensors)
+        if entry.backward_plan is not None:
+            from .autograd import run_with_autograd
+
+            outs = run_with_autograd(entry, tensors)
+        else:
+            outs = entry.plan.run(tensors)
         if entry.mutated_inputs:
             k = len(entry.mutated_inputs)
             with torch.no_grad():
@@ -202,19 +207,45 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
     trace, out_spec, out_leaves, monitor = trace_function(fn, leaves, spec, sharp_edges)
     module = trace.module
     stages.append(Stage("initial", _asm(module), time.perf_counter() - t0))
-    for stage_name, pass_name in (("prims", "decompose"), ("plan", "partition"),
-                                  ("stablehlo", "lower-to-stablehlo")):
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    wrt = [t.requires_grad and (t.is_floating_point() or t.is_complex()) for t in tensors]
+    needs_grad = torch.is_grad_enabled() and any(wrt)
+    if needs_grad and trace.mutated_inputs:
+        raise NotImplementedError("in-place updates of inputs that require grad are not "
+                                  "supported; use the out-of-place form")
+    pipeline = [("prims", "decompose")]
+    if needs_grad:
+        trace.func_op.attributes["thunder.requires_grad"] = ir.ArrayAttr.get(
+            [ir.BoolAttr.get(w, trace.ctx) for w in wrt], trace.ctx)
+        pipeline.append(("grad", "grad"))
+    pipeline += [("plan", "partition"), ("stablehlo", "lower-to-stablehlo")]
+    for stage_name, pass_name in pipeline:
         t = time.perf_counter()
         PASSES[pass_name].run(module)
         stages.append(Stage(stage_name, _asm(module), time.perf_counter() - t))
     t = time.perf_counter()
-    plan, texts = build_plan(module, trace.side_table, trace.device)
+    if needs_grad:
+        from thunder_mlir.passes.grad import residual_bytes
+
+        plan, texts = build_plan(module, trace.side_table, trace.device, "forward")
+        bwd, btexts = build_plan(module, trace.side_table, trace.device, "backward")
+        texts.update(btexts)
+    else:
+        plan, texts = build_plan(module, trace.side_table, trace.device)
     stages.append(Stage("xla-compile", f"// {len(texts)} region(s) compiled",
                         time.perf_counter() - t))
     positions = [i for i, x in enumerate(out_leaves) if type(x) is TensorProxy]
     consts = [None if type(x) is TensorProxy else x for x in out_leaves]
-    return CacheEntry(plan, out_spec, consts, positions, stages, list(trace.fallbacks),
-                      sorted(trace.mutated_inputs), guards=list(monitor.guards))
+    entry = CacheEntry(plan, out_spec, consts, positions, stages, list(trace.fallbacks),
+                       sorted(trace.mutated_inputs), guards=list(monitor.guards))
+    if needs_grad:
+        entry.backward_plan = bwd
+        entry.num_outputs = len(positions)
+        entry.diff_outputs = [out_leaves[i].tdtype.is_floating_point
+                              or out_leaves[i].tdtype.is_complex for i in positions]
+        entry.wrt = [i for i, w in enumerate(wrt) if w]
+        entry.residual_bytes = residual_bytes(module)
+    return entry
 
 
 def _asm(module: ir.Module) -> str:

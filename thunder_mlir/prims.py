@@ -256,9 +256,80 @@ def take_along(x: TensorProxy, indices: TensorProxy, dim: int) -> TensorProxy:
     return _emit("take_along", (x, indices), indices.tshape, x.tdtype, _i64(dim))
 
 
+def index_add(x: TensorProxy, indices: TensorProxy, src: TensorProxy, dim: int) -> TensorProxy:
+    """torch.index_add(x, dim, indices, src) with integer indices of any rank (scatter-add)."""
+    _check(src.tshape == x.tshape[:dim] + indices.tshape + x.tshape[dim + 1:],
+           f"index_add: src {src.tshape} for x {x.tshape}, indices {indices.tshape}")
+    _check(src.tdtype == x.tdtype, "index_add: dtypes differ")
+    return _emit("index_add", (x, indices, src), x.tshape, x.tdtype, _i64(dim))
+
+
+def take_along_add(x: TensorProxy, indices: TensorProxy, src: TensorProxy,
+                   dim: int) -> TensorProxy:
+    """torch.scatter_add(x, dim, indices, src): indices and src of one shape."""
+    _check(indices.tshape == src.tshape and len(src.tshape) == len(x.tshape),
+           "take_along_add: indices and src must match, with x's rank")
+    return _emit("take_along_add", (x, indices, src), x.tshape, x.tdtype, _i64(dim))
+
+
 def _numel(shape) -> int:
     n = 1
     for s in shape:
         n *= s
     return n
 
+
+
+# ------------------------------------------------- cumulative, scatter, sort, windows
+def cumulative(name: str, x: TensorProxy, dim: int) -> TensorProxy:
+    """cumprod / cummax / cummin / logcumsumexp along ``dim`` (inclusive prefix), as
+    stablehlo.reduce_window with a window of the whole dim padded on the low side."""
+    _check(name in ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"), name)
+    return _emit(name, (x,), x.tshape, x.tdtype, _i64(dim))
+
+
+def scatter(x: TensorProxy, indices: TensorProxy, updates: TensorProxy, kind: str) -> TensorProxy:
+    """stablehlo.scatter: ``indices`` of shape B + (k,) address x's first k dims,
+    ``updates`` of shape B + x.shape[k:] combine into x by ``kind`` (set, add, mul, max,
+    min); out-of-range index vectors are skipped (spec: scatter, "update_scatter_dims")."""
+    _check(kind in ("set", "add", "mul", "max", "min"), f"scatter kind {kind}")
+    _check(indices.tdtype == torch.int64 and len(indices.tshape) >= 1, "scatter: int64 indices")
+    k = indices.tshape[-1]
+    _check(updates.tshape == indices.tshape[:-1] + x.tshape[k:] and updates.tdtype == x.tdtype,
+           f"scatter: updates {updates.tshape}/{updates.tdtype} for x {x.tshape}/{x.tdtype}, "
+           f"indices {indices.tshape}")
+    return _emit("scatter", (x, indices, updates), x.tshape, x.tdtype, ir.StringAttr.get(kind))
+
+
+def argsort(x: TensorProxy, dim: int, descending: bool) -> TensorProxy:
+    """Stable argsort along ``dim``, NaN ordered above +inf (torch.sort's order), int64."""
+    return _emit("argsort", (x,), x.tshape, torch.int64, _i64(dim), _i64(int(descending)))
+
+
+def convolution(lhs: TensorProxy, rhs: TensorProxy, strides: Sequence[int],
+                padding: Sequence[tuple[int, int]], lhs_dilation: Sequence[int],
+                rhs_dilation: Sequence[int], groups: int) -> TensorProxy:
+    """stablehlo.convolution, lhs (N, C, *spatial), rhs (O, C/groups, *kernel), result
+    (N, O, *out) with out = (dilated_in + pads - dilated_kernel) // stride + 1."""
+    _check(lhs.tdtype == rhs.tdtype, "convolution: dtypes differ")
+    _check(lhs.tshape[1] == rhs.tshape[1] * groups, f"convolution: {lhs.tshape} * {rhs.tshape}")
+    out = [lhs.tshape[0], rhs.tshape[0]]
+    for i, n in enumerate(lhs.tshape[2:]):
+        n_d = (n - 1) * lhs_dilation[i] + 1 if n else 0
+        k_d = (rhs.tshape[2 + i] - 1) * rhs_dilation[i] + 1
+        out.append(max(0, (n_d + padding[i][0] + padding[i][1] - k_d) // strides[i] + 1))
+    flat = [p for pair in padding for p in pair]
+    return _emit("convolution", (lhs, rhs), out, lhs.tdtype, _arr(strides), _arr(flat),
+                 _arr(lhs_dilation), _arr(rhs_dilation), _i64(groups))
+
+
+def reduce_window(x: TensorProxy, init: TensorProxy, kind: str, window: Sequence[int],
+                  strides: Sequence[int], padding: Sequence[tuple[int, int]]) -> TensorProxy:
+    """stablehlo.reduce_window with body ``kind`` (sum, max, min) and a 0-d ``init``."""
+    _check(kind in ("sum", "max", "min") and init.tshape == () and init.tdtype == x.tdtype,
+           "reduce_window: kind/init")
+    out = [(n + lo + hi - w) // s + 1 for n, w, s, (lo, hi) in zip(x.tshape, window, strides,
+                                                                   padding)]
+    flat = [p for pair in padding for p in pair]
+    return _emit("reduce_window", (x, init), out, x.tdtype, ir.StringAttr.get(kind),
+                 _arr(window), _arr(strides), _arr(flat))

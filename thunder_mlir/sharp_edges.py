@@ -102,7 +102,10 @@ def _static_attr(obj, name: str):
     instance ``__dict__`` entries and nn.Module parameters/buffers/submodules; else _MISSING."""
     if isinstance(obj, types.ModuleType):
         return getattr(obj, name, _MISSING)
-    d = getattr(obj, "__dict__", None)
+    try:  # not getattr: a user __getattr__ must not run inside the trace hook
+        d = object.__getattribute__(obj, "__dict__")
+    except Exception:  # noqa: BLE001 - no instance dict
+        return _MISSING
     if type(d) is not dict or isinstance(obj, type):
         return _MISSING
     if name in d:
@@ -164,13 +167,19 @@ class SharpEdgeMonitor:
     # -- context manager
     def __enter__(self):
         self._prev_trace, self._prev_profile = sys.gettrace(), sys.getprofile()
-        sys.settrace(self._global_trace)
-        sys.setprofile(self._profile)
+        sys.settrace(self._global_trace)  # guards are needed for correctness: always on
+        # A profiler installed from C (cProfile) cannot be restored through
+        # sys.setprofile; leave any active profiler alone (non-functional calls are then
+        # not detected while it runs).
+        self._profiling = self._prev_profile is None
+        if self._profiling:
+            sys.setprofile(self._profile)
         return self
 
     def __exit__(self, *exc):
-        sys.settrace(self._prev_trace)
-        sys.setprofile(self._prev_profile)
+        sys.settrace(self._prev_trace if callable(self._prev_trace) else None)
+        if self._profiling:
+            sys.setprofile(None)
         # A reported write to a global or an outside cell is undone: the failed jit call
         # leaves the program's state as it found it.
         for g, old in reversed(self._undo):
@@ -276,7 +285,10 @@ class SharpEdgeMonitor:
         obj = value
         for attr in (None,) + chain:
             if attr is not None:
-                obj = _static_attr(obj, attr)
+                try:
+                    obj = _static_attr(obj, attr)
+                except Exception:  # noqa: BLE001 - naming is best effort
+                    return
                 if obj is _MISSING:
                     return
                 path += "." + attr

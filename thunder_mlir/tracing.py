@@ -103,8 +103,8 @@ class Trace:
     ``impl``); ``fallbacks`` lists the torch functions that went to the fallback executor.
     """
 
-    def __init__(self, device: torch.device):
-        self.ctx = get_context()
+    def __init__(self, device: torch.device, module: ir.Module | None = None):
+        self.ctx = get_context() if module is None else module.context
         self.device = device
         self.side_table: list[Callable] = []
         self.fallbacks: list[str] = []
@@ -112,8 +112,10 @@ class Trace:
         self.mutated_inputs: dict[int, TensorProxy] = {}  # input index -> proxy (write-back)
         self.monitor = None  # the SharpEdgeMonitor of this trace, if any
         self.loc = ir.Location.unknown(self.ctx)
-        with self.ctx, self.loc:
-            self.module = ir.Module.create()
+        if module is None:
+            with self.ctx, self.loc:
+                module = ir.Module.create()
+        self.module = module
         self._ips: list[ir.InsertionPoint] = []
         self.func_op = None
         self.entry = None

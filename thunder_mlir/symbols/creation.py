@@ -91,24 +91,51 @@ def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=F
 def arange(*args, dtype=None, device=None, layout=None, requires_grad=False, pin_memory=False,
            out=None):
     _check_device(device)
-    m = _meta_factory(torch.arange, *args, dtype=dtype)
     nums = list(args) + [None] * (3 - len(args))
     if len(args) == 1:
-        start, step = 0, 1
+        start, end, step = 0, nums[0], 1
     else:
-        start, step = nums[0], nums[2] if nums[2] is not None else 1
-    n = m.shape[0]
-    if m.dtype.is_floating_point or isinstance(start, float) or isinstance(step, float):
+        start, end, step = nums[0], nums[1], nums[2] if nums[2] is not None else 1
+    n, out_dtype = _arange_size(start, end, step, dtype)
+    if n is None:  # unusual arguments: ask torch's meta kernel
+        m = _meta_factory(torch.arange, *args, dtype=dtype)
+        n, out_dtype = m.shape[0], m.dtype
+    if out_dtype.is_floating_point or isinstance(start, float) or isinstance(step, float):
         idx = prims.iota((n,), torch.float64, 0)
         vals = prims.elementwise("add", prims.elementwise(
             "mul", idx, prims.full((n,), step, torch.float64)), prims.full((n,), start, torch.float64))
-        return prims.convert_element_type(vals, m.dtype)
+        return prims.convert_element_type(vals, out_dtype)
     idx = prims.iota((n,), torch.int64, 0)
     if step != 1:
         idx = prims.elementwise("mul", idx, prims.full((n,), step, torch.int64))
     if start != 0:
         idx = prims.elementwise("add", idx, prims.full((n,), start, torch.int64))
-    return prims.convert_element_type(idx, m.dtype)
+    return prims.convert_element_type(idx, out_dtype)
+
+
+def _arange_size(start, end, step, dtype):
+    """(length, dtype) of ``torch.arange(start, end, step, dtype=dtype)`` for Python number
+    arguments, by ATen's formula ``ceil((end - start) / step)``; (None, None) for anything
+    else. (On the meta device, float arguments go through torch._refs.arange, whose first
+    call imports torch._dynamo: seconds.)"""
+    vals = (start, end, step)
+    if not all(type(v) in (int, float) for v in vals):
+        return None, None
+    any_float = any(type(v) is float for v in vals)
+    out_dtype = dtype or (torch.get_default_dtype() if any_float else torch.int64)
+    if any_float and not out_dtype.is_floating_point:
+        return None, None
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if any_float:
+        import math
+
+        n = math.ceil((end - start) / step)
+    else:
+        n = -((start - end) // step)  # exact integer ceil division
+    if n < 0:
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    return n, out_dtype
 
 
 def _literal(data, dtype=None):

@@ -271,7 +271,6 @@ _UNARY = {
     "lgamma": ("lgamma", Kind.INT_TO_FLOAT, (torch.special.gammaln,)),
     "digamma": ("digamma", Kind.INT_TO_FLOAT, (torch.special.digamma, torch.special.psi)),
     "neg": ("neg", Kind.DEFAULT, (torch.negative, T.negative, T.__neg__)),
-    "sign": ("sign", Kind.DEFAULT, ()),
     "reciprocal": ("reciprocal", Kind.INT_TO_FLOAT, ()),
 }
 for _name, (_prim, _kind, _extra) in _UNARY.items():
@@ -280,6 +279,21 @@ for _name, (_prim, _kind, _extra) in _UNARY.items():
     globals()[_name] = _sym
     if getattr(T, _name + "_", None) is not None:
         register_inplace(_sym, getattr(T, _name + "_"))
+
+
+@register("sign", torch.sign, T.sign)
+def sign(input):
+    """-1, 0 or 1; torch maps NaN to 0 (stablehlo.sign keeps NaN) and bool to itself."""
+    if input.tdtype is torch.bool:
+        return input
+    out = prims.elementwise("sign", input)
+    if input.tdtype.is_floating_point:
+        out = prims.where(prims.elementwise("ne", input, input),
+                          prims.full(input.tshape, 0, input.tdtype), out)
+    return out
+
+
+register_inplace(sign, T.sign_)
 
 
 @register("abs", torch.abs, T.abs, torch.absolute, T.absolute, T.__abs__)

@@ -38,8 +38,20 @@ def _as_index_tensor(ix, size: int) -> TensorProxy:
     return prims.where(neg, wrapped, ix)
 
 
+def _sequence_as_tuple(index) -> bool:
+    """torch's (and old NumPy's) rule: a list shorter than 32 that holds a tensor, a
+    sequence, a slice, None or Ellipsis indexes like a tuple (``x[[i, j]]`` is ``x[i, j]``);
+    other lists are one integer index tensor."""
+    if not isinstance(index, list) or len(index) >= 32:
+        return False
+    return any(type(i) is TensorProxy or isinstance(i, (list, tuple, slice)) or i is None
+               or i is Ellipsis for i in index)
+
+
 @register("getitem", T.__getitem__, view=True)
 def getitem(input, index):
+    if _sequence_as_tuple(index):
+        index = tuple(index)
     if not isinstance(index, tuple):
         index = (index,)
     consumed = sum(1 for ix in index if ix is not None and ix is not Ellipsis
@@ -121,7 +133,10 @@ def index_select(input, dim, index):
     d = canonical_dim(dim, len(input.tshape))
     if len(input.tshape) == 0:
         return input
-    return prims.take(input, _as_index_tensor(index, input.tshape[d]), d)
+    idx = _as_index_tensor(index, input.tshape[d])
+    if idx.tshape == ():  # a 0-d index selects a dim of size 1 (torch keeps the dim)
+        idx = prims.reshape(idx, (1,))
+    return prims.take(input, idx, d)
 
 
 @register("gather", torch.gather, T.gather)

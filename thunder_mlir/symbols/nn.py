@@ -40,8 +40,10 @@ def _softmax(x, dim, dtype, log: bool):
         return prims.full((), 0.0 if log else 1.0, out_dtype)
     d = canonical_dim(dim, len(x.tshape))
     m = prims.reduce("reduce_max", x, [d])
-    # rows that are all -inf: use 0 as the shift so the result is nan, as in torch
-    m = prims.where(prims.elementwise("isfinite", m), m, prims.full(m.tshape, 0.0, x.tdtype))
+    # rows that are all -inf: use 0 as the shift so the result is nan, as in torch (a row
+    # holding +inf keeps its shift: inf - inf is nan, as in torch)
+    neg_inf = prims.full(m.tshape, -math.inf, x.tdtype)
+    m = prims.where(prims.elementwise("eq", m, neg_inf), prims.full(m.tshape, 0.0, x.tdtype), m)
     shifted = prims.elementwise("sub", x, _bcast_keep(x, m, [d]))
     e = prims.elementwise("exp", shifted)
     s = prims.reduce("reduce_sum", e, [d])
@@ -111,8 +113,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     r = len(input.tshape)
     dims = list(range(r - k, r))
     acc = _acc_dtype(input.tdtype)
-    if eps is None:
-        eps = torch.finfo(input.tdtype).eps
+    if eps is None:  # the machine epsilon of the computation dtype (float32 for f16/bf16)
+        eps = torch.finfo(acc).eps
     x = prims.convert_element_type(input, acc)
     n = 1
     for d in dims:
@@ -190,6 +192,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             return reshape(t5, b + (h * rep, s, e))
         k, v = _rep(k), _rep(v)
     scale_factor = 1.0 / math.sqrt(E) if scale is None else scale
+    # low-precision inputs compute in float32 and round once, as torch's CPU kernels (and
+    # flash attention's fp32 accumulation) do
+    out_dtype = q.tdtype
+    acc = _acc_dtype(out_dtype)
+    q, k, v = (prims.convert_element_type(t, acc) for t in (q, k, v))
     kt = prims.transpose(k, list(range(len(k.tshape) - 2)) + [len(k.tshape) - 1, len(k.tshape) - 2])
     scores = matmul(q, kt)
     scores = prims.elementwise("mul", scores, prims.full(scores.tshape, scale_factor, scores.tdtype))
@@ -215,7 +222,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                               [len(scores.tshape) - 1])
         attn = prims.where(_bcast_keep(attn, masked, [len(scores.tshape) - 1]),
                            prims.full(attn.tshape, 0, attn.tdtype), attn)
-    return matmul(attn, v)
+    return prims.convert_element_type(matmul(attn, v), out_dtype)
 
 
 # ---------------------------------------------------------------- activations

@@ -1,0 +1,159 @@
+"""Per-call overhead of the cache-hit path: a 2x2 float32 add, side by side in one run.
+
+Systems: eager torch, torch.compile (mode default), thunder_mlir (torch tensors in and out)
+and jax.jit on jax arrays (the floor XLA dispatch allows). Each number is the median over
+``--repeats`` measurements of ``--calls`` back-to-back calls after a warm-up, with
+torch.set_num_threads(1). Then a profile of one thunder_mlir call: its components are
+called individually (perf_counter_ns around loops of each) — input flatten + key, cache
+lookup, DLPack import of the inputs, XLA execute, DLPack export of the output, output
+unflatten — and the remainder of the measured call is reported as glue.
+
+    .venv/bin/python benchmarks/overhead.py [--calls 5000] [--repeats 7] [--no-compile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import torch  # noqa: E402
+
+import thunder_mlir  # noqa: E402
+
+
+def add(a, b):
+    return a + b
+
+
+def per_call_us(fn, calls: int, repeats: int, finish=lambda r: r) -> float:
+    """Median over ``repeats`` of the mean time of ``calls`` back-to-back ``fn()`` (µs)."""
+    for _ in range(max(100, calls // 10)):  # warm-up
+        r = fn()
+    finish(r)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter_ns()
+        for _ in range(calls):
+            r = fn()
+        finish(r)
+        times.append((time.perf_counter_ns() - t) / calls / 1e3)
+    return statistics.median(times)
+
+
+def systems(calls: int, repeats: int, with_compile: bool) -> dict[str, float]:
+    a, b = torch.randn(2, 2), torch.randn(2, 2)
+    out = {}
+    out["eager torch"] = per_call_us(lambda: add(a, b), calls, repeats)
+    if with_compile:
+        try:
+            cf = torch.compile(add)
+            for _ in range(3):
+                cf(a, b)
+            torch.testing.assert_close(cf(a, b), a + b)
+            out["torch.compile"] = per_call_us(lambda: cf(a, b), calls, repeats)
+        except Exception as e:  # noqa: BLE001 - report and go on
+            print(f"torch.compile failed: {type(e).__name__}: {e}", file=sys.stderr)
+    tf = thunder_mlir.jit(add)
+    torch.testing.assert_close(tf(a, b), a + b)
+    out["thunder_mlir"] = per_call_us(lambda: tf(a, b), calls, repeats)
+    assert thunder_mlir.cache_misses(tf) == 1
+    jf = jax.jit(add)
+    ja, jb = jnp.asarray(a.numpy()), jnp.asarray(b.numpy())
+    jf(ja, jb).block_until_ready()
+    out["jax.jit (jax arrays)"] = per_call_us(lambda: jf(ja, jb), calls, repeats,
+                                              finish=lambda r: r.block_until_ready())
+    return out
+
+
+# ------------------------------------------------------------------- profile
+def profile(calls: int, repeats: int) -> list[tuple[str, float]]:
+    """µs per component of one thunder_mlir cache-hit call, each timed on its own."""
+    from thunder_mlir.runtime import dlpack
+
+    a, b = torch.randn(2, 2), torch.randn(2, 2)
+    tf = thunder_mlir.jit(add)
+    tf(a, b)
+    entry, cache = tf.last, tf.cache
+    plan = entry.plan
+    step = plan.steps[0]
+    exe, dev = step.executable, plan._jax_device
+    args = (a, b)
+
+    def flatten_key():
+        metas = tuple(("tensor", t.shape, t.dtype, t.device, t.requires_grad) for t in args)
+        return cache.key(len(args), metas)
+
+    key = flatten_key()
+    assert cache.lookup(key) is entry, "the profile's key does not hit the cache"
+
+    def lookup():
+        return cache.lookup(key)
+
+    def import_inputs():
+        return [dlpack.to_xla(t, dev) for t in args]
+
+    bufs = import_inputs()
+    if hasattr(exe, "execute_sharded"):
+        def execute():
+            return exe.execute_sharded(bufs).disassemble_into_single_device_arrays()
+        res = execute()
+        out_buf = res[0][0]
+    else:
+        def execute():
+            return exe.execute(bufs)
+        out_buf = execute()[0]
+
+    def export_output():
+        return dlpack.to_torch(out_buf, True)
+
+    outs = [export_output()]
+
+    def unflatten():
+        return entry.rebuild(outs)
+
+    rows = [("flatten + key (metadata, grad mode, dtype, guards)", flatten_key),
+            ("cache lookup (dict.get on the hashed key)", lookup),
+            ("input DLPack import (2 tensors -> XLA buffers)", import_inputs),
+            ("XLA execute (execute_sharded + disassemble)", execute),
+            ("output DLPack export (XLA buffer -> torch)", export_output),
+            ("output unflatten (rebuild the pytree)", unflatten)]
+    timed = [(name, per_call_us(fn, calls, repeats)) for name, fn in rows]
+    total = per_call_us(lambda: tf(a, b), calls, repeats)
+    timed.append(("glue (rest of __call__: hit count, write-back check, ...)",
+                  max(0.0, total - sum(t for _, t in timed))))
+    timed.append(("total: one thunder_mlir call", total))
+    return timed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--calls", type=int, default=5000)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    opts = ap.parse_args()
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    res = systems(opts.calls, opts.repeats, not opts.no_compile)
+    tc = res.get("torch.compile", float("nan"))
+    floor = res["jax.jit (jax arrays)"]
+    print(f"\nPer-call time of a 2x2 float32 add (median of {opts.repeats} x {opts.calls} calls, "
+          f"torch threads 1, {os.cpu_count()} CPUs)")
+    print(f"{'system':<24}{'us/call':>10}{'/ torch.compile':>17}{'/ jax.jit':>11}")
+    for name, us in res.items():
+        print(f"{name:<24}{us:>10.2f}{us / tc:>16.2f}x{us / floor:>10.2f}x")
+    print("\nthunder_mlir cache-hit call, component by component (each timed alone):")
+    prof = profile(opts.calls, opts.repeats)
+    total = prof[-1][1]
+    print(f"{'component':<62}{'us':>8}{'share':>8}")
+    for name, us in prof:
+        print(f"{name:<62}{us:>8.2f}{us / total * 100:>7.0f}%")
+    print(f"\n(run took {time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""``grad``: reverse-mode automatic differentiation of ``@computation`` as a pass.
+
+Input: ``func.func @computation`` in prims (run ``decompose`` first). Output:
+
+* ``@forward(inputs) -> (outputs..., residuals...)`` — the original ops, plus the values the
+  backward needs;
+* ``@backward(cotangents..., residuals...) -> (input grads...)`` — one cotangent per
+  floating-point output, one gradient per differentiated input.
+
+The backward is built by walking the forward ops in reverse and applying each prim's VJP
+rule (``vjp.py``), accumulating cotangents of values with several uses. Rules first refer
+to forward values directly; the split then turns every forward value the backward uses
+into a residual. Before that, **rematerialization** moves cheap ops (elementwise,
+broadcasts, reshapes, constants) into the backward whenever recomputing them does not
+increase the bytes saved — the greedy form of the min-cut rule of Thunder's and
+torch.compile's partitioners. Which inputs are differentiated: ``thunder.requires_grad``
+on the function (an ``array<i1>``), else every floating-point input.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch_mlir import ir
+from torch_mlir.dialects import func as func_d
+
+from thunder_mlir import dtypes, prims
+
+from .vjp import NO_GRAD, VJP
+
+NAME = "grad"
+CHEAP = {"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt",
+         "abs", "sign", "maximum", "minimum", "where", "convert_element_type", "eq", "ne",
+         "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_not", "isfinite",
+         "broadcast_in_dim", "reshape", "transpose", "full", "iota", "pow", "erf", "sin",
+         "cos"}
+
+
+class GradError(NotImplementedError):
+    """An op the grad pass cannot differentiate (named with its source location)."""
+
+
+def _func(module: ir.Module, name: str):
+    for op in module.body.operations:
+        op = op.operation
+        if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return op
+    return None
+
+
+def _is_float(t: ir.Type) -> bool:
+    d = dtypes.torch_dtype(t)
+    return d.is_floating_point or d.is_complex
+
+
+def _nbytes(t: ir.Type) -> int:
+    rt = ir.RankedTensorType(t)
+    n = 1
+    for s in rt.shape:
+        n *= s
+    return n * torch.empty((), dtype=dtypes.torch_dtype(t)).element_size()
+
+
+def run(module: ir.Module) -> None:
+    """Differentiate ``@computation`` (see module docstring)."""
+    with module.context, ir.Location.unknown():
+        fwd = _func(module, "computation")
+        if fwd is None:
+            raise ValueError("grad: the module has no func.func @computation")
+        _differentiate(module, fwd)
+
+
+def _differentiate(module: ir.Module, fwd) -> None:
+    from thunder_mlir.tracing import Trace
+
+    block = fwd.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations]
+    ret = ops[-1]
+    body = ops[:-1]
+    args = list(block.arguments)
+    if "thunder.requires_grad" in fwd.attributes:
+        wrt = [bool(ir.BoolAttr(a).value) for a in ir.ArrayAttr(fwd.attributes["thunder.requires_grad"])]
+    else:
+        wrt = [_is_float(a.type) for a in args]
+    outputs = list(ret.operands)
+    diff_out = [_is_float(v.type) for v in outputs]
+    device = torch.device(ir.StringAttr(fwd.attributes["thunder.device"]).value) \
+        if "thunder.device" in fwd.attributes else torch.device("cpu")
+
+    bt = Trace(device, module=module)
+    with bt.building():
+        cots = bt.begin([v.type for v, d in zip(outputs, diff_out) if d], name="backward")
+        ct: dict[ir.Value, object] = {}
+
+        def accumulate(v, c):
+            prev = ct.get(v)
+            ct[v] = c if prev is None else prims.elementwise("add", prev, c)
+
+        for v, c in zip([v for v, d in zip(outputs, diff_out) if d], cots):
+            accumulate(v, bt.make_proxy(c))
+        # activity analysis: only values that depend on a differentiated input get
+        # cotangents (a backward for constant subexpressions would be wasted work)
+        active = {a for a, w in zip(args, wrt) if w}
+        for op in body:
+            if any(v in active for v in op.operands):
+                active.update(r for r in op.results if _is_float(r.type))
+        for op in reversed(body):
+            if not any(r in active for r in op.results):
+                continue
+            gs = [ct.get(r) for r in op.results]
+            if all(g is None for g in gs):
+                continue
+            short = op.name[len("thunder."):] if op.name.startswith("thunder.") else op.name
+            if short in NO_GRAD:
+                continue
+            fn = VJP.get(short)
+            if fn is None:
+                what = (f"the torch fallback op {ir.StringAttr(op.attributes['callee']).value}"
+                        if op.name == "thunder.executor_call" else f"'{op.name}'")
+                raise GradError(f"grad: no VJP rule for {what} at {op.location}")
+            x = [bt.make_proxy(v) for v in op.operands]
+            y = [bt.make_proxy(r) for r in op.results]
+            gs = [g if g is not None else prims.full(yy.tshape, 0, yy.tdtype)
+                  for g, yy in zip(gs, y)]
+            bt.loc = op.location
+            with op.location:
+                in_cts = fn(op, x, y, gs)
+            for v, c in zip(op.operands, in_cts):
+                if c is not None and v in active:
+                    accumulate(v, c)
+        grads = []
+        for a, w in zip(args, wrt):
+            if not w:
+                continue
+            g = ct.get(a)
+            if g is None:
+                p = bt.make_proxy(a)
+                g = prims.full(p.tshape, 0, p.tdtype)
+            grads.append(g.value)
+        bt.finish(grads)
+
+    bwd = bt.func_op.operation
+    residuals = _split(fwd, bwd, body)
+    # forward returns outputs + residuals
+    with ir.InsertionPoint(ret):
+        func_d.ReturnOp(outputs + residuals)
+    ret.erase()
+    fwd.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+        [a.type for a in args], [v.type for v in outputs + residuals]))
+    fwd.attributes["sym_name"] = ir.StringAttr.get("forward")
+    fwd.attributes["thunder.num_outputs"] = ir.IntegerAttr.get(
+        ir.IntegerType.get_signless(64), len(outputs))
+    fwd.attributes["thunder.requires_grad"] = ir.ArrayAttr.get([ir.BoolAttr.get(w) for w in wrt])
+    bwd.attributes["thunder.device"] = ir.StringAttr.get(str(device))
+
+
+def _split(fwd, bwd, body) -> list[ir.Value]:
+    """Rematerialize cheap values, then turn remaining forward values into residuals.
+
+    ``uses`` maps each forward value the backward reads to its (op, operand index) sites,
+    built once and kept up to date, so each rewrite touches only its own uses.
+    """
+    bblock = bwd.regions[0].blocks[0]
+    fblock = fwd.regions[0].blocks[0]
+    forward_values = set(fblock.arguments)
+    for o in body:
+        forward_values.update(o.results)
+    uses: dict[ir.Value, list[tuple[ir.Operation, int]]] = {}
+    for op in bblock.operations:
+        op = op.operation
+        for i, v in enumerate(op.operands):
+            if v in forward_values:
+                uses.setdefault(v, []).append((op, i))
+    needed = list(uses)
+    changed = True
+    while changed:
+        changed = False
+        for v in list(needed):
+            d = v.owner
+            if isinstance(d, ir.Block):
+                continue
+            d = d.operation
+            short = d.name[len("thunder."):] if d.name.startswith("thunder.") else d.name
+            if short not in CHEAP or len(d.results) != 1:
+                continue
+            extra = [o for o in set(d.operands) if o not in uses]
+            if sum(_nbytes(o.type) for o in extra) > _nbytes(v.type):
+                continue
+            first = next(iter(bblock.operations)).operation
+            clone = d.clone(ip=ir.InsertionPoint(first))
+            for op, i in uses.pop(v):
+                op.operands[i] = clone.results[0]
+            needed.remove(v)
+            for j, o in enumerate(clone.operands):
+                if o not in uses:
+                    uses[o] = []
+                    needed.append(o)
+                uses[o].append((clone, j))
+            changed = True
+    residuals = []
+    for v in needed:
+        arg = bblock.add_argument(v.type, v.location)
+        for op, i in uses[v]:
+            op.operands[i] = arg
+        residuals.append(v)
+    bwd.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+        [a.type for a in bblock.arguments],
+        [r.type for r in list(bblock.operations)[-1].operation.operands]))
+    bwd.attributes["thunder.num_residuals"] = ir.IntegerAttr.get(
+        ir.IntegerType.get_signless(64), len(residuals))
+    return residuals
+
+
+def residual_bytes(module: ir.Module) -> int:
+    """Bytes of the residuals ``@forward`` saves for ``@backward`` (for reports)."""
+    with module.context:
+        fwd = _func(module, "forward")
+        n = ir.IntegerAttr(fwd.attributes["thunder.num_outputs"]).value
+        ret = list(fwd.regions[0].blocks[0].operations)[-1].operation
+        return sum(_nbytes(v.type) for v in list(ret.operands)[n:])

@@ -1,0 +1,139 @@
+// RUN: thunder-opt %s -p lower-to-stablehlo | filecheck %s
+// RUN: thunder-opt %s -p lower-to-stablehlo --mlir-print-debuginfo | filecheck %s --check-prefix=LOC
+
+// Elementwise prims: 1:1 to StableHLO, 1:n where StableHLO has no such op (exp2), and to
+// CHLO where XLA legalizes the op itself (erf, lgamma).
+// CHECK-LABEL: func.func @elementwise
+// CHECK-SAME:    (%[[A:.*]]: tensor<2x3xf32>, %[[B:.*]]: tensor<2x3xf32>)
+// CHECK-NOT:     thunder.
+// CHECK:         %[[S:.*]] = stablehlo.add %[[A]], %[[B]] : tensor<2x3xf32>
+// CHECK-NEXT:    %[[N:.*]] = stablehlo.negate %[[S]] : tensor<2x3xf32>
+// CHECK-NEXT:    %[[LN2:.*]] = stablehlo.constant dense<0.693147{{[0-9]*}}> : tensor<2x3xf32>
+// CHECK-NEXT:    %[[M:.*]] = stablehlo.multiply %[[N]], %[[LN2]]
+// CHECK-NEXT:    %[[E:.*]] = stablehlo.exponential %[[M]]
+// CHECK-NEXT:    %[[ERF:.*]] = "chlo.erf"(%[[E]]) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %[[LG:.*]] = "chlo.lgamma"(%[[ERF]])
+// CHECK-NEXT:    return %[[LG]]
+func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = "thunder.add"(%a, %b) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32> loc("model.py":7:0)
+  %1 = "thunder.neg"(%0) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %2 = "thunder.exp2"(%1) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %3 = "thunder.erf"(%2) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %4 = "thunder.lgamma"(%3) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %4 : tensor<2x3xf32>
+}
+// The lowered op keeps the user's location.
+// LOC-LABEL: func.func @elementwise
+// LOC:         stablehlo.add {{.*}} loc(#[[L:loc[0-9]*]])
+// LOC:       #[[L]] = loc("model.py":7:0)
+
+// Comparisons: the compare type follows the element type; where is select.
+// CHECK-LABEL: func.func @compare
+// CHECK-SAME:    (%[[A:.*]]: tensor<4xf32>, %[[B:.*]]: tensor<4xf32>, %[[I:.*]]: tensor<4xi32>, %[[J:.*]]: tensor<4xi32>, %[[U:.*]]: tensor<4xui8>)
+// CHECK:         %[[LT:.*]] = stablehlo.compare LT, %[[A]], %[[B]], FLOAT : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+// CHECK-NEXT:    stablehlo.compare NE, %[[I]], %[[J]], SIGNED
+// CHECK-NEXT:    stablehlo.compare GE, %[[U]], %[[U]], UNSIGNED
+// CHECK-NEXT:    stablehlo.select %[[LT]], %[[A]], %[[B]] : tensor<4xi1>, tensor<4xf32>
+func.func @compare(%a: tensor<4xf32>, %b: tensor<4xf32>, %i: tensor<4xi32>, %j: tensor<4xi32>, %u: tensor<4xui8>) -> (tensor<4xi1>, tensor<4xi1>, tensor<4xi1>, tensor<4xf32>) {
+  %0 = "thunder.lt"(%a, %b) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  %1 = "thunder.ne"(%i, %j) : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi1>
+  %2 = "thunder.ge"(%u, %u) : (tensor<4xui8>, tensor<4xui8>) -> tensor<4xi1>
+  %3 = "thunder.where"(%0, %a, %b) : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0, %1, %2, %3 : tensor<4xi1>, tensor<4xi1>, tensor<4xi1>, tensor<4xf32>
+}
+
+// Reductions: stablehlo.reduce with the identity of the reduction as init value.
+// CHECK-LABEL: func.func @reductions
+// CHECK-SAME:    (%[[A:.*]]: tensor<2x3xf32>, %[[P:.*]]: tensor<2x3xi1>)
+// CHECK:         %[[Z:.*]] = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+// CHECK-NEXT:    stablehlo.reduce(%[[A]] init: %[[Z]]) applies stablehlo.add across dimensions = [0] : (tensor<2x3xf32>, tensor<f32>) -> tensor<3xf32>
+// CHECK-NEXT:    %[[NEGINF:.*]] = stablehlo.constant dense<0xFF800000> : tensor<f32>
+// CHECK-NEXT:    stablehlo.reduce(%[[A]] init: %[[NEGINF]]) applies stablehlo.maximum across dimensions = [1]
+// CHECK-NEXT:    %[[T:.*]] = stablehlo.constant dense<true> : tensor<i1>
+// CHECK-NEXT:    stablehlo.reduce(%[[P]] init: %[[T]]) applies stablehlo.and across dimensions = [1]
+// argmax: a variadic reduce over (value, iota index), returning the index.
+// CHECK-NEXT:    %[[IDX:.*]] = stablehlo.iota dim = 1 : tensor<2x3xi64>
+// CHECK:         %[[AM:.*]]:2 = stablehlo.reduce(%[[A]] init: %{{.*}}), (%[[IDX]] init: %{{.*}}) across dimensions = [1]
+// CHECK:           stablehlo.return
+// CHECK:         return {{.*}}, %[[AM]]#1 :
+func.func @reductions(%a: tensor<2x3xf32>, %p: tensor<2x3xi1>) -> (tensor<3xf32>, tensor<2xf32>, tensor<2xi1>, tensor<2xi64>) {
+  %0 = "thunder.reduce_sum"(%a) {dims = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<3xf32>
+  %1 = "thunder.reduce_max"(%a) {dims = array<i64: 1>} : (tensor<2x3xf32>) -> tensor<2xf32>
+  %2 = "thunder.reduce_and"(%p) {dims = array<i64: 1>} : (tensor<2x3xi1>) -> tensor<2xi1>
+  %3 = "thunder.argmax"(%a) {dim = 1 : i64} : (tensor<2x3xf32>) -> tensor<2xi64>
+  return %0, %1, %2, %3 : tensor<3xf32>, tensor<2xf32>, tensor<2xi1>, tensor<2xi64>
+}
+
+// cumsum: reduce_window over the whole dim, padded on the low side.
+// CHECK-LABEL: func.func @cumsum
+// CHECK:         "stablehlo.reduce_window"
+// CHECK-SAME:      padding = dense<{{\[\[}}3, 0]]> : tensor<1x2xi64>, window_dimensions = array<i64: 4>
+// CHECK:           stablehlo.add
+func.func @cumsum(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "thunder.cumsum"(%a) {dim = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// Batched matmul as dot_general, at full f32 precision.
+// CHECK-LABEL: func.func @matmul
+// CHECK:         stablehlo.dot_general %{{.*}}, %{{.*}}, batching_dims = [0] x [0], contracting_dims = [2] x [1], precision = [HIGHEST, HIGHEST] : (tensor<5x2x3xf32>, tensor<5x3x4xf32>) -> tensor<5x2x4xf32>
+func.func @matmul(%a: tensor<5x2x3xf32>, %b: tensor<5x3x4xf32>) -> tensor<5x2x4xf32> {
+  %0 = "thunder.dot_general"(%a, %b) {lhs_batching_dimensions = array<i64: 0>, rhs_batching_dimensions = array<i64: 0>, lhs_contracting_dimensions = array<i64: 2>, rhs_contracting_dimensions = array<i64: 1>} : (tensor<5x2x3xf32>, tensor<5x3x4xf32>) -> tensor<5x2x4xf32>
+  return %0 : tensor<5x2x4xf32>
+}
+
+// take (index_select) is a gather collapsing the indexed dim.
+// CHECK-LABEL: func.func @take
+// CHECK-SAME:    (%[[X:.*]]: tensor<10x4xf32>, %[[I:.*]]: tensor<3xi64>)
+// CHECK:         "stablehlo.gather"(%[[X]], %[[I]])
+// CHECK-SAME:      offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1
+// CHECK-SAME:      slice_sizes = array<i64: 1, 4>
+// CHECK-SAME:      (tensor<10x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
+func.func @take(%x: tensor<10x4xf32>, %idx: tensor<3xi64>) -> tensor<3x4xf32> {
+  %0 = "thunder.take"(%x, %idx) {dim = 0 : i64} : (tensor<10x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
+// Creation prims: iota, full (a splat constant) and literal constants.
+// CHECK-LABEL: func.func @creation
+// CHECK:         stablehlo.iota dim = 1 : tensor<2x3xi64>
+// CHECK-NEXT:    stablehlo.constant dense<2.500000e+00> : tensor<2x3xf32>
+// CHECK-NEXT:    stablehlo.constant dense<[1, 2, 3]> : tensor<3xi32>
+func.func @creation() -> (tensor<2x3xi64>, tensor<2x3xf32>, tensor<3xi32>) {
+  %0 = "thunder.iota"() {dimension = 1 : i64} : () -> tensor<2x3xi64>
+  %1 = "thunder.full"() {value = 2.5 : f64} : () -> tensor<2x3xf32>
+  %2 = "thunder.constant"() {value = dense<[1, 2, 3]> : tensor<3xi32>} : () -> tensor<3xi32>
+  return %0, %1, %2 : tensor<2x3xi64>, tensor<2x3xf32>, tensor<3xi32>
+}
+
+// Shape prims; concatenate takes operands of different types (two type runs).
+// CHECK-LABEL: func.func @shapes
+// CHECK:         stablehlo.transpose %{{.*}}, dims = [1, 0] : (tensor<2x3xf32>) -> tensor<3x2xf32>
+// CHECK-NEXT:    stablehlo.broadcast_in_dim %{{.*}}, dims = [0, 1] : (tensor<2x1xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    stablehlo.concatenate %{{.*}}, %{{.*}}, dim = 1 : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT:    stablehlo.convert %{{.*}} : (tensor<2x3xf32>) -> tensor<2x3xf16>
+// CHECK-NEXT:    stablehlo.reshape %{{.*}} : (tensor<2x3xf32>) -> tensor<6xf32>
+func.func @shapes(%a: tensor<2x3xf32>, %b: tensor<2x1xf32>) -> (tensor<3x2xf32>, tensor<2x3xf32>, tensor<2x4xf32>, tensor<2x3xf16>, tensor<6xf32>) {
+  %0 = "thunder.transpose"(%a) {permutation = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %1 = "thunder.broadcast_in_dim"(%b) {broadcast_dimensions = array<i64: 0, 1>} : (tensor<2x1xf32>) -> tensor<2x3xf32>
+  %2 = "thunder.concatenate"(%a, %b) {dimension = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+  %3 = "thunder.convert_element_type"(%a) : (tensor<2x3xf32>) -> tensor<2x3xf16>
+  %4 = "thunder.reshape"(%a) : (tensor<2x3xf32>) -> tensor<6xf32>
+  return %0, %1, %2, %3, %4 : tensor<3x2xf32>, tensor<2x3xf32>, tensor<2x4xf32>, tensor<2x3xf16>, tensor<6xf32>
+}
+
+// The plan function @computation is not lowered: its executor calls stay; regions are.
+// CHECK-LABEL: func.func @computation
+// CHECK:         call @xla_region_0
+// CHECK-NEXT:    "thunder.executor_call"
+// CHECK-LABEL: func.func private @xla_region_0
+// CHECK-NEXT:    stablehlo.abs
+func.func @computation(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = call @xla_region_0(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "thunder.executor_call"(%0) {callee = "torch.cumprod", executor = "torch", impl = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+func.func private @xla_region_0(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "thunder.abs"(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

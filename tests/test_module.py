@@ -1,0 +1,209 @@
+"""jit(nn.Module): parameters and buffers are program inputs (updates are seen without a
+re-trace), training flags select the program, buffers are read."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import thunder_mlir
+from conftest import assert_close_to_eager
+
+
+class MLP(nn.Module):
+    def __init__(self, d_in=4, d_hidden=8, d_out=3, p=0.0):
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, d_hidden)
+        self.norm = nn.LayerNorm(d_hidden)
+        self.fc2 = nn.Linear(d_hidden, d_out)
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x, *, scale=1.0):
+        h = F.gelu(self.norm(self.fc1(x)))
+        return self.fc2(self.drop(h)) * scale
+
+
+def test_module_matches_eager_and_shares_parameters():
+    m = MLP()
+    jm = thunder_mlir.jit(m)
+    assert isinstance(jm, nn.Module)
+    assert [p is q for p, q in zip(jm.parameters(), m.parameters())] == [True] * 6
+    x = torch.randn(5, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(jm(x), m(x))
+        torch.testing.assert_close(jm(x, scale=0.5), m(x, scale=0.5))
+    assert thunder_mlir.fallback_ops(jm) == []
+
+
+def test_inplace_parameter_update_seen_without_retrace():
+    m = MLP()
+    jm = thunder_mlir.jit(m)
+    x = torch.randn(5, 4)
+    with torch.no_grad():
+        before = jm(x)
+        misses = thunder_mlir.cache_misses(jm)
+        m.fc1.weight.add_(1)
+        m.fc2.bias.mul_(-3)
+        after = jm(x)
+        torch.testing.assert_close(after, m(x))
+    assert not torch.allclose(before, after)
+    assert thunder_mlir.cache_misses(jm) == misses
+    assert thunder_mlir.cache_hits(jm) >= 1
+
+
+def test_sgd_step_seen_without_retrace():
+    m = MLP()
+    jm = thunder_mlir.jit(m)
+    opt = torch.optim.SGD(m.parameters(), lr=0.5)
+    x, target = torch.randn(5, 4), torch.randn(5, 3)
+    with torch.no_grad():
+        before = jm(x)
+    misses = thunder_mlir.cache_misses(jm)
+    for _ in range(2):
+        opt.zero_grad()
+        F.mse_loss(m(x), target).backward()  # gradients from eager (no grad transform here)
+        opt.step()
+        with torch.no_grad():
+            after = jm(x)
+            torch.testing.assert_close(after, m(x))
+    assert not torch.allclose(before, after)
+    assert thunder_mlir.cache_misses(jm) == misses
+
+
+def test_eval_and_train_select_programs():
+    m = MLP(p=0.5)
+    jm = thunder_mlir.jit(m)
+    x = torch.randn(64, 4)
+    with torch.no_grad():
+        m.eval()
+        out_eval = jm(x)
+        torch.testing.assert_close(out_eval, m(x))
+        torch.testing.assert_close(jm(x), out_eval)  # deterministic
+        assert thunder_mlir.fallback_ops(jm) == []
+
+        m.train()
+        torch.manual_seed(123)
+        out_train = jm(x)
+        # training-mode dropout needs random numbers: the torch executor runs it, drawing
+        # from torch's generator, so the same seed gives eager's result
+        assert any("dropout" in name for name in thunder_mlir.fallback_ops(jm))
+        assert not torch.allclose(out_train, out_eval)
+        torch.manual_seed(123)
+        torch.testing.assert_close(out_train, m(x))
+
+        misses = thunder_mlir.cache_misses(jm)
+        m.eval()
+        torch.testing.assert_close(jm(x), out_eval)
+        m.train()
+        jm(x)
+        assert thunder_mlir.cache_misses(jm) == misses  # both programs stay cached
+
+
+def test_dropout_train_mode_zeroes_and_scales():
+    m = nn.Dropout(0.5)
+    jm = thunder_mlir.jit(m)
+    x = torch.rand(1000) + 1
+    out = jm(x)
+    kept = out != 0
+    assert 0.3 < kept.float().mean().item() < 0.7
+    torch.testing.assert_close(out[kept], x[kept] * 2)
+
+
+def test_batchnorm_eval_reads_running_stats():
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()).eval()
+    with torch.no_grad():
+        m[1].running_mean.uniform_(-1, 1)
+        m[1].running_var.uniform_(0.5, 2)
+        m[1].weight.uniform_(0.5, 2)
+        m[1].bias.uniform_(-1, 1)
+    jm = thunder_mlir.jit(m)
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(jm(x), m(x))
+        misses = thunder_mlir.cache_misses(jm)
+        m[1].running_mean.add_(0.5)  # a buffer update is seen too, without a re-trace
+        m[1].running_var.mul_(3)
+        torch.testing.assert_close(jm(x), m(x))
+    assert thunder_mlir.cache_misses(jm) == misses
+
+
+def test_batchnorm1d_eval_runs_on_xla():
+    m = nn.BatchNorm1d(6).eval()
+    with torch.no_grad():
+        m.running_mean.uniform_(-1, 1)
+        m.running_var.uniform_(0.5, 2)
+    with torch.no_grad():
+        jm = assert_close_to_eager(m, torch.randn(4, 6))
+        assert_close_to_eager(m, torch.randn(4, 6, 5), jfn=jm)
+
+
+def test_batchnorm_train_updates_running_stats_like_eager():
+    import copy
+
+    m = nn.BatchNorm1d(6)
+    ref = copy.deepcopy(m)
+    jm = thunder_mlir.jit(m)
+    x = torch.randn(8, 6) * 3 + 1
+    with torch.no_grad():
+        torch.testing.assert_close(jm(x), ref(x))
+    torch.testing.assert_close(m.running_mean, ref.running_mean)
+    torch.testing.assert_close(m.running_var, ref.running_var)
+    assert m.num_batches_tracked.item() == ref.num_batches_tracked.item() == 1
+
+
+def test_buffer_registered_by_user():
+    class Scale(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("s", torch.tensor([1.0, 2.0, 3.0]))
+
+        def forward(self, x):
+            return x * self.s
+
+    m = Scale()
+    jm = thunder_mlir.jit(m)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(jm(x), m(x))
+    m.s.fill_(-1)
+    torch.testing.assert_close(jm(x), -x)
+    assert thunder_mlir.cache_misses(jm) == 1
+
+
+def test_tied_weights():
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+            self.head = nn.Linear(4, 10, bias=False)
+            self.head.weight = self.emb.weight
+
+        def forward(self, idx):
+            return self.head(self.emb(idx))
+
+    m = Tied()
+    jm = thunder_mlir.jit(m)
+    idx = torch.tensor([[1, 2, 3], [4, 5, 9]])
+    with torch.no_grad():
+        torch.testing.assert_close(jm(idx), m(idx))
+        m.emb.weight.mul_(2)
+        torch.testing.assert_close(jm(idx), m(idx))
+
+
+@pytest.mark.parametrize("module, shape", [
+    (nn.Sequential(nn.Linear(4, 4), nn.SiLU(), nn.Linear(4, 2)), (3, 4)),
+    (nn.Sequential(nn.Embedding(7, 5), nn.LayerNorm(5), nn.Tanh()), None),
+    (nn.Sequential(nn.Linear(6, 6), nn.ReLU(), nn.Softmax(dim=-1)), (2, 3, 6)),
+], ids=["linear_silu", "embedding_layernorm", "relu_softmax"])
+def test_small_modules(module, shape):
+    x = torch.randint(0, 7, (2, 3)) if shape is None else torch.randn(*shape)
+    with torch.no_grad():
+        assert_close_to_eager(module, x)
+
+
+def test_parameter_requiring_grad_forward_values():
+    m = nn.Linear(3, 2)
+    jm = thunder_mlir.jit(m)
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(jm(x).detach(), m(x).detach())

@@ -1,0 +1,203 @@
+"""The runtime's DLPack traps (docs toolchain.md §5-6): layouts, dtypes, alignment,
+requires_grad, zero-copy in and out."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import thunder_mlir
+from conftest import assert_close_to_eager
+from thunder_mlir.runtime import dlpack
+
+
+def _shared_add(a, b):
+    return a * 2 + b, (a @ b.t()).sum(0)
+
+
+@pytest.fixture(scope="module")
+def jadd():
+    return thunder_mlir.jit(_shared_add)
+
+
+def test_transposed_input(jadd):
+    base = torch.arange(12.0).reshape(4, 3)
+    x = base.t()  # dense but column-major: strides (1, 3)
+    assert not x.is_contiguous()
+    assert_close_to_eager(_shared_add, x, torch.randn(3, 4), jfn=jadd)
+    assert_close_to_eager(_shared_add, torch.randn(3, 4), x, jfn=jadd)
+    assert_close_to_eager(lambda a: a + 0, torch.randn(2, 3, 4).permute(2, 0, 1))
+    assert_close_to_eager(lambda a: a.sum(1), torch.randn(5, 6).t())
+
+
+def test_strided_view_with_gaps(jadd):
+    big = torch.randn(3, 8)
+    x = big[:, ::2]
+    assert x.stride() == (8, 2)
+    assert_close_to_eager(_shared_add, x, torch.randn(3, 4), jfn=jadd)
+    assert_close_to_eager(lambda a: a * 3, torch.randn(10)[1::3])
+
+
+def test_expanded_stride_zero_input(jadd):
+    row = torch.randn(1, 4)
+    x = row.expand(3, 4)
+    assert x.stride() == (0, 1)
+    assert_close_to_eager(_shared_add, x, torch.randn(3, 4), jfn=jadd)
+    assert_close_to_eager(lambda a: a.sum(), torch.tensor(2.0).expand(5, 5))
+
+
+def test_unaligned_view(jadd):
+    base = torch.randn(4 * 3 + 3)
+    x = base[1:13].view(4, 3)[1:]  # storage offset 4 elements: 16 bytes, not 64-aligned
+    assert x.is_contiguous() and x.data_ptr() % 64 != 0
+    assert_close_to_eager(_shared_add, x, torch.randn(3, 3), jfn=thunder_mlir.jit(_shared_add))
+    y = torch.randn(5, 4)[1:]
+    assert y.data_ptr() % 64 != 0
+    assert_close_to_eager(lambda a: a.exp(), y)
+
+
+def test_requires_grad_input(jadd):
+    x = torch.randn(3, 4, requires_grad=True)
+    y = torch.randn(3, 4)
+    out = jadd(x, y)
+    expected = _shared_add(x.detach(), y)
+    torch.testing.assert_close(out[0].detach(), expected[0])
+    torch.testing.assert_close(out[1].detach(), expected[1])
+    assert x.grad is None
+    assert_close_to_eager(lambda a: a.relu(), torch.randn(3).requires_grad_())
+
+
+def test_neg_and_conj_views():
+    x = torch.randn(4)
+    nv = torch._neg_view(x)
+    assert nv.is_neg()
+    assert_close_to_eager(lambda a: a + 1, nv)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float64])
+def test_64bit_dtypes_keep_dtype_and_values(dtype):
+    if dtype is torch.int64:
+        x = torch.tensor([2**31 + 5, -(2**33), 2**62 + 1, 3], dtype=dtype)
+    else:
+        x = torch.tensor([2.0**31 + 0.5, 1e200, -1e-200, 1.0 + 2**-40], dtype=dtype)
+    jfn = assert_close_to_eager(lambda a: (a, a + 1, a * 2, a.sum()), x, rtol=0, atol=0)
+    outs = jfn(x)
+    assert all(o.dtype is dtype for o in outs)
+    assert outs[1][0].item() == x[0].item() + 1  # not squeezed through a 32-bit type
+
+
+def test_int64_output_from_float_input():
+    x = torch.tensor([3e9, -3e9, 1.5])
+    assert_close_to_eager(lambda a: a.to(torch.int64) * 2, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32,
+                                   torch.float16, torch.bfloat16], ids=str)
+def test_small_dtypes_roundtrip(dtype):
+    x = (torch.randn(2, 5) * 50).to(dtype)
+    jfn = assert_close_to_eager(lambda a: (a, a.reshape(-1), a[:, :2]), x)
+    assert all(o.dtype is dtype for o in jfn(x))
+
+
+def test_zero_dim_and_empty_tensors():
+    assert_close_to_eager(lambda a, b: (a * 2, b + 1, b.sum(), a + b.sum()),
+                          torch.tensor(3.0), torch.randn(0, 4))
+
+
+def test_outputs_of_earlier_calls_stay_valid(jadd):
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    first = jadd(x, y)
+    first_copy = [t.clone() for t in first]
+    for _ in range(3):
+        jadd(torch.randn(3, 4), torch.randn(3, 4))
+    for a, b in zip(first, first_copy):
+        torch.testing.assert_close(a, b)
+
+
+def test_inputs_not_modified(jadd):
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    x0, y0 = x.clone(), y.clone()
+    jadd(x, y)
+    torch.testing.assert_close(x, x0)
+    torch.testing.assert_close(y, y0)
+
+
+def test_same_output_twice_and_input_as_output():
+    x = torch.randn(3)
+    out = thunder_mlir.jit(lambda a: (a * 2, a * 2, a))(x)
+    torch.testing.assert_close(out[0], x * 2)
+    torch.testing.assert_close(out[1], x * 2)
+    torch.testing.assert_close(out[2], x)
+
+
+# ---------------------------------------------------------------- zero-copy checks
+class _Recorder:
+    """Wraps dlpack.to_xla / dlpack.to_torch to record data pointers on both sides."""
+
+    def __init__(self, monkeypatch):
+        self.to_xla, self.to_torch = [], []
+        orig_to_xla, orig_to_torch = dlpack.to_xla, dlpack.to_torch
+
+        def to_xla(t, device):
+            arr = orig_to_xla(t, device)
+            self.to_xla.append((t.data_ptr(), arr.unsafe_buffer_pointer()))
+            return arr
+
+        def to_torch(arr, on_cpu):
+            t = orig_to_torch(arr, on_cpu)
+            self.to_torch.append((arr.unsafe_buffer_pointer(), t.data_ptr(), t))
+            return t
+
+        monkeypatch.setattr(dlpack, "to_xla", to_xla)
+        monkeypatch.setattr(dlpack, "to_torch", to_torch)
+
+
+def test_outputs_share_memory_with_xla_buffers(monkeypatch):
+    jfn = thunder_mlir.jit(lambda a, b: (a + b, (a * b).sum(1), a.to(torch.int64)))
+    x, y = torch.randn(64, 16), torch.randn(64, 16)
+    jfn(x, y)  # compile outside the recording
+    rec = _Recorder(monkeypatch)
+    outs = jfn(x, y)
+    assert len(rec.to_torch) == 3, "Plan.run no longer goes through dlpack.to_torch: update test"
+    for (xla_ptr, torch_ptr, t), out in zip(rec.to_torch, outs):
+        assert xla_ptr == torch_ptr  # zero-copy export
+        assert out.data_ptr() == xla_ptr  # and the user gets that very tensor
+
+
+def test_contiguous_aligned_inputs_not_copied(monkeypatch):
+    jfn = thunder_mlir.jit(lambda a, b: a * b)
+    x, y = torch.randn(64, 16), torch.randn(64, 16, dtype=torch.float32)
+    assert x.data_ptr() % 64 == 0 and y.data_ptr() % 64 == 0
+    jfn(x, y)
+    rec = _Recorder(monkeypatch)
+    jfn(x, y)
+    assert len(rec.to_xla) == 2, "Plan.run no longer goes through dlpack.to_xla: update test"
+    for (t_ptr, xla_ptr), src in zip(rec.to_xla, (x, y)):
+        assert t_ptr == src.data_ptr()  # no .contiguous() copy on the torch side
+        assert xla_ptr == t_ptr  # and XLA reads torch's memory in place
+
+
+def test_int64_input_not_copied(monkeypatch):
+    jfn = thunder_mlir.jit(lambda a: a + 1)
+    x = torch.arange(64 * 8, dtype=torch.int64)
+    jfn(x)
+    rec = _Recorder(monkeypatch)
+    jfn(x)
+    assert rec.to_xla and rec.to_xla[0] == (x.data_ptr(), x.data_ptr())
+
+
+def test_values_between_regions_stay_on_xla(monkeypatch):
+    """A value flowing from one XLA region to the next is not exported to torch."""
+    def fn(a):
+        b = a.exp()
+        c = torch.cumprod(a, 0)  # fallback: regions before and after
+        return b + c
+
+    jfn = thunder_mlir.jit(fn)
+    x = torch.rand(8)
+    jfn(x)
+    rec = _Recorder(monkeypatch)
+    torch.testing.assert_close(jfn(x), fn(x))
+    # b leaves region 0 and feeds region 1 directly; only c crosses torch -> XLA, and only
+    # the final output crosses XLA -> torch
+    assert len(rec.to_torch) == 1
