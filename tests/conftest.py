@@ -54,3 +54,20 @@ def assert_close_to_eager(fn, *args, jfn=None, expect_fallback: bool = False, **
         assert thunder_mlir.fallback_ops(jfn) == [], \
             f"expected the program to run fully on XLA, fallbacks: {thunder_mlir.fallback_ops(jfn)}"
     return jfn
+
+
+# Torch-overridable functions that thunder_mlir can never have a symbol for: calls to them
+# reach the tracer (through __torch_function__) and always take the torch fallback, so the
+# fallback tests do not depend on which ops happen to lack symbols today.
+def unregistered_cumprod(x, dim):
+    """torch.cumprod, seen by the tracer as an op with no symbol."""
+    if torch.overrides.has_torch_function((x,)):
+        return torch.overrides.handle_torch_function(unregistered_cumprod, (x,), x, dim)
+    return torch.cumprod(x, dim)
+
+
+def unregistered_add_(x, value):
+    """In-place ``x.add_(value)``, seen by the tracer as an in-place op with no symbol."""
+    if torch.overrides.has_torch_function((x,)):
+        return torch.overrides.handle_torch_function(unregistered_add_, (x,), x, value)
+    return x.add_(value)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import thunder_mlir
-from conftest import assert_close_to_eager
+from conftest import assert_close_to_eager, unregistered_add_, unregistered_cumprod
 from thunder_mlir.executors.torch_fallback import qualified_name
 from thunder_mlir.symbols import SYMBOLS
 
@@ -20,9 +20,11 @@ T = torch.Tensor
 # Ops with no symbol today. Symbols are being added, so each test picks the first candidate
 # still missing from the table (and skips if all gained one) instead of hard-coding one.
 _UNARY = [(torch.cumprod, lambda f, t: f(t, 1)), (torch.logcumsumexp, lambda f, t: f(t, 1)),
-          (torch.special.i0, lambda f, t: f(t)), (torch.special.i1, lambda f, t: f(t))]
+          (torch.special.i0, lambda f, t: f(t)), (torch.special.i1, lambda f, t: f(t)),
+          (unregistered_cumprod, lambda f, t: f(t, 1))]
 _INPLACE = [(T.cumprod_, lambda f, t: f(t, 0)), (T.clamp_min_, lambda f, t: f(t, 0.5)),
-            (T.cumsum_, lambda f, t: f(t, 0)), (T.i0_, lambda f, t: f(t))]
+            (T.cumsum_, lambda f, t: f(t, 0)), (T.i0_, lambda f, t: f(t)),
+            (unregistered_add_, lambda f, t: f(t, 0.5))]
 
 
 def _pick(candidates, n=1):

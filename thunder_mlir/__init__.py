@@ -16,6 +16,7 @@ from .jit import Stage, ThunderFunction, jit  # noqa: F401
 from .sharp_edges import SharpEdgeWarning  # noqa: F401
 from .module import ThunderModule  # noqa: F401
 from .proxy import TensorProxy  # noqa: F401
+from .examine import Examination, OpReport, examine  # noqa: F401
 
 
 def _function(jfn) -> ThunderFunction:

@@ -1,0 +1,338 @@
+"""More torch.nn.functional: shrink/threshold activations, prelu/rrelu, softmin, distances,
+group/instance/local-response norm, bilinear, one_hot, and losses.
+
+Formulas are those of each function's PyTorch documentation page (and its ATen
+implementation for the order of clamping/epsilons); reductions ``none | mean | sum``.
+Calls whose result needs random numbers or an in-place update of running statistics raise
+``Fallback`` and run on the torch executor.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .. import prims
+from ..lang import broadcast_shape, canonical_dim, expand_to, lift, promote
+from ..proxy import TensorProxy
+from .registry import register
+from .nn import Fallback, softmax, log_softmax  # noqa: F401
+from .elementwise import add, clamp, div, mul, sub, where, neg, abs as tabs, exp, log, log1p
+from .reduction import mean as rmean, sum as rsum, vector_norm
+from .nn import logsigmoid, leaky_relu
+
+
+def _c(x, v):
+    return prims.full(x.tshape, v, x.tdtype)
+
+
+def _reduce(loss, reduction):
+    if reduction == "none":
+        return loss
+    if reduction == "mean":
+        return rmean(loss)
+    if reduction == "sum":
+        return rsum(loss)
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _reduction(size_average, reduce, reduction):
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    return ("mean" if size_average else "sum") if reduce else "none"
+
+
+# -------------------------------------------------------------- activations
+@register("softmin", F.softmin)
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    x = prims.convert_element_type(input, dtype) if dtype is not None else input
+    return softmax(neg(x), dim, dtype=None)
+
+
+@register("tanhshrink", F.tanhshrink)
+def tanhshrink(input):
+    return sub(input, torch.tanh(input))
+
+
+@register("softshrink", F.softshrink)
+def softshrink(input, lambd=0.5):
+    z = _c(input, 0)
+    return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, z))
+
+
+@register("hardshrink", F.hardshrink)
+def hardshrink(input, lambd=0.5):
+    keep = prims.elementwise("bitwise_or", (input > lambd), (input < -lambd))
+    return where(keep, input, _c(input, 0))
+
+
+@register("threshold", F.threshold, torch.threshold)
+def threshold(input, threshold, value, inplace=False):
+    return where(input <= threshold, prims.full(input.tshape, value, input.tdtype), input)
+
+
+@register("prelu", F.prelu, torch.prelu)
+def prelu(input, weight):
+    w = weight
+    if len(w.tshape) == 1 and w.tshape[0] != 1 and len(input.tshape) >= 2:
+        w = prims.broadcast_in_dim(w, input.tshape, [1])
+    else:
+        w = expand_to(prims.reshape(w, ()) if w.tshape == (1,) else w, input.tshape)
+    w = prims.convert_element_type(w, input.tdtype)
+    return where(input > 0, input, prims.elementwise("mul", w, input))
+
+
+@register("rrelu", F.rrelu, torch.rrelu)
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    if training:
+        raise Fallback("rrelu in training mode draws random slopes")
+    return leaky_relu(input, (lower + upper) / 2)
+
+
+# ---------------------------------------------------------------- distances
+@register("cosine_similarity", F.cosine_similarity, torch.cosine_similarity)
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """sum(x1/max(|x1|, eps) * x2/max(|x2|, eps)) along dim (ATen's scipy-style form)."""
+    shape = broadcast_shape(x1, x2)
+    comp, _ = promote(x1, x2)
+    a, b = lift(x1, comp, shape), lift(x2, comp, shape)
+    d = canonical_dim(dim, len(shape))
+    na = clamp(vector_norm(a, 2, d, True), min=eps)
+    nb = clamp(vector_norm(b, 2, d, True), min=eps)
+    return rsum(mul(div(a, na), div(b, nb)), d)
+
+
+@register("pairwise_distance", F.pairwise_distance, torch.pairwise_distance)
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    r = max(len(x1.tshape), len(x2.tshape))
+    return vector_norm(add(sub(x1, x2), eps), p, r - 1 if r else None, keepdim)
+
+
+@register("dist", torch.dist)
+def dist(input, other, p=2):
+    return vector_norm(sub(input, other), p)
+
+
+# -------------------------------------------------------------- normalizations
+def _normalize(x, dims, eps):
+    m = rmean(x, dims, True)
+    c = sub(x, m)
+    v = rmean(mul(c, c), dims, True)
+    return mul(c, torch.rsqrt(add(v, eps)))
+
+
+@register("group_norm", F.group_norm, torch.group_norm)
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    from .reduction import _acc_dtype
+    n, c = input.tshape[:2]
+    x = prims.convert_element_type(input, _acc_dtype(input.tdtype))
+    g = prims.reshape(x, (n, num_groups, -1) if False else (n, num_groups,
+                                                              _numel(input.tshape) // max(n * num_groups, 1)))
+    out = prims.reshape(_normalize(g, [2], eps), input.tshape)
+    if weight is not None:
+        out = mul(out, prims.broadcast_in_dim(prims.convert_element_type(weight, out.tdtype),
+                                              out.tshape, [1]))
+    if bias is not None:
+        out = add(out, prims.broadcast_in_dim(prims.convert_element_type(bias, out.tdtype),
+                                              out.tshape, [1]))
+    return prims.convert_element_type(out, input.tdtype)
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+@register("instance_norm", F.instance_norm)
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    if not use_input_stats or running_mean is not None or running_var is not None:
+        raise Fallback("instance_norm with running statistics")
+    out = _normalize(input, list(range(2, len(input.tshape))), eps)
+    if weight is not None:
+        out = mul(out, prims.broadcast_in_dim(weight, out.tshape, [1]))
+    if bias is not None:
+        out = add(out, prims.broadcast_in_dim(bias, out.tshape, [1]))
+    return out
+
+
+@register("local_response_norm", F.local_response_norm)
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """x / (k + alpha * mean of x^2 over `size` neighbouring channels)^beta (zero-padded)."""
+    if len(input.tshape) < 3 or _numel(input.tshape) == 0:
+        raise Fallback("local_response_norm of this shape")
+    sq = mul(input, input)
+    r = len(input.tshape)
+    pads = [(0, 0)] * r
+    pads[1] = (size // 2, (size - 1) // 2)
+    window = [1] * r
+    window[1] = size
+    s = prims.reduce_window(sq, prims.full((), 0, input.tdtype), "sum", window, [1] * r, pads)
+    d = torch.pow(add(mul(div(s, float(size)), alpha), k), beta)
+    return div(input, d)
+
+
+@register("bilinear", F.bilinear)
+def bilinear(input1, input2, weight, bias=None):
+    """out[..., o] = x1 W[o] x2 + b[o]: two dot_generals."""
+    lead = input1.tshape[:-1]
+    b = _numel(lead)
+    x1 = prims.reshape(input1, (b, input1.tshape[-1]))
+    x2 = prims.reshape(input2, (b, input2.tshape[-1]))
+    t = prims.dot_general(x1, weight, [], [], [1], [1])  # (B, O, J)
+    out = prims.dot_general(t, x2, [0], [0], [2], [1])  # (B, O)
+    out = prims.reshape(out, lead + (weight.tshape[0],))
+    return add(out, bias) if bias is not None else out
+
+
+@register("one_hot", F.one_hot)
+def one_hot(tensor, num_classes=-1):
+    if num_classes < 0:
+        raise Fallback("one_hot without num_classes has a data-dependent shape")
+    shape = tensor.tshape + (num_classes,)
+    x = prims.broadcast_in_dim(tensor, shape, list(range(len(tensor.tshape))))
+    return prims.convert_element_type(
+        prims.elementwise("eq", x, prims.iota(shape, tensor.tdtype, len(shape) - 1)), torch.int64)
+
+
+# ------------------------------------------------------------------- losses
+@register("kl_div", F.kl_div)
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    red = _reduction(size_average, reduce, reduction)
+    if log_target:
+        loss = mul(exp(target), sub(target, input))
+    else:
+        loss = sub(torch.xlogy(target, target), mul(target, input))
+    if red == "batchmean":
+        return div(rsum(loss), input.tshape[0]) if input.tshape else rsum(loss)
+    return _reduce(loss, red)
+
+
+@register("margin_ranking_loss", F.margin_ranking_loss)
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                        reduction="mean"):
+    loss = clamp(add(mul(neg(target), sub(input1, input2)), margin), min=0)
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+@register("hinge_embedding_loss", F.hinge_embedding_loss)
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
+                         reduction="mean"):
+    z = _c(input, 0)
+    m = where(target != 1, clamp(sub(margin, input), min=0), z)
+    s = where(target != -1, input, z)
+    return _reduce(add(m, s), _reduction(size_average, reduce, reduction))
+
+
+@register("soft_margin_loss", F.soft_margin_loss)
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    loss = log1p(exp(mul(neg(target), input)))
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+@register("multilabel_soft_margin_loss", F.multilabel_soft_margin_loss)
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction="mean"):
+    loss = neg(add(mul(target, logsigmoid(input)),
+                   mul(sub(1, target), logsigmoid(neg(input)))))
+    if weight is not None:
+        loss = mul(loss, weight)
+    c = input.tshape[-1] if input.tshape else 1
+    loss = div(rsum(loss, len(input.tshape) - 1 if input.tshape else None), c)
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+@register("poisson_nll_loss", F.poisson_nll_loss)
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
+                     reduce=None, reduction="mean"):
+    if log_input:
+        loss = sub(exp(input), mul(target, input))
+    else:
+        loss = sub(input, mul(target, log(add(input, eps))))
+    if full:
+        st = add(sub(mul(target, log(target)), target),
+                 mul(log(mul(target, 2 * math.pi)), 0.5))
+        loss = add(loss, where(target > 1, st, prims.full(st.tshape, 0, st.tdtype)))
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+@register("cosine_embedding_loss", F.cosine_embedding_loss)
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                          reduction="mean"):
+    eps = 1e-12
+    d = len(input1.tshape) - 1
+    prod = rsum(mul(input1, input2), d)
+    m1 = add(rsum(mul(input1, input1), d), eps)
+    m2 = add(rsum(mul(input2, input2), d), eps)
+    cos = div(prod, torch.sqrt(mul(m1, m2)))
+    z = prims.full(cos.tshape, 0, cos.tdtype)
+    pos = where(target == 1, sub(1, cos), z)
+    negv = where(target == -1, clamp(sub(cos, margin), min=0), z)
+    return _reduce(add(pos, negv), _reduction(size_average, reduce, reduction))
+
+
+@register("triplet_margin_loss", F.triplet_margin_loss)
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    d_ap = pairwise_distance(anchor, positive, p, eps)
+    d_an = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_an = torch.minimum(d_an, pairwise_distance(positive, negative, p, eps))
+    loss = clamp(add(sub(d_ap, d_an), margin), min=0)
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+@register("triplet_margin_with_distance_loss", F.triplet_margin_with_distance_loss)
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin=1.0, swap=False, reduction="mean"):
+    dist_fn = distance_function or pairwise_distance
+    d_ap, d_an = dist_fn(anchor, positive), dist_fn(anchor, negative)
+    if swap:
+        d_an = torch.minimum(d_an, dist_fn(positive, negative))
+    return _reduce(clamp(add(sub(d_ap, d_an), margin), min=0), reduction)
+
+
+@register("gaussian_nll_loss", F.gaussian_nll_loss)
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """0.5 (log(max(var, eps)) + (input - target)^2 / max(var, eps)) (+ 0.5 log 2 pi).
+    torch's check that var >= 0 needs the data and is skipped."""
+    if type(var) is not TensorProxy:
+        raise Fallback("gaussian_nll_loss with a float var")
+    if var.tshape != input.tshape:
+        if len(var.tshape) == len(input.tshape) - 1 and input.tshape[:-1] == var.tshape:
+            var = prims.reshape(var, var.tshape + (1,))
+        elif not (len(var.tshape) == len(input.tshape) and var.tshape[-1] == 1):
+            raise Fallback("gaussian_nll_loss var shape")
+    v = clamp(var, min=eps)
+    d = sub(input, target)
+    loss = mul(add(log(v), div(mul(d, d), v)), 0.5)
+    if full:
+        loss = add(loss, 0.5 * math.log(2 * math.pi))
+    return _reduce(loss, reduction)
+
+
+@register("multi_margin_loss", F.multi_margin_loss)
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
+                      reduce=None, reduction="mean"):
+    """sum_{j != y} max(0, margin - x[y] + x[j])^p / C per sample (weight[y] scales)."""
+    x = input if len(input.tshape) == 2 else prims.reshape(input, (1, _numel(input.tshape)))
+    n, c = x.tshape
+    t = prims.reshape(prims.convert_element_type(target, torch.int64), (n, 1))
+    xy = prims.take_along(x, t, 1)
+    z = clamp(add(sub(margin, xy), x), min=0)
+    if p == 2:
+        z = mul(z, z)
+    if weight is not None:
+        z = mul(z, prims.reshape(prims.take(weight, prims.reshape(t, (n,)), 0), (n, 1)))
+    notself = prims.elementwise("ne", prims.iota((n, c), torch.int64, 1), expand_to(t, (n, c)))
+    z = where(notself, z, prims.full(z.tshape, 0, z.tdtype))
+    loss = div(rsum(z, 1), c)
+    if len(input.tshape) < 2:
+        loss = prims.reshape(loss, ())
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
