@@ -1,6 +1,7 @@
 """``grad``: reverse-mode automatic differentiation of ``@computation`` as a pass.
 
-Input: ``func.func @computation`` in prims (run ``decompose`` first). Output:
+Input: ``func.func @computation`` (composites allowed: those with a composite-level rule in
+``vjp_composites.py`` are differentiated whole, the others are inlined first). Output:
 
 * ``@forward(inputs) -> (outputs..., residuals...)`` — the original ops, plus the values the
   backward needs;
@@ -26,6 +27,7 @@ from torch_mlir.dialects import func as func_d
 from thunder_mlir import dtypes, prims
 
 from .vjp import NO_GRAD, VJP
+from .vjp_composites import APPLIES, COMPOSITE_VJP
 
 NAME = "grad"
 CHEAP = {"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt",
@@ -73,6 +75,7 @@ def _differentiate(module: ir.Module, fwd) -> None:
     from thunder_mlir.tracing import Trace
 
     block = fwd.regions[0].blocks[0]
+    _inline_composites_without_rules(block)
     ops = [o.operation for o in block.operations]
     ret = ops[-1]
     body = ops[:-1]
@@ -112,7 +115,11 @@ def _differentiate(module: ir.Module, fwd) -> None:
             short = op.name[len("thunder."):] if op.name.startswith("thunder.") else op.name
             if short in NO_GRAD:
                 continue
-            fn = VJP.get(short)
+            if short == "composite":
+                short = ir.StringAttr(op.attributes["name"]).value
+                fn = COMPOSITE_VJP[short]
+            else:
+                fn = VJP.get(short)
             if fn is None:
                 what = (f"the torch fallback op {ir.StringAttr(op.attributes['callee']).value}"
                         if op.name == "thunder.executor_call" else f"'{op.name}'")
@@ -151,6 +158,34 @@ def _differentiate(module: ir.Module, fwd) -> None:
         ir.IntegerType.get_signless(64), len(outputs))
     fwd.attributes["thunder.requires_grad"] = ir.ArrayAttr.get([ir.BoolAttr.get(w) for w in wrt])
     bwd.attributes["thunder.device"] = ir.StringAttr.get(str(device))
+
+
+def _composite_name(op) -> str | None:
+    if op.name != "thunder.composite":
+        return None
+    return ir.StringAttr(op.attributes["name"]).value
+
+
+def _inline_composites_without_rules(block) -> None:
+    """Inline (one level at a time) every composite that has no applicable VJP rule, so
+    its decomposition is differentiated instead; composites with a rule stay whole."""
+    changed = True
+    while changed:
+        changed = False
+        for op in [o.operation for o in block.operations]:
+            name = _composite_name(op)
+            if name is None or (name in COMPOSITE_VJP and APPLIES[name](op)):
+                continue
+            body = op.regions[0].blocks[0]
+            for arg, operand in zip(body.arguments, op.operands):
+                arg.replace_all_uses_with(operand)
+            inner = [o.operation for o in body.operations]
+            for o in inner[:-1]:
+                o.move_before(op)
+            for r, v in zip(op.results, inner[-1].operands):
+                r.replace_all_uses_with(v)
+            op.erase()
+            changed = True
 
 
 def _split(fwd, bwd, body) -> list[ir.Value]:

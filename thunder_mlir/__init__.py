@@ -12,6 +12,7 @@ from .errors import (  # noqa: F401
     ThunderError, TraceError, UnsupportedInputError,
 )
 from .cache import RecompileWarning  # noqa: F401
+from .grad_api import grad, value_and_grad  # noqa: F401
 from .jit import Stage, ThunderFunction, jit  # noqa: F401
 from .sharp_edges import SharpEdgeWarning  # noqa: F401
 from .module import ThunderModule  # noqa: F401

@@ -213,12 +213,13 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
     if needs_grad and trace.mutated_inputs:
         raise NotImplementedError("in-place updates of inputs that require grad are not "
                                   "supported; use the out-of-place form")
-    pipeline = [("prims", "decompose")]
-    if needs_grad:
+    pipeline = []
+    if needs_grad:  # grad sees composites, so composite-level VJP rules can apply
         trace.func_op.attributes["thunder.requires_grad"] = ir.ArrayAttr.get(
             [ir.BoolAttr.get(w, trace.ctx) for w in wrt], trace.ctx)
         pipeline.append(("grad", "grad"))
-    pipeline += [("plan", "partition"), ("stablehlo", "lower-to-stablehlo")]
+    pipeline += [("prims", "decompose"), ("plan", "partition"),
+                 ("stablehlo", "lower-to-stablehlo")]
     for stage_name, pass_name in pipeline:
         t = time.perf_counter()
         PASSES[pass_name].run(module)

@@ -74,6 +74,20 @@ class Symbol:
         return f"Symbol({self.name})"
 
 
+def _operand_names(sym: Symbol, bound, positions: list[int]) -> list[str]:
+    """The parameter name of each tensor operand (flattened like ``(args, kwargs)``)."""
+    params = list(sym.signature.parameters.values())
+    name_args = []
+    for i, val in enumerate(bound.args):
+        p = params[min(i, len(params) - 1)]
+        name = p.name if p.kind != p.VAR_POSITIONAL else f"{p.name}[{i - params.index(p)}]"
+        name_args.append(optree.tree_map(lambda _, n=name: n, val, none_is_leaf=True))
+    name_kwargs = {k: optree.tree_map(lambda _, n=k: n, v, none_is_leaf=True)
+                   for k, v in bound.kwargs.items()}
+    names = optree.tree_leaves((tuple(name_args), name_kwargs), none_is_leaf=True)
+    return [names[i] for i in positions]
+
+
 def emit_composite(sym: Symbol, args: tuple, kwargs: dict) -> Any:
     """Record ``sym(*args, **kwargs)`` as a composite at the current insertion point."""
     trace = current_trace()
@@ -126,8 +140,11 @@ def emit_composite(sym: Symbol, args: tuple, kwargs: dict) -> Any:
     attrs = op.operation.attributes
     for pname, pval in bound.arguments.items():
         a = to_attribute(pval)
-        if a is not None and pname not in ("name",):
+        if a is not None and pname not in ("name", "operand_names"):
             attrs[pname] = a
+    # which parameter each operand came from (grad rules and executors match on it)
+    attrs["operand_names"] = ir.ArrayAttr.get(
+        [ir.StringAttr.get(n) for n in _operand_names(sym, bound, positions)])
     block.append_to(op.operation.regions[0])
     holder.erase()
     results = list(op.operation.results)

@@ -1,0 +1,118 @@
+"""Composite-level VJP rules: a better backward than differentiating the decomposition.
+
+Keyed by the composite's symbol name. ``APPLIES[name](op)`` says whether the rule covers
+this call (otherwise the grad pass inlines the composite and differentiates its prims).
+Formulas: softmax/log_softmax as in PyTorch's ``_softmax_backward_data`` /
+``_log_softmax_backward_data``; layer_norm as in ATen's ``layer_norm_backward`` (mean and
+rstd are recomputed from the saved input, so only the input is a residual).
+"""
+
+from __future__ import annotations
+
+from torch_mlir import ir
+
+from thunder_mlir import prims
+
+COMPOSITE_VJP: dict = {}
+APPLIES: dict = {}
+
+
+def composite_rule(name: str, applies=lambda op: True):
+    def deco(fn):
+        COMPOSITE_VJP[name] = fn
+        APPLIES[name] = applies
+        return fn
+    return deco
+
+
+def _names(op) -> list[str]:
+    return [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["operand_names"])]
+
+
+def _int_attr(op, name, default=None):
+    return ir.IntegerAttr(op.attributes[name]).value if name in op.attributes else default
+
+
+def _f32_or_f64(op) -> bool:
+    t = ir.RankedTensorType(op.operands[0].type).element_type
+    return isinstance(t, (ir.F32Type, ir.F64Type)) and "dtype" not in op.attributes
+
+
+def _bcast(r, like, dims):
+    keep = tuple(1 if i in dims else s for i, s in enumerate(like.tshape))
+    return prims.broadcast_in_dim(prims.reshape(r, keep), like.tshape, list(range(len(keep))))
+
+
+def _e(name, *xs):
+    return prims.elementwise(name, *xs)
+
+
+def _dim(op, x) -> int:
+    r = max(len(x.tshape), 1)
+    return _int_attr(op, "dim") % r
+
+
+@composite_rule("ltorch.softmax", applies=lambda op: _f32_or_f64(op) and "dim" in op.attributes)
+def _softmax(op, x, y, g):
+    if len(y[0].tshape) == 0:
+        return [prims.full((), 0.0, y[0].tdtype)]
+    d = _dim(op, y[0])
+    gy = _e("mul", g[0], y[0])
+    return [_e("sub", gy, _e("mul", y[0], _bcast(prims.reduce("reduce_sum", gy, [d]), gy, [d])))]
+
+
+@composite_rule("ltorch.log_softmax",
+                applies=lambda op: _f32_or_f64(op) and "dim" in op.attributes)
+def _log_softmax(op, x, y, g):
+    if len(y[0].tshape) == 0:
+        return [prims.full((), 0.0, y[0].tdtype)]
+    d = _dim(op, y[0])
+    s = _bcast(prims.reduce("reduce_sum", g[0], [d]), g[0], [d])
+    return [_e("sub", g[0], _e("mul", _e("exp", y[0]), s))]
+
+
+def _layer_norm_applies(op) -> bool:
+    names = _names(op)
+    return _f32_or_f64(op) and names[0] == "input" and set(names[1:]) <= {"weight", "bias"}
+
+
+@composite_rule("ltorch.layer_norm", applies=_layer_norm_applies)
+def _layer_norm(op, x, y, g):
+    named = dict(zip(_names(op), x))
+    inp, w = named["input"], named.get("weight")
+    k = len(ir.ArrayAttr(op.attributes["normalized_shape"]))
+    eps = ir.FloatAttr(op.attributes["eps"]).value if "eps" in op.attributes else 1e-5
+    r = len(inp.tshape)
+    dims = list(range(r - k, r))
+    lead = list(range(r - k))
+    n = 1
+    for d in dims:
+        n *= inp.tshape[d]
+
+    def full(like, v):
+        return prims.full(like.tshape, v, like.tdtype)
+
+    mean = _e("div", prims.reduce("reduce_sum", inp, dims), full(
+        prims.reduce("reduce_sum", inp, dims), n))
+    c = _e("sub", inp, _bcast(mean, inp, dims))
+    var = prims.reduce("reduce_sum", _e("mul", c, c), dims)
+    var = _e("div", var, full(var, n))
+    rstd = _e("rsqrt", _e("add", var, full(var, eps)))
+    xhat = _e("mul", c, _bcast(rstd, inp, dims))
+    gxhat = g[0] if w is None else _e("mul", g[0], prims.broadcast_in_dim(
+        w, inp.tshape, dims))
+    m1 = prims.reduce("reduce_sum", gxhat, dims)
+    m1 = _e("div", m1, full(m1, n))
+    m2 = prims.reduce("reduce_sum", _e("mul", gxhat, xhat), dims)
+    m2 = _e("div", m2, full(m2, n))
+    gx = _e("mul", _bcast(rstd, inp, dims), _e("sub", _e("sub", gxhat, _bcast(m1, inp, dims)),
+                                                   _e("mul", xhat, _bcast(m2, inp, dims))))
+    out = []
+    for name, v in zip(_names(op), x):
+        if name == "input":
+            out.append(gx)
+        elif name == "weight":
+            out.append(prims.reduce("reduce_sum", _e("mul", g[0], xhat), lead))
+        else:
+            out.append(prims.reduce("reduce_sum", g[0], lead))
+    return out
