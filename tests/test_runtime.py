@@ -167,9 +167,9 @@ def test_outputs_share_memory_with_xla_buffers(monkeypatch):
 
 def test_contiguous_aligned_inputs_not_copied(monkeypatch):
     jfn = thunder_mlir.jit(lambda a, b: a * b)
+    jfn(torch.randn(64, 16), torch.randn(64, 16))  # compile outside the recording
     x, y = torch.randn(64, 16), torch.randn(64, 16, dtype=torch.float32)
     assert x.data_ptr() % 64 == 0 and y.data_ptr() % 64 == 0
-    jfn(x, y)
     rec = _Recorder(monkeypatch)
     jfn(x, y)
     assert len(rec.to_xla) == 2, "Plan.run no longer goes through dlpack.to_xla: update test"
@@ -180,11 +180,27 @@ def test_contiguous_aligned_inputs_not_copied(monkeypatch):
 
 def test_int64_input_not_copied(monkeypatch):
     jfn = thunder_mlir.jit(lambda a: a + 1)
+    jfn(torch.arange(64 * 8, dtype=torch.int64))  # compile outside the recording
     x = torch.arange(64 * 8, dtype=torch.int64)
-    jfn(x)
     rec = _Recorder(monkeypatch)
     jfn(x)
     assert rec.to_xla and rec.to_xla[0] == (x.data_ptr(), x.data_ptr())
+
+
+def test_repeated_input_reuses_its_buffer_until_modified(monkeypatch):
+    """The same tensor passed again is not re-imported, unless it changed in place."""
+    jfn = thunder_mlir.jit(lambda a: a * 2)
+    x = torch.randn(64)
+    jfn(x)
+    rec = _Recorder(monkeypatch)
+    torch.testing.assert_close(jfn(x), x * 2)
+    assert rec.to_xla == []  # reused the buffer of the first call
+    x.add_(1)  # bumps x._version: the cached buffer must not be trusted blindly
+    torch.testing.assert_close(jfn(x), x * 2)
+    assert len(rec.to_xla) == 1
+    y = x.view(8, 8).t().contiguous().view(64)  # a different tensor object
+    torch.testing.assert_close(jfn(y), y * 2)
+    assert len(rec.to_xla) == 2
 
 
 def test_values_between_regions_stay_on_xla(monkeypatch):

@@ -14,6 +14,8 @@ path is written for correctness but untested here (no GPU in CI).
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 import torch.utils.dlpack as tdl
 
@@ -57,3 +59,32 @@ def to_torch(arr, on_cpu: bool) -> torch.Tensor:
             return tdl.from_dlpack(_jax.buffer_to_dlpack_managed_tensor(arr))
         return tdl.from_dlpack(arr.__dlpack__())
     return torch.from_dlpack(arr)  # hands torch's stream to the producer for ordering
+
+
+class ImportCache:
+    """Reuses the XLA buffer of a torch tensor that is passed again unchanged.
+
+    A hit needs the same Python tensor object (checked through a weak reference), the same
+    version counter (torch bumps it on every in-place update), data pointer, shape and
+    strides. Only zero-copy imports are cached: their buffer *is* the tensor's memory, so
+    even writes that bypass the version counter are seen. At most ``capacity`` entries
+    (oldest evicted), so at most that many tensors are kept alive by the cache.
+    """
+
+    def __init__(self, device, capacity: int):
+        self.device = device
+        self.capacity = max(capacity, 1)
+        self._entries: dict[int, tuple] = {}
+
+    def __call__(self, t: torch.Tensor):
+        e = self._entries.get(id(t))
+        if e is not None and e[0]() is t and e[1] == t._version and e[2] == t.data_ptr() \
+                and e[3] == t.stride() and e[4] == t.shape:
+            return e[5]
+        buf = to_xla(t, self.device)
+        if buf.unsafe_buffer_pointer() == t.data_ptr():
+            if len(self._entries) >= self.capacity:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[id(t)] = (weakref.ref(t), t._version, t.data_ptr(), t.stride(),
+                                    t.shape, buf)
+        return buf
