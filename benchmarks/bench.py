@@ -2,7 +2,10 @@
 
 Rows: per-call time of a 2x2 float32 add (torch tensors in and out; jax arrays for jax.jit),
 median forward time of an MLP and of a tiny GPT-2, and the first call (trace + compile) of
-each. See benchmarks/README.md.
+each; then a training step (forward + backward + AdamW step) of the MLP (MSE loss) and of
+GPT-2 tiny (LM loss) for eager, torch.compile and thunder_mlir, with the bytes each saves
+for backward (thunder_mlir's residuals vs eager autograd's saved tensors, measured with
+saved_tensors_hooks, parameters excluded). See benchmarks/README.md.
 
     .venv/bin/python benchmarks/bench.py [--quick] [--threads N]
 """
@@ -41,6 +44,7 @@ import torch  # noqa: E402
 
 import thunder_mlir  # noqa: E402
 from _common import max_abs_error  # noqa: E402
+from _train_common import SavedBytes  # noqa: E402
 from gpt2_tiny import make_gpt2_tiny, make_inputs  # noqa: E402
 from mlp import make_mlp  # noqa: E402
 
@@ -104,6 +108,114 @@ def workloads():
     }
 
 
+# ---------------------------------------------------------------- training step
+TRAIN_SYSTEMS = ("eager", "torch.compile", "thunder_mlir")
+
+
+class MLPLoss(torch.nn.Module):
+    """MSE loss of the MLP against fixed targets (a module: weights are jit inputs)."""
+
+    def __init__(self, mlp):
+        super().__init__()
+        self.mlp = mlp
+
+    def forward(self, x, y):
+        return torch.nn.functional.mse_loss(self.mlp(x), y)
+
+
+class LMLoss(torch.nn.Module):
+    """GPT-2 language-model loss (labels = input ids)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids, labels=input_ids, use_cache=False).loss
+
+
+def train_workloads():
+    """name -> (loss module factory, args, loss tolerance)."""
+    def mlp():
+        torch.manual_seed(0)
+        return MLPLoss(make_mlp().train())
+
+    def gpt2():
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        torch.manual_seed(0)
+        cfg = GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000, resid_pdrop=0.0,
+                         embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=999, eos_token_id=999)
+        return LMLoss(GPT2LMHeadModel(cfg).train())
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(64, 256, generator=g), torch.randn(64, 10, generator=g)
+    ids = torch.randint(0, 1000, (2, 64), generator=g)
+    return {"MLP train step, batch 64": (mlp, (x, y), 1e-5),
+            "GPT-2 tiny train step, 2x64": (gpt2, (ids,), 1e-4)}
+
+
+def train_step_fn(system: str, module: torch.nn.Module):
+    """A callable running one forward + backward + AdamW step; returns the loss."""
+    model = {"eager": lambda m: m, "torch.compile": torch.compile,
+             "thunder_mlir": thunder_mlir.jit}[system](module)
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
+
+    def step(*args):
+        opt.zero_grad(set_to_none=True)
+        loss = model(*args)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return step, model
+
+
+def saved_bytes(model, module, args) -> int:
+    """Bytes autograd saves for backward in one forward (parameters excluded)."""
+    with SavedBytes(module.parameters()) as sb:
+        loss = model(*args)
+    loss.backward()
+    return sb.activations
+
+
+def run_training(plan, notes, t_start):
+    """Rows of the training-step benchmark."""
+    rows = []
+    for name, (factory, args, tol) in train_workloads().items():
+        iters, repeats = plan[name]
+        steady, first, saved = {}, {}, {}
+        for system in TRAIN_SYSTEMS:
+            try:
+                module = factory()
+                step, model = train_step_fn(system, module)
+                f, s, _ = measure(step, args, iters, repeats)
+                # first-step loss vs eager's, from fresh copies of the same initialization
+                module2 = factory()
+                step2, model2 = train_step_fn(system, module2)
+                l0 = step2(*args).item()
+                e0 = factory()(*args).item()
+                if abs(l0 - e0) > tol * max(1.0, abs(e0)):
+                    notes.append(f"{name} / {system}: first-step loss {l0} vs eager {e0}")
+                saved[system] = saved_bytes(model2, module2, args)
+                if system == "thunder_mlir":
+                    if fb := thunder_mlir.fallback_ops(model2):
+                        notes.append(f"{name} / {system}: fallback ops {fb}")
+                    notes.append(f"{name} / thunder_mlir: grad-pass residual_bytes "
+                                 f"{model2._fn.last.residual_bytes:,} (parameters included)")
+                first[system], steady[system] = f, s
+            except Exception as e:  # e.g. torch.compile unavailable: report it in the cell
+                first[system] = steady[system] = saved[system] = f"error ({type(e).__name__})"
+                notes.append(f"{name} / {system}: {type(e).__name__}: "
+                             f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}")
+                if os.environ.get("BENCH_TRACEBACK"):
+                    traceback.print_exc()
+        rows.append((f"{name} [ms/step]", steady, "ms"))
+        rows.append((f"{name} first step [s]", first, "s"))
+        rows.append((f"{name} saved for bwd [KiB]", saved, "KiB"))
+        print(f"  ... {name} done ({time.perf_counter() - t_start:.0f} s)", flush=True)
+    return rows
+
+
 def make(system: str, fn):
     if system == "eager":
         return fn
@@ -118,10 +230,14 @@ def make(system: str, fn):
 def fmt(v, unit):
     if isinstance(v, str):
         return v
+    if unit == "KiB":
+        return f"{v / 1024:.0f}"
     return f"{v * {'us': 1e6, 'ms': 1e3}[unit]:.1f}" if unit != "s" else f"{v:.3f}"
 
 
 def ratio(x, y):
+    if isinstance(x, int) and isinstance(y, int) and not isinstance(x, bool) and y:
+        x, y = float(x), float(y)
     if not (isinstance(x, float) and isinstance(y, float)):
         return "-"
     return f"{x / y:.2f}x" if x / y < 100 else f"{x / y:.0f}x"
@@ -176,6 +292,11 @@ def main() -> int:
         rows.append((f"{name} [{unit}/call]", steady, unit))
         rows.append((f"{name} first call [s]", first, "s"))
         print(f"  ... {name} done ({time.perf_counter() - t_start:.0f} s)", flush=True)
+    train_plan = {"MLP train step, batch 64": (max(1, int(20 * scale)), 5),
+                  "GPT-2 tiny train step, 2x64": (max(1, int(8 * scale)), 5)}
+    for label, vals, unit in run_training(train_plan, notes, t_start):
+        vals["jax.jit"] = "n/a"
+        rows.append((label, vals, unit))
 
     table = [["", *SYSTEMS, "compile/eager", "thunder/eager", "jax/eager", "thunder/jax"]]
     for label, vals, unit in rows:

@@ -161,6 +161,12 @@ _STRUCTURAL_PRIM_FIELDS: dict[str, dict[str, Any]] = {
     "convolution": {"lhs": Operand[Tensor], "rhs": Operand[Tensor], "window_strides": I64Array,
                     "padding": I64Array, "lhs_dilation": I64Array, "rhs_dilation": I64Array,
                     "feature_group_count": ir.IntegerAttr, "result": Result[Tensor]},
+    # cholesky factor (stablehlo.cholesky); the other triangle is zeroed by the symbol.
+    "cholesky": {"x": Operand[Tensor], "lower": ir.IntegerAttr, "result": Result[Tensor]},
+    # triangular_solve (stablehlo.triangular_solve): op(a) x = b (left) or x op(a) = b.
+    "triangular_solve": {"a": Operand[Tensor], "b": Operand[Tensor], "left_side": ir.IntegerAttr,
+                         "lower": ir.IntegerAttr, "unit_diagonal": ir.IntegerAttr,
+                         "transpose_a": ir.IntegerAttr, "result": Result[Tensor]},
     # reduce_window(x, init 0-d, kind, window, strides, padding pairs flattened).
     "reduce_window": {"x": Operand[Tensor], "init": Operand[Tensor], "kind": ir.StringAttr,
                       "window_dimensions": I64Array, "window_strides": I64Array,

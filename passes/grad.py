@@ -20,6 +20,9 @@ on the function (an ``array<i1>``), else every floating-point input.
 
 from __future__ import annotations
 
+import contextvars
+import functools
+
 import torch
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
@@ -35,6 +38,53 @@ CHEAP = {"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "logistic", "s
          "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_not", "isfinite",
          "broadcast_in_dim", "reshape", "transpose", "full", "iota", "pow", "erf", "sin",
          "cos"}
+
+
+# The trace's side table of executor implementations, set by ``jit`` while the pass runs,
+# so torch-fallback ops can be differentiated by torch.autograd (see _executor_call_vjp).
+# Unset (e.g. under thunder-opt), an executor call on the differentiated path is an error.
+SIDE_TABLE: contextvars.ContextVar = contextvars.ContextVar("thunder_side_table", default=None)
+
+
+def _executor_call_vjp(bt, side_table, op, x, y, g):
+    """VJP of a torch-fallback op: a backward executor call that re-runs the op's Python
+    implementation under torch.autograd and returns ``torch.autograd.grad`` of it."""
+    from thunder_mlir.dialects import ExecutorCallOp, fits_in_runs, segment_kwargs
+
+    forward = side_table[ir.IntegerAttr(op.attributes["impl"]).value]
+    float_in = [_is_float(v.type) for v in op.operands]
+    float_out = [_is_float(r.type) for r in op.results]
+    cots = [c for c, f in zip(g, float_out) if f]
+    result_types = [v.type for v, f in zip(op.operands, float_in) if f]
+    operand_values = [p.value for p in x] + [c.value for c in cots]
+    if not result_types:
+        return [None] * len(x)
+    if not (fits_in_runs([v.type for v in operand_values]) and fits_in_runs(result_types)):
+        raise GradError(f"grad: too many distinct tensor types to differentiate {op.name}")
+
+    def vjp(*tensors):
+        n = len(float_in)
+        xs = [t.detach().requires_grad_() if f else t for t, f in zip(tensors[:n], float_in)]
+        with torch.enable_grad():
+            outs = forward(*xs)
+        pairs = [(o, c) for o, c in zip([o for o, f in zip(outs, float_out) if f], tensors[n:])
+                 if o.requires_grad]
+        wrt = [t for t, f in zip(xs, float_in) if f]
+        grads = torch.autograd.grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
+                                    allow_unused=True) if pairs else [None] * len(wrt)
+        return [torch.zeros_like(w) if gr is None else gr for w, gr in zip(wrt, grads)]
+
+    key = len(side_table)
+    side_table.append(vjp)
+    callee = ir.StringAttr(op.attributes["callee"]).value
+    with bt.ip:
+        call = ExecutorCallOp(**segment_kwargs("in", operand_values),
+                              **segment_kwargs("out", result_types, type_of=lambda t: t),
+                              executor=ir.StringAttr.get("torch"),
+                              callee=ir.StringAttr.get(callee + ".vjp"),
+                              impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
+    results = iter(call.operation.results)
+    return [bt.make_proxy(next(results)) if f else None for f in float_in]
 
 
 class GradError(NotImplementedError):
@@ -118,6 +168,8 @@ def _differentiate(module: ir.Module, fwd) -> None:
             if short == "composite":
                 short = ir.StringAttr(op.attributes["name"]).value
                 fn = COMPOSITE_VJP[short]
+            elif short == "executor_call" and SIDE_TABLE.get() is not None:
+                fn = functools.partial(_executor_call_vjp, bt, SIDE_TABLE.get())
             else:
                 fn = VJP.get(short)
             if fn is None:
@@ -144,6 +196,13 @@ def _differentiate(module: ir.Module, fwd) -> None:
                 g = prims.full(p.tshape, 0, p.tdtype)
             grads.append(g.value)
         bt.finish(grads)
+    # grad transforms (thunder_mlir.extend) emit their own forward and mark the op they
+    # replace: drop it, and take the forward's ops and outputs as they are now
+    for op in [o.operation for o in block.operations]:
+        if "thunder.erase" in op.attributes:
+            op.erase()
+    body = [o.operation for o in block.operations][:-1]
+    outputs = list(ret.operands)
 
     bwd = bt.func_op.operation
     residuals = _split(fwd, bwd, body)

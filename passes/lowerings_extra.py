@@ -183,7 +183,26 @@ def lower_reduce_window(op, operands, rw):
     rw.replace_op(op, rwin.results)
 
 
+def lower_cholesky(op, operands, rw):
+    with rw.ip:
+        r = hlo("stablehlo.cholesky", operands, [op.result.type],
+                {"lower": ir.BoolAttr.get(bool(_int(op, "lower")))}, op.location)
+    rw.replace_op(op, r.results)
+
+
+def lower_triangular_solve(op, operands, rw):
+    attrs = {k: ir.BoolAttr.get(bool(_int(op, k))) for k in ("left_side", "lower",
+                                                           "unit_diagonal")}
+    attrs["transpose_a"] = shlo.TransposeAttr.get(
+        "TRANSPOSE" if _int(op, "transpose_a") else "NO_TRANSPOSE")
+    with rw.ip:
+        r = hlo("stablehlo.triangular_solve", operands, [op.result.type], attrs, op.location)
+    rw.replace_op(op, r.results)
+
+
 EXTRA_LOWERINGS = {
+    "cholesky": lower_cholesky,
+    "triangular_solve": lower_triangular_solve,
     **{k: lower_cumulative(k) for k in ("cumprod", "cummax", "cummin", "logcumsumexp")},
     "scatter": lower_scatter,
     "argsort": lower_argsort,

@@ -85,8 +85,12 @@ def _partition(module: ir.Module, f) -> None:
                 level[o] = min(lv)
 
     n_regions = 1 + max(level.values(), default=0)
-    first = sum(1 for op in module.body.operations if ir.StringAttr(
-        op.operation.attributes["sym_name"]).value.startswith("xla_region_"))
+    # number regions after those already in the module (from another plan function)
+    taken = [ir.StringAttr(op.operation.attributes["sym_name"]).value
+             for op in module.body.operations]
+    first = 1 + max((int(n[len("xla_region_"):]) for n in taken
+                     if n.startswith("xla_region_") and n[len("xla_region_"):].isdigit()),
+                    default=-1)
     groups: list[list[ir.Operation]] = [[] for _ in range(n_regions)]
     executors: list[list[ir.Operation]] = [[] for _ in range(n_regions)]
     for o in body:

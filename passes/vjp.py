@@ -229,13 +229,15 @@ def _slice(op, x, y, g):
 
 @rule("pad")
 def _pad(op, x, y, g):
+    # JAX's _pad_transpose: un-pad (negative padding crops, positive pads with zeros),
+    # then take every (interior + 1)-th element
     lo, hi, interior = (_attr_ints(op, n) for n in ("low", "high", "interior"))
+    zero = prims.full((), 0, g[0].tdtype)
     if any(v < 0 for v in lo + hi):
-        raise NotImplementedError("VJP of pad with negative padding")
-    start = lo
-    limit = [ys - h for ys, h in zip(y[0].tshape, hi)]
-    strides = [i + 1 for i in interior]
-    gx = prims.slice_(g[0], start, limit, strides)
+        unpadded = prims.pad(g[0], zero, [-v for v in lo], [-v for v in hi], [0] * len(lo))
+    else:
+        unpadded = prims.slice_(g[0], lo, [n - h for n, h in zip(g[0].tshape, hi)])
+    gx = prims.slice_(unpadded, [0] * len(lo), list(unpadded.tshape), [i + 1 for i in interior])
     gv = prims.reduce("reduce_sum", g[0], list(range(len(g[0].tshape))))
     gv = _e("sub", gv, prims.reduce("reduce_sum", gx, list(range(len(gx.tshape)))))
     return [gx, gv]
@@ -343,9 +345,274 @@ def _index_add(op, x, y, g):
     return [g[0], None, prims.take(g[0], x[1], d)]
 
 
+# ------------------------------------------------ more elementwise (derivatives.yaml)
+def _unary(fn):
+    """A rule ``g * fn(x, y)`` for a unary elementwise prim."""
+    def r(op, x, y, g):
+        return [_e("mul", g[0], fn(x[0], y[0]))]
+    return r
+
+
+def _one_minus_sq(x):
+    return _e("sub", _c(x, 1), _e("mul", x, x))
+
+
+def _trigamma(x):
+    """polygamma(1, x); below 1/2 by reflection, psi1(x) = pi^2 / sin^2(pi x) - psi1(1 - x)
+    (chlo.polygamma is wrong for negative x)."""
+    one = _c(x, 1)
+    direct = _e("polygamma", one, x)
+    s = _e("sin", _e("mul", _c(x, math.pi), x))
+    refl = _e("sub", _e("div", _c(x, math.pi ** 2), _e("mul", s, s)),
+              _e("polygamma", one, _e("sub", one, x)))
+    return prims.where(_e("lt", x, _c(x, 0.5)), refl, direct)
+
+
+for _name, _d in {
+    "exp2": lambda x, y: _e("mul", y, _c(y, math.log(2.0))),
+    "log2": lambda x, y: _e("div", _c(x, 1 / math.log(2.0)), x),
+    "log10": lambda x, y: _e("div", _c(x, 1 / math.log(10.0)), x),
+    "reciprocal": lambda x, y: _e("neg", _e("mul", y, y)),
+    "cbrt": lambda x, y: _e("div", _c(y, 1 / 3), _e("mul", y, y)),
+    "tan": lambda x, y: _e("add", _c(y, 1), _e("mul", y, y)),
+    "sinh": lambda x, y: _e("cosh", x),
+    "cosh": lambda x, y: _e("sinh", x),
+    "asin": lambda x, y: _e("rsqrt", _one_minus_sq(x)),
+    "acos": lambda x, y: _e("neg", _e("rsqrt", _one_minus_sq(x))),
+    "atan": lambda x, y: _e("div", _c(x, 1), _e("add", _c(x, 1), _e("mul", x, x))),
+    "asinh": lambda x, y: _e("rsqrt", _e("add", _e("mul", x, x), _c(x, 1))),
+    # torch: grad * (self.pow(2) - 1).rsqrt()
+    "acosh": lambda x, y: _e("rsqrt", _e("sub", _e("mul", x, x), _c(x, 1))),
+    "atanh": lambda x, y: _e("div", _c(x, 1), _one_minus_sq(x)),
+    "erfc": lambda x, y: _e("mul", _c(x, -2 / math.sqrt(math.pi)),
+                            _e("exp", _e("neg", _e("mul", x, x)))),
+    "erfinv": lambda x, y: _e("mul", _c(y, math.sqrt(math.pi) / 2), _e("exp", _e("mul", y, y))),
+    "lgamma": lambda x, y: _e("digamma", x),
+    "digamma": lambda x, y: _trigamma(x),
+}.items():
+    VJP[_name] = _unary(_d)
+
+
+@rule("polygamma")
+def _polygamma(op, x, y, g):
+    n, v = x  # d/dx polygamma(n, x) = polygamma(n + 1, x); no gradient for n
+    return [None, _e("mul", g[0], _e("polygamma", _e("add", n, _c(n, 1)), v))]
+
+
+@rule("atan2")
+def _atan2(op, x, y, g):
+    a, b = x
+    inv = _e("div", g[0], _e("add", _e("mul", a, a), _e("mul", b, b)))
+    return [_e("mul", inv, b), _e("neg", _e("mul", inv, a))]
+
+
+@rule("fmod")
+def _fmod(op, x, y, g):
+    a, b = x  # torch: self -> grad, other -> -grad * self.div(other, rounding_mode="trunc")
+    if not a.tdtype.is_floating_point:
+        return [None, None]
+    q = _e("trunc", _e("div", a, b))
+    return [g[0], _e("neg", _e("mul", g[0], q))]
+
+
+@rule("cummax", "cummin")
+def _cum_extreme(op, x, y, g):
+    # the gradient goes to the (last) position of the running extreme, as torch.cummax's
+    # indices (recomputed as in the cummax symbol: latest index where x equals the value)
+    d = _attr_int(op, "dim")
+    xs = x[0]
+    hit = _e("bitwise_or", _e("eq", xs, y[0]), _e("ne", xs, xs))
+    pos = prims.iota(xs.tshape, torch.int64, d)
+    idx = prims.where(hit, pos, prims.full(xs.tshape, -1, torch.int64))
+    idx = prims.cumulative("cummax", idx, d)
+    return [prims.take_along_add(_c(xs, 0), idx, g[0], d)]
+
+
+@rule("logcumsumexp")
+def _logcumsumexp(op, x, y, g):
+    # d x_k = sum_{j >= k} g_j exp(x_k - y_j), in log space for the positive and negative
+    # parts of g separately (torch's logcumsumexp_backward)
+    d = _attr_int(op, "dim")
+    xs, ys, gs = x[0], y[0], g[0]
+    ninf = _c(gs, float("-inf"))
+
+    def part(mask, mag):
+        lg = prims.where(mask, _e("log", prims.where(mask, mag, _c(gs, 1))), ninf)
+        rev = prims.reverse(_e("sub", lg, ys), [d])
+        acc = prims.reverse(prims.cumulative("logcumsumexp", rev, d), [d])
+        return _e("exp", _e("add", acc, xs))
+
+    zero = _c(gs, 0)
+    pos = part(_e("gt", gs, zero), gs)
+    neg = part(_e("lt", gs, zero), _e("neg", gs))
+    return [_e("sub", pos, neg)]
+
+
+@rule("take_along_add")
+def _take_along_add(op, x, y, g):
+    d = _attr_int(op, "dim")
+    return [g[0], None, prims.take_along(g[0], x[1], d)]
+
+
+def _gather_points(t: TensorProxy, indices: TensorProxy) -> TensorProxy:
+    """``t[indices[..., 0], ..., indices[..., k-1]]`` (B + t.shape[k:]), zero where an index
+    vector is out of range (the inverse of scatter, which skips those)."""
+    k = indices.tshape[-1]
+    batch = indices.tshape[:-1]
+    rest = t.tshape[k:]
+    lin = prims.full(batch, 0, torch.int64)
+    valid = prims.full(batch, 1, torch.bool)
+    for i in range(k):
+        starts = [0] * len(indices.tshape)
+        limits = list(indices.tshape)
+        starts[-1], limits[-1] = i, i + 1
+        col = prims.reshape(prims.slice_(indices, starts, limits), batch)
+        n = t.tshape[i]
+        ok = _e("bitwise_and", _e("ge", col, prims.full(batch, 0, torch.int64)),
+                _e("lt", col, prims.full(batch, n, torch.int64)))
+        valid = _e("bitwise_and", valid, ok)
+        lin = _e("add", _e("mul", lin, prims.full(batch, n, torch.int64)), col)
+    lin = prims.where(valid, lin, prims.full(batch, 0, torch.int64))
+    flat = 1
+    for s in t.tshape[:k]:
+        flat *= s
+    got = prims.take(prims.reshape(t, (flat,) + tuple(rest)), lin, 0)
+    mask = prims.broadcast_in_dim(valid, tuple(batch) + tuple(rest), list(range(len(batch))))
+    return prims.where(mask, got, _c(got, 0))
+
+
+@rule("scatter")
+def _scatter(op, x, y, g):
+    from torch_mlir import ir
+
+    kind = ir.StringAttr(op.attributes["kind"]).value
+    xs, idx, upd = x
+    if kind == "add":
+        return [g[0], None, _gather_points(g[0], idx)]
+    if kind == "set":
+        # overwritten positions get no gradient in x; each update gets the cotangent of
+        # its position (with duplicate indices every duplicate gets it, as the result holds
+        # one of them: a documented difference from torch's unspecified choice)
+        gx = prims.scatter(g[0], idx, _c(upd, 0), "set")
+        return [gx, None, _gather_points(g[0], idx)]
+    raise NotImplementedError(f"VJP of scatter kind {kind!r}")
+
+
+def _dilate(n: int, d: int) -> int:
+    return 0 if n == 0 else 1 + d * (n - 1)
+
+
+@rule("convolution")
+def _convolution(op, x, y, g):
+    # JAX's _conv_general_dilated_transpose_lhs / _rhs for the prim's fixed NC* / OI* layout
+    lhs, rhs = x
+    gy = g[0]
+    strides, flat, ld, rd = (_attr_ints(op, n) for n in (
+        "window_strides", "padding", "lhs_dilation", "rhs_dilation"))
+    groups = _attr_int(op, "feature_group_count")
+    n = len(strides)
+    lo = flat[0::2]
+    in_sp, k_sp, out_sp = lhs.tshape[2:], rhs.tshape[2:], gy.tshape[2:]
+    lhs_d = [_dilate(a, b) for a, b in zip(in_sp, ld)]
+    rhs_d = [_dilate(a, b) for a, b in zip(k_sp, rd)]
+    out_d = [_dilate(a, b) for a, b in zip(out_sp, strides)]
+    sp = list(range(2, 2 + n))
+    O, Cg = rhs.tshape[0], rhs.tshape[1]
+    swap = [1, 0] + sp
+    # d lhs: g (N, O, *) conv reversed, transposed kernel (C, O/G, *K)
+    if groups == 1:
+        kt = prims.transpose(rhs, swap)
+    else:
+        k5 = prims.reshape(rhs, (groups, O // groups, Cg) + tuple(k_sp))
+        k5 = prims.transpose(k5, [1, 0, 2] + [i + 1 for i in sp])
+        kt = prims.transpose(prims.reshape(k5, (O // groups, groups * Cg) + tuple(k_sp)), swap)
+    kt = prims.reverse(kt, sp)
+    pb = [r - l - 1 for r, l in zip(rhs_d, lo)]
+    pa = [a + r - 1 - o - b for a, r, o, b in zip(lhs_d, rhs_d, out_d, pb)]
+    dl = prims.convolution(gy, kt, ld, list(zip(pb, pa)), strides, rd, groups)
+    # d rhs: lhs^T (C, N, *) conv g^T (O, N, *) -> (C, O, *K), per feature group
+    hi = [(o - a) + (r - l - 1) for o, a, r, l in zip(out_d, lhs_d, rhs_d, lo)]
+    C = lhs.tshape[1]
+    parts = []
+    for gi in range(groups):
+        lg, gg = lhs, gy
+        if groups > 1:
+            lg = prims.slice_(lhs, [0, gi * Cg] + [0] * n, list(lhs.tshape[:1]) + [(gi + 1) * Cg]
+                              + list(in_sp))
+            og = O // groups
+            gg = prims.slice_(gy, [0, gi * og] + [0] * n, list(gy.tshape[:1]) + [(gi + 1) * og]
+                              + list(out_sp))
+        r = prims.convolution(prims.transpose(lg, swap), prims.transpose(gg, swap), rd,
+                              list(zip(lo, hi)), ld, strides, 1)
+        parts.append(prims.transpose(r, swap))
+    dr = parts[0] if groups == 1 else prims.concatenate(parts, 0)
+    _ = C
+    return [dl, dr]
+
+
+@rule("reduce_window")
+def _reduce_window(op, x, y, g):
+    from torch_mlir import ir
+
+    kind = ir.StringAttr(op.attributes["kind"]).value
+    xs = x[0]
+    window, strides, flat = (_attr_ints(op, n) for n in (
+        "window_dimensions", "window_strides", "padding"))
+    lo, hi = flat[0::2], flat[1::2]
+    zero = prims.full((), 0, g[0].tdtype)
+    if kind == "sum":  # JAX's _reduce_window_sum_transpose_rule
+        out_d = [_dilate(o, s) for o, s in zip(g[0].tshape, strides)]
+        pb = [w - l - 1 for w, l in zip(window, lo)]
+        pa = [n + w - 1 - o - b for n, w, o, b in zip(xs.tshape, window, out_d, pb)]
+        padded = prims.pad(g[0], zero, pb, pa, [s - 1 for s in strides])
+        return [prims.reduce_window(padded, zero, "sum", window, [1] * len(window),
+                                    [(0, 0)] * len(window)), None]
+    # max / min: the cotangent goes to the first extreme element of each window (in
+    # row-major window order, as torch's pooling kernels pick it)
+    import itertools
+
+    fill = prims.full((), float("-inf") if kind == "max" else float("inf"), xs.tdtype)
+    px = prims.pad(xs, fill, lo, hi, [0] * len(lo))
+    taken = prims.full(y[0].tshape, 0, torch.bool)
+    acc = prims.full(px.tshape, 0, g[0].tdtype)
+    for off in itertools.product(*[range(w) for w in window]):
+        limit = [o + (n - 1) * s + 1 for o, n, s in zip(off, y[0].tshape, strides)]
+        win = prims.slice_(px, list(off), limit, strides)
+        hit = _e("bitwise_and", _e("eq", win, y[0]), _e("bitwise_not", taken))
+        taken = _e("bitwise_or", taken, hit)
+        contrib = prims.where(hit, g[0], _c(g[0], 0))
+        back = [p - lm for p, lm in zip(px.tshape, limit)]
+        acc = _e("add", acc, prims.pad(contrib, zero, list(off), back,
+                                       [s - 1 for s in strides]))
+    gx = prims.pad(acc, zero, [-v for v in lo], [-v for v in hi], [0] * len(lo))
+    return [gx, None]
+
+
+@rule("cumprod")
+def _cumprod(op, x, y, g):
+    # exact with zeros (torch's cumprod_backward): before the first zero z of a slice,
+    # d x_k = revcumsum(g y)_k / x_k; at z, revcumsum(g * cumprod(x with x_z := 1))_z;
+    # after z, 0
+    d = _attr_int(op, "dim")
+    xs, ys, gs = x[0], y[0], g[0]
+
+    def revcumsum(t):
+        return prims.reverse(prims.cumsum(prims.reverse(t, [d]), d), [d])
+
+    zero = _c(xs, 0)
+    is_zero = _e("eq", xs, zero)
+    nz = prims.cumsum(prims.convert_element_type(is_zero, xs.tdtype), d)
+    before = _e("eq", nz, zero)
+    first = _e("bitwise_and", is_zero, _e("eq", nz, _c(xs, 1)))
+    a = _e("div", revcumsum(_e("mul", gs, ys)), prims.where(before, xs, _c(xs, 1)))
+    c = prims.cumulative("cumprod", prims.where(first, _c(xs, 1), xs), d)
+    b = revcumsum(_e("mul", gs, c))
+    return [prims.where(before, a, prims.where(first, b, zero))]
+
+
 # ops whose results carry no gradient (integer/bool results or constants)
 NO_GRAD = {"eq", "ne", "lt", "le", "gt", "ge", "isfinite", "iota", "full", "constant",
-           "argmax", "argmin", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+           "argmax", "argmin", "argsort", "bitcast", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
            "shift_left", "shift_right_arithmetic", "shift_right_logical", "reduce_and",
            "reduce_or"}
 

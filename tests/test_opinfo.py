@@ -36,7 +36,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-import traceback
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
@@ -166,6 +165,41 @@ _UNDEFINED_VALUES = {"empty", "empty_like", "empty_strided", "empty_permuted", "
                      "new_empty_strided", "resize_", "resize_as_"}
 
 
+# Ops whose index outputs are unspecified among equal values (torch.sort without
+# stable=True, topk, kthvalue: "the order of equivalent elements is not guaranteed"):
+# indices that differ from eager must select the same values from the input.
+_TIE_OPS = {"sort", "argsort", "topk", "kthvalue"}
+
+
+def _pos_or_kw(sample, pos, name, default):
+    if name in sample.kwargs:
+        return sample.kwargs[name]
+    a = sample.args
+    return a[pos] if len(a) > pos and not isinstance(a[pos], bool) else default
+
+
+def _ties_equivalent(op, sample, actual, expected, tol) -> bool:
+    inp = sample.input
+    if not isinstance(inp, torch.Tensor) or inp.dim() == 0 or sample.kwargs.get("stable"):
+        return False
+    try:
+        if op.name in ("sort", "argsort"):
+            dim = _pos_or_kw(sample, 0, "dim", -1)
+        else:
+            dim = _pos_or_kw(sample, 1, "dim", -1)
+        if op.name == "argsort":
+            _compare(inp.gather(dim, actual), inp.gather(dim, expected), {"atol": 0, "rtol": 0})
+            return True
+        (va, ia), (ve, _) = actual, expected
+        _compare(va, ve, tol)
+        if op.name == "kthvalue" and not _pos_or_kw(sample, 2, "keepdim", False):
+            ia, ve = ia.unsqueeze(dim), ve.unsqueeze(dim)
+        _compare(inp.gather(dim, ia), ve, {"atol": 0, "rtol": 0})
+        return True
+    except (AssertionError, RuntimeError, IndexError, TypeError, ValueError):
+        return False
+
+
 def _eager(op, sample, seed=0):
     with torch.random.fork_rng(), _NoReseed():
         torch.random.manual_seed(seed)
@@ -223,7 +257,12 @@ def run_sample(op, sample, tol) -> tuple[str, str, list[str]]:
             if not _differ(actual, other) and not _differ(expected, _eager(op, sample, 2)):
                 raise AssertionError("random op: another seed gave the same values")
         else:
-            _compare(actual, expected, tol)
+            try:
+                _compare(actual, expected, tol)
+            except AssertionError:
+                if not (op.name in _TIE_OPS and _ties_equivalent(op, sample, actual, expected,
+                                                                 tol)):
+                    raise
     except AssertionError as e:
         msg = " ".join(str(e).split())
         return "mismatch", msg[:300], fallbacks
@@ -344,6 +383,12 @@ def test_opinfo_float32():
     counts, results = _run_and_report([torch.float32], F32_SAMPLES, "float32")[torch.float32]
     bad = [f"{r.name}: {r.reason}" for r in results if r.status == "mismatch"]
     assert not bad, "mismatches against eager:\n" + "\n".join(bad)
+    # regression floors, a little under the measured shares (70.7% XLA, 97.0% eager
+    # result at the time of writing); issue 3's targets are 70% and 97%
+    ran = sum(counts[s] for s in ("xla", "fallback", "mismatch", "error"))
+    if ran > 600:  # the whole database, not a THUNDER_OPINFO_OPS selection
+        assert counts["xla"] / ran >= 0.68, f"XLA share fell to {counts['xla'] / ran:.1%}"
+        assert (counts["xla"] + counts["fallback"]) / ran >= 0.96, "eager-result share fell"
 
 
 @pytest.mark.filterwarnings("ignore")

@@ -4,14 +4,37 @@
 The forward plan returns the program's outputs followed by the residuals the backward
 plan needs; those are saved with ``ctx.save_for_backward``. The backward plan maps the
 cotangents of the floating-point outputs (plus the residuals) to the gradients of the
-inputs that require grad. Higher-order gradients are refused (``once_differentiable``):
-the backward plan is not itself differentiated.
+inputs that require grad. Higher-order gradients are refused: the backward plan is not
+itself differentiated, so under ``create_graph=True`` the gradients it returns carry a
+node that raises a clear error when differentiated again (as ``once_differentiable``
+does, but also when the cotangents themselves do not require grad, which
+``once_differentiable`` would let through as silently constant gradients).
 """
 
 from __future__ import annotations
 
 import torch
-from torch.autograd.function import once_differentiable
+
+HIGHER_ORDER_ERROR = (
+    b"thunder_mlir: higher-order gradients are not supported: the backward of a jitted "
+    b"function is not differentiable (torch.autograd.grad(..., create_graph=True) followed "
+    b"by a second backward through it). Compute the higher-order gradient eagerly.")
+
+
+def _refuse_higher_order(grads: tuple) -> tuple:
+    """Under create_graph (grad mode on in backward), alias the gradients behind a node
+    that raises HIGHER_ORDER_ERROR when differentiated."""
+    err_fn = torch._C._functions.DelayedError(HIGHER_ORDER_ERROR, len(grads))
+
+    def fake(v):
+        if v is None:
+            return None
+        v = v.detach()
+        v.requires_grad = True
+        return v
+
+    out = err_fn(*[fake(v) for v in grads])
+    return (out,) if isinstance(out, torch.Tensor) else tuple(out)
 
 
 class ThunderAutogradFunction(torch.autograd.Function):
@@ -31,8 +54,15 @@ class ThunderAutogradFunction(torch.autograd.Function):
         return result
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, *grads):
+        with torch.no_grad():
+            result = ThunderAutogradFunction._backward(ctx, *grads)
+        if torch.is_grad_enabled():  # create_graph=True
+            return (None,) + _refuse_higher_order(result[1:])
+        return result
+
+    @staticmethod
+    def _backward(ctx, *grads):
         entry = ctx.entry
         cots = []
         for g, d, o in zip(grads, entry.diff_outputs, range(len(grads))):

@@ -84,7 +84,13 @@ class ThunderFunction:
     """
 
     def __init__(self, fn: Callable, *, sharp_edges: str = "warn",
-                 cache: str = "constant values", recompile_limit: int = 8):
+                 cache: str = "constant values", recompile_limit: int = 8,
+                 executors=None):
+        from .extend import OperatorExecutor
+
+        self.executors = tuple(executors or ())
+        if not all(isinstance(e, OperatorExecutor) for e in self.executors):
+            raise TypeError("executors must be thunder_mlir.extend.OperatorExecutor objects")
         if cache not in CACHE_OPTIONS:
             raise ValueError(f"cache must be one of {CACHE_OPTIONS}, got {cache!r}")
         SharpEdgeMonitor(fn, sharp_edges)  # validates the policy now, not at first call
@@ -111,13 +117,15 @@ class ThunderFunction:
                            if not isinstance(x, (torch.Tensor,) + _SCALARS))
                 _unsupported(leaves[bad], paths[bad])
         cache = self.cache
-        key = cache.key(spec, metas)
+        # user executors: their registrations so far are part of the key
+        key = cache.key((spec, tuple((e.name, e.generation) for e in self.executors))
+                        if self.executors else spec, metas)
         entry = cache.lookup(key)
         if entry is None:
             with COMPILE_LOCK:
                 full_leaves, full_spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
                 entry = compile_function(self.fn, args, kwargs, full_leaves, full_spec,
-                                         self.sharp_edges)
+                                         self.sharp_edges, self.executors)
                 cache.insert(key, entry, _paths(args, kwargs), entry.guards)
         else:
             cache.hits += 1
@@ -196,9 +204,18 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn"):
 
 
 def compile_function(fn: Callable, args, kwargs, leaves, spec,
-                     sharp_edges: str = "warn") -> CacheEntry:
-    """Trace, transform, lower and compile ``fn`` for these inputs (under COMPILE_LOCK)."""
+                     sharp_edges: str = "warn", executors=()) -> CacheEntry:
+    """Trace, transform, lower and compile ``fn`` for these inputs (under COMPILE_LOCK).
+    ``executors``: user executors (thunder_mlir.extend), in priority order."""
+    from .extend import compiling
+
+    with compiling(executors) as ext:
+        return _compile(fn, leaves, spec, sharp_edges, ext)
+
+
+def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext) -> CacheEntry:
     from thunder_mlir.passes import PASSES
+    from thunder_mlir.passes.grad import SIDE_TABLE as GRAD_SIDE_TABLE
 
     from .runtime.plan import build_plan
 
@@ -218,11 +235,23 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
         trace.func_op.attributes["thunder.requires_grad"] = ir.ArrayAttr.get(
             [ir.BoolAttr.get(w, trace.ctx) for w in wrt], trace.ctx)
         pipeline.append(("grad", "grad"))
+    if ext.executors:  # after grad: executors also claim the backward's ops
+        pipeline.append(("execution", "execution-transform"))
     pipeline += [("prims", "decompose"), ("plan", "partition"),
                  ("stablehlo", "lower-to-stablehlo")]
     for stage_name, pass_name in pipeline:
         t = time.perf_counter()
-        PASSES[pass_name].run(module)
+        if pass_name == "execution-transform":
+            ext.transform(module, trace)
+        else:
+            if pass_name == "grad":
+                token = GRAD_SIDE_TABLE.set(trace.side_table)
+                try:
+                    PASSES[pass_name].run(module)
+                finally:
+                    GRAD_SIDE_TABLE.reset(token)
+            else:
+                PASSES[pass_name].run(module)
         stages.append(Stage(stage_name, _asm(module), time.perf_counter() - t))
     t = time.perf_counter()
     if needs_grad:
@@ -254,7 +283,8 @@ def _asm(module: ir.Module) -> str:
 
 
 def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
-        cache: str = "constant values", recompile_limit: int = 8) -> Callable:
+        cache: str = "constant values", recompile_limit: int = 8,
+        executors=None) -> Callable:
     """Compile a function or ``nn.Module`` with thunder_mlir.
 
     Returns a callable with the same signature that computes the same result: a
@@ -267,7 +297,10 @@ def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
     (random, time) does — its value is constant-folded; "warn" (default) warns, "error"
     raises SharpEdgeError. ``cache`` ("constant values" | "no caching"): "no caching"
     re-traces on every call. ``recompile_limit``: recompiles of one function past this warn
-    (RecompileWarning) naming the changing value.
+    (RecompileWarning) naming the changing value. ``executors``: user executors
+    (``thunder_mlir.extend.OperatorExecutor``) in priority order, ahead of the built-in
+    ``xla`` and ``torch``; their ops show as ``thunder.executor_call`` in the plan and
+    ``last_traces`` gains an ``execution`` stage (docs/extend.md).
 
     Raises ``UnsupportedInputError`` (a ValueError) for inputs of unsupported types and
     ``TraceError`` subclasses for programs that cannot be traced, naming the user's line.
@@ -276,6 +309,6 @@ def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
         from .module import ThunderModule
 
         return ThunderModule(fn, sharp_edges=sharp_edges, cache=cache,
-                             recompile_limit=recompile_limit)
+                             recompile_limit=recompile_limit, executors=executors)
     return ThunderFunction(fn, sharp_edges=sharp_edges, cache=cache,
-                           recompile_limit=recompile_limit)
+                           recompile_limit=recompile_limit, executors=executors)

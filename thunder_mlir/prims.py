@@ -333,3 +333,18 @@ def reduce_window(x: TensorProxy, init: TensorProxy, kind: str, window: Sequence
     flat = [p for pair in padding for p in pair]
     return _emit("reduce_window", (x, init), out, x.tdtype, ir.StringAttr.get(kind),
                  _arr(window), _arr(strides), _arr(flat))
+
+
+def cholesky(x: TensorProxy, lower: bool) -> TensorProxy:
+    """stablehlo.cholesky of (..., n, n): the factor's other triangle is unspecified."""
+    _check(len(x.tshape) >= 2 and x.tshape[-1] == x.tshape[-2], f"cholesky of {x.tshape}")
+    return _emit("cholesky", (x,), x.tshape, x.tdtype, _i64(int(lower)))
+
+
+def triangular_solve(a: TensorProxy, b: TensorProxy, left_side: bool, lower: bool,
+                     unit_diagonal: bool, transpose_a: bool) -> TensorProxy:
+    """stablehlo.triangular_solve: a (..., n, n), b (..., n, k) (left) or (..., k, n); equal
+    batch dims and dtypes; result of b's shape."""
+    _check(a.tdtype == b.tdtype and a.tshape[:-2] == b.tshape[:-2], "triangular_solve operands")
+    return _emit("triangular_solve", (a, b), b.tshape, b.tdtype, _i64(int(left_side)),
+                 _i64(int(lower)), _i64(int(unit_diagonal)), _i64(int(transpose_a)))

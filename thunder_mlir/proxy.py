@@ -45,7 +45,7 @@ class TensorProxy(torch.Tensor):
     @property
     def meta(self) -> torch.Tensor:
         """A meta-device tensor of the same shape and dtype, for running torch meta kernels."""
-        with torch._C.DisableTorchFunctionSubclass():
+        with torch._C.DisableTorchFunction():  # modes too: symbols may be called directly
             return torch.empty(self.tshape, dtype=self.tdtype, device="meta")
 
     @classmethod

@@ -50,6 +50,11 @@ def to_attribute(value: Any) -> ir.Attribute | None:
     return ir.StringAttr.get(repr(value))
 
 
+# Called as hook(sym, op, args, kwargs, out) after each composite is recorded
+# (thunder_mlir.extend records the calls executors may claim).
+ON_COMPOSITE: list[Callable] = []
+
+
 @dataclass(eq=False)
 class Symbol:
     """A torch-level operation.
@@ -151,4 +156,7 @@ def emit_composite(sym: Symbol, args: tuple, kwargs: dict) -> Any:
     for k, i in enumerate(out_positions):
         inner = out_leaves[i]
         out_leaves[i] = TensorProxy(results[k], inner.tshape, inner.tdtype, inner.tdevice)
-    return optree.tree_unflatten(out_spec, out_leaves)
+    out = optree.tree_unflatten(out_spec, out_leaves)
+    for hook in ON_COMPOSITE:
+        hook(sym, op.operation, args, kwargs, out)
+    return out

@@ -2,4 +2,6 @@
 
 from . import creation, elementwise, indexing, linalg, loss, nn, reduction, shape  # noqa: F401
 from .registry import BY_NAME, SYMBOLS  # noqa: F401
-from . import conv, interpolate, nn_extra, scatter, sort, special, views  # noqa: F401,E402  (new families, after the core modules)
+# new families (after the core modules, whose symbols they reuse)
+from . import conv, interpolate, linalg_extra, misc, nn_extra  # noqa: F401,E402
+from . import scatter, sort, special, views  # noqa: F401,E402

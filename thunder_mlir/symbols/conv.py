@@ -37,6 +37,13 @@ def _batched(input, n):
     return input, False
 
 
+def _up(x):
+    """float16/bfloat16 compute in float32 (torch's CPU kernels accumulate in float32)."""
+    if x.tdtype in (torch.float16, torch.bfloat16):
+        return prims.convert_element_type(x, torch.float32)
+    return x
+
+
 def _bias(out, bias):
     if bias is None:
         return out
@@ -49,6 +56,7 @@ def _conv(n):
         if input.tdtype != weight.tdtype or not input.tdtype.is_floating_point:
             raise Fallback("convolution of non-float or mixed dtypes")
         x, added = _batched(input, n)
+        x, weight, out_dt = _up(x), _up(weight), input.tdtype
         stride, dilation = _tuple(stride, n), _tuple(dilation, n)
         ks = weight.tshape[2:]
         if isinstance(padding, str):
@@ -64,7 +72,7 @@ def _conv(n):
         else:
             pads = [(p, p) for p in _tuple(padding, n)]
         out = prims.convolution(x, weight, stride, pads, (1,) * n, dilation, groups)
-        out = _bias(out, bias)
+        out = prims.convert_element_type(_bias(out, bias), out_dt)
         return prims.reshape(out, out.tshape[1:]) if added else out
     return impl
 
@@ -82,6 +90,7 @@ def _conv_t(n):
         if isinstance(padding, str):
             raise Fallback("conv_transpose with string padding")
         x, added = _batched(input, n)
+        x, weight, out_dt = _up(x), _up(weight), input.tdtype
         stride, padding = _tuple(stride, n), _tuple(padding, n)
         output_padding, dilation = _tuple(output_padding, n), _tuple(dilation, n)
         cin, coutg, *ks = weight.tshape
@@ -93,7 +102,7 @@ def _conv_t(n):
         pads = [(d * (k - 1) - p, d * (k - 1) - p + op)
                 for k, d, p, op in zip(ks, dilation, padding, output_padding)]
         out = prims.convolution(x, w, (1,) * n, pads, stride, dilation, g)
-        out = _bias(out, bias)
+        out = prims.convert_element_type(_bias(out, bias), out_dt)
         return prims.reshape(out, out.tshape[1:]) if added else out
     return impl
 
@@ -126,12 +135,14 @@ def _max_pool(n):
     def impl(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
              return_indices=False):
         if return_indices:
-            raise Fallback("max pooling with return_indices")
+            return _max_pool_with_indices(n)(input, kernel_size, stride, padding, dilation,
+                                              ceil_mode)
         k = _tuple(kernel_size, n)
-        s = _tuple(stride if stride not in (None, []) else kernel_size, n)
+        s = _tuple(stride if stride not in (None, [], ()) else kernel_size, n)
         p, d = _tuple(padding, n), _tuple(dilation, n)
         if any(dd != 1 for dd in d):
-            raise Fallback("dilated max pooling")
+            return _max_pool_with_indices(n)(input, kernel_size, stride, padding, dilation,
+                                              ceil_mode)[0]
         lead = len(input.tshape) - n
         pads = [(0, 0)] * lead
         for i in range(n):
@@ -143,8 +154,8 @@ def _max_pool(n):
 
 
 for _n in (1, 2, 3):
-    register(f"max_pool{_n}d", getattr(F, f"max_pool{_n}d"), getattr(torch, f"max_pool{_n}d"),
-             getattr(F, f"max_pool{_n}d_with_indices"))(_max_pool(_n))
+    register(f"max_pool{_n}d", getattr(F, f"max_pool{_n}d"),
+             getattr(torch, f"max_pool{_n}d"))(_max_pool(_n))
 
 
 def _avg_pool(n):
@@ -153,7 +164,7 @@ def _avg_pool(n):
         if not input.tdtype.is_floating_point:
             raise Fallback("avg pooling of integers")
         k = _tuple(kernel_size, n)
-        s = _tuple(stride if stride not in (None, []) else kernel_size, n)
+        s = _tuple(stride if stride not in (None, [], ()) else kernel_size, n)
         p = _tuple(padding, n)
         lead = len(input.tshape) - n
         sp = input.tshape[lead:]
@@ -162,6 +173,8 @@ def _avg_pool(n):
             _, extra = _pool_sizes(sp[i], k[i], s[i], p[i], 1, ceil_mode)
             pads.append((p[i], p[i] + extra))
             extras.append(extra)
+        out_dt = input.tdtype
+        input = _up(input)
         dt = input.tdtype
         zero = prims.full((), 0, dt)
         total = prims.reduce_window(input, zero, "sum", (1,) * lead + k, (1,) * lead + s,
@@ -177,7 +190,7 @@ def _avg_pool(n):
                 cpads = pads
             cnt = prims.reduce_window(ones, zero, "sum", k, s, cpads)
             div = expand_to(cnt, total.tshape)
-        return prims.elementwise("div", total, div)
+        return prims.convert_element_type(prims.elementwise("div", total, div), out_dt)
     return impl
 
 
@@ -223,7 +236,7 @@ def adaptive_max(input, output_size, n, return_indices=False):
     """Per spatial dim, gather each window (padded by repeating its last index) and max."""
     from .views import _const_index
     if return_indices:
-        raise Fallback("adaptive max pooling with return_indices")
+        return _adaptive_max_with_indices(n)(input, output_size)
     sizes = _out_sizes(input, output_size, n)
     x = input
     r = len(x.tshape)
@@ -243,7 +256,97 @@ for _n in (1, 2, 3):
     register(f"adaptive_avg_pool{_n}d", getattr(F, f"adaptive_avg_pool{_n}d"),
              *([torch.adaptive_avg_pool1d] if _n == 1 else []))(
         lambda input, output_size, _n=_n: adaptive_avg(input, output_size, _n))
-    register(f"adaptive_max_pool{_n}d", getattr(F, f"adaptive_max_pool{_n}d"),
-             getattr(F, f"adaptive_max_pool{_n}d_with_indices"))(
+    register(f"adaptive_max_pool{_n}d", getattr(F, f"adaptive_max_pool{_n}d"))(
         lambda input, output_size, return_indices=False, _n=_n:
         adaptive_max(input, output_size, _n, return_indices))
+
+
+# ------------------------------------------------------- max pooling with indices
+def _window_argmax(x, tables, n):
+    """Max over windows given per spatial dim as (O, K) tables of input positions (-1:
+    outside the input), and the argmax as a flat index into the spatial dims (torch's
+    ``return_indices``; the first maximum in row-major window order, NaN counts as max)."""
+    from .views import _const_index
+    lead = len(x.tshape) - n
+    sp = x.tshape[lead:]
+    consts, g = [], x
+    for i, tab in enumerate(tables):
+        O, K = len(tab), len(tab[0])
+        t = prims.reshape(_const_index([p for row in tab for p in row]), (O, K))
+        consts.append(t)
+        safe = prims.elementwise("maximum", t, prims.full((O, K), 0, torch.int64))
+        g = prims.take(g, safe, lead + 2 * i)
+    full = g.tshape
+    mask = None
+    for i, t in enumerate(consts):
+        ok = prims.elementwise("ge", t, prims.full(t.tshape, 0, torch.int64))
+        ok = prims.broadcast_in_dim(ok, full, [lead + 2 * i, lead + 2 * i + 1])
+        mask = ok if mask is None else prims.elementwise("bitwise_and", mask, ok)
+    g = prims.where(mask, g, prims.full(full, _lowest(x.tdtype), x.tdtype))
+    perm = list(range(lead)) + [lead + 2 * i for i in range(n)] + [lead + 2 * i + 1
+                                                                   for i in range(n)]
+    g = prims.transpose(g, perm)
+    Os = tuple(len(t) for t in tables)
+    Ks = [len(t[0]) for t in tables]
+    kk = 1
+    for k in Ks:
+        kk *= k
+    g = prims.reshape(g, x.tshape[:lead] + Os + (kk,))
+    last = len(g.tshape) - 1
+    vals = prims.reduce("reduce_max", g, [last])
+    arg = prims.argreduce("argmax", g, last)
+    shape = arg.tshape
+    flat = prims.full(shape, 0, torch.int64)
+    rem, stride = arg, 1
+    for i in reversed(range(n)):
+        K = prims.full(shape, Ks[i], torch.int64)
+        k_i = prims.elementwise("fmod", rem, K)
+        rem = prims.elementwise("div", rem, K)
+        o_i = prims.iota(shape, torch.int64, lead + i)
+        tflat = prims.reshape(consts[i], (Os[i] * Ks[i],))
+        pos = prims.take(tflat, prims.elementwise("add", prims.elementwise("mul", o_i, K), k_i), 0)
+        flat = prims.elementwise("add", flat, prims.elementwise(
+            "mul", pos, prims.full(shape, stride, torch.int64)))
+        stride *= sp[i]
+    return vals, flat
+
+
+def _max_pool_with_indices(n):
+    def impl(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+             return_indices=True):
+        k = _tuple(kernel_size, n)
+        s = _tuple(stride if stride not in (None, [], ()) else kernel_size, n)
+        p, d = _tuple(padding, n), _tuple(dilation, n)
+        lead = len(input.tshape) - n
+        tables = []
+        for i in range(n):
+            L = input.tshape[lead + i]
+            O, _ = _pool_sizes(L, k[i], s[i], p[i], d[i], ceil_mode)
+            tables.append([[pos if 0 <= pos < L else -1
+                            for pos in (o * s[i] - p[i] + j * d[i] for j in range(k[i]))]
+                           for o in range(O)])
+        if any(len(t) == 0 for t in tables):
+            raise Fallback("empty max pooling")
+        return _window_argmax(input, tables, n)
+    return impl
+
+
+def _adaptive_max_with_indices(n):
+    def impl(input, output_size, return_indices=True):
+        sizes = _out_sizes(input, output_size, n)
+        lead = len(input.tshape) - n
+        tables = []
+        for i in range(n):
+            L = input.tshape[lead + i]
+            bnds = _bounds(L, sizes[i])
+            W = max(b - a for a, b in bnds)
+            tables.append([[a + j if a + j < b else -1 for j in range(W)] for a, b in bnds])
+        return _window_argmax(input, tables, n)
+    return impl
+
+
+for _n in (1, 2, 3):
+    register(f"max_pool{_n}d_with_indices", getattr(F, f"max_pool{_n}d_with_indices"))(
+        _max_pool_with_indices(_n))
+    register(f"adaptive_max_pool{_n}d_with_indices",
+             getattr(F, f"adaptive_max_pool{_n}d_with_indices"))(_adaptive_max_with_indices(_n))

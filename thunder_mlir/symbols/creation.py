@@ -166,7 +166,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
 
 
 @register("scalar_tensor", torch.scalar_tensor)
-def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=False):
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=False,
+                  requires_grad=False):
     return prims.full((), s, dtype or torch.get_default_dtype())
 
 

@@ -269,7 +269,6 @@ _UNARY = {
     "erfc": ("erfc", Kind.INT_TO_FLOAT, (torch.special.erfc,)),
     "erfinv": ("erfinv", Kind.INT_TO_FLOAT, (torch.special.erfinv,)),
     "lgamma": ("lgamma", Kind.INT_TO_FLOAT, (torch.special.gammaln,)),
-    "digamma": ("digamma", Kind.INT_TO_FLOAT, (torch.special.digamma, torch.special.psi)),
     "neg": ("neg", Kind.DEFAULT, (torch.negative, T.negative, T.__neg__)),
     "reciprocal": ("reciprocal", Kind.INT_TO_FLOAT, ()),
 }

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import prims
-from ..lang import expand_to, promote
+from ..lang import promote
 from ..proxy import TensorProxy
 from .registry import T, register
 from .nn import Fallback
@@ -181,6 +181,10 @@ def logspace(start, end, steps, base=10.0, *, out=None, dtype=None, layout=None,
 
 
 # ---------------------------------------------------------------- contractions
+def _acc(dtype):
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
 def _same(a, b):
     if a.tdtype != b.tdtype:
         raise RuntimeError(f"expected both inputs to have the same dtype, got {a.tdtype} and "
@@ -226,7 +230,7 @@ def vdot(input, other):
 
 @register("kron", torch.kron, T.kron)
 def kron(input, other):
-    comp, _ = promote(input, other)
+    comp, res = promote(input, other)
     r = max(len(input.tshape), len(other.tshape))
     a = prims.reshape(prims.convert_element_type(input, comp), (1,) * (r - len(input.tshape))
                       + input.tshape)
@@ -239,14 +243,20 @@ def kron(input, other):
     eb = prims.broadcast_in_dim(b, inter, [2 * i + 1 for i in range(r)])
     out = prims.elementwise("mul", ea, eb) if comp is not torch.bool else \
         prims.elementwise("bitwise_and", ea, eb)
-    return prims.reshape(out, tuple(sa * sb for sa, sb in zip(a.tshape, b.tshape)))
+    out = prims.reshape(out, tuple(sa * sb for sa, sb in zip(a.tshape, b.tshape)))
+    return prims.convert_element_type(out, res)
 
 
 @register("addbmm", torch.addbmm, T.addbmm)
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     from .linalg import _beta_alpha
     _same(batch1, batch2)
-    prod = prims.dot_general(batch1, batch2, [], [], [0, 2], [0, 1])
+    if batch1.tdtype in (torch.float16, torch.bfloat16):
+        raise Fallback("addbmm in low precision (torch rounds each batch's product)")
+    acc = _acc(batch1.tdtype)  # low precision accumulates in float32 (torch CPU)
+    prod = prims.convert_element_type(prims.dot_general(
+        prims.convert_element_type(batch1, acc), prims.convert_element_type(batch2, acc),
+        [], [], [0, 2], [0, 1]), batch1.tdtype)
     return _beta_alpha(input, prod, beta, alpha)
 
 

@@ -99,11 +99,12 @@ def addmv(input, mat, vec, *, beta=1, alpha=1):
 
 @register("outer", torch.outer, T.outer, torch.ger, T.ger)
 def outer(input, vec2):
-    comp, _ = promote(input, vec2)
+    comp, res = promote(input, vec2)
     a = prims.reshape(prims.convert_element_type(input, comp), input.tshape + (1,))
     b = prims.reshape(prims.convert_element_type(vec2, comp), (1,) + vec2.tshape)
     n, m = input.tshape[0], vec2.tshape[0]
-    return prims.elementwise("mul", expand_to(a, (n, m)), expand_to(b, (n, m)))
+    out = prims.elementwise("mul", expand_to(a, (n, m)), expand_to(b, (n, m)))
+    return prims.convert_element_type(out, res)
 
 
 @register("linear", torch.nn.functional.linear)

@@ -308,7 +308,8 @@ def celu(input, alpha=1.0, inplace=False):
 @register("hardtanh", F.hardtanh)
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     from .elementwise import clamp
-    return clamp(input, min_val, max_val)
+    # the bounds take the input's dtype (integer inputs stay integer, as in torch)
+    return prims.convert_element_type(clamp(input, min_val, max_val), input.tdtype)
 
 
 @register("relu6", F.relu6)
@@ -330,8 +331,8 @@ def hardswish(input, inplace=False):
 
 @register("softsign", F.softsign)
 def softsign(input):
-    return prims.elementwise("div", input, prims.elementwise(
-        "add", prims.full(input.tshape, 1.0, input.tdtype), prims.elementwise("abs", input)))
+    from .elementwise import abs, div
+    return div(input, add(abs(input), 1))  # true division: integer inputs give floats
 
 
 @register("logsigmoid", F.logsigmoid)

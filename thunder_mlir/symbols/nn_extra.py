@@ -18,8 +18,8 @@ from .. import prims
 from ..lang import broadcast_shape, canonical_dim, expand_to, lift, promote
 from ..proxy import TensorProxy
 from .registry import register
-from .nn import Fallback, softmax, log_softmax  # noqa: F401
-from .elementwise import add, clamp, div, mul, sub, where, neg, abs as tabs, exp, log, log1p
+from .nn import Fallback, softmax
+from .elementwise import add, clamp, div, exp, log, log1p, mul, neg, sub, where
 from .reduction import mean as rmean, sum as rsum, vector_norm
 from .nn import logsigmoid, leaky_relu
 
@@ -97,13 +97,16 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
 @register("cosine_similarity", F.cosine_similarity, torch.cosine_similarity)
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """sum(x1/max(|x1|, eps) * x2/max(|x2|, eps)) along dim (ATen's scipy-style form)."""
+    if x1.tdtype in (torch.float16, torch.bfloat16):
+        raise Fallback("cosine_similarity in low precision (torch's rounding order)")
     shape = broadcast_shape(x1, x2)
     comp, _ = promote(x1, x2)
     a, b = lift(x1, comp, shape), lift(x2, comp, shape)
     d = canonical_dim(dim, len(shape))
     na = clamp(vector_norm(a, 2, d, True), min=eps)
     nb = clamp(vector_norm(b, 2, d, True), min=eps)
-    return rsum(mul(div(a, na), div(b, nb)), d)
+    _, res = promote(x1, x2)
+    return prims.convert_element_type(rsum(mul(div(a, na), div(b, nb)), d), res)
 
 
 @register("pairwise_distance", F.pairwise_distance, torch.pairwise_distance)
@@ -130,8 +133,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enable
     from .reduction import _acc_dtype
     n, c = input.tshape[:2]
     x = prims.convert_element_type(input, _acc_dtype(input.tdtype))
-    g = prims.reshape(x, (n, num_groups, -1) if False else (n, num_groups,
-                                                              _numel(input.tshape) // max(n * num_groups, 1)))
+    g = prims.reshape(x, (n, num_groups, _numel(input.tshape) // max(n * num_groups, 1)))
     out = prims.reshape(_normalize(g, [2], eps), input.tshape)
     if weight is not None:
         out = mul(out, prims.broadcast_in_dim(prims.convert_element_type(weight, out.tdtype),
@@ -165,8 +167,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
 @register("local_response_norm", F.local_response_norm)
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     """x / (k + alpha * mean of x^2 over `size` neighbouring channels)^beta (zero-padded)."""
-    if len(input.tshape) < 3 or _numel(input.tshape) == 0:
-        raise Fallback("local_response_norm of this shape")
+    if len(input.tshape) < 3 or _numel(input.tshape) == 0 or not input.tdtype.is_floating_point:
+        raise Fallback("local_response_norm of this shape or dtype (integer pooling)")
     sq = mul(input, input)
     r = len(input.tshape)
     pads = [(0, 0)] * r
@@ -239,6 +241,8 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 @register("multilabel_soft_margin_loss", F.multilabel_soft_margin_loss)
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction="mean"):
+    if input.tdtype in (torch.float16, torch.bfloat16):
+        raise Fallback("multilabel_soft_margin_loss in low precision")
     loss = neg(add(mul(target, logsigmoid(input)),
                    mul(sub(1, target), logsigmoid(neg(input)))))
     if weight is not None:
@@ -336,3 +340,120 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if len(input.tshape) < 2:
         loss = prims.reshape(loss, ())
     return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+@register("unfold_im2col", F.unfold)
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: (N, C, H, W) -> (N, C*kh*kw, L) with blocks in row-major order (F.unfold)."""
+    from .conv import _tuple
+    from .views import _const_index
+    x = input if len(input.tshape) == 4 else prims.reshape(input, (1,) + input.tshape)
+    k, d, p, s = (_tuple(v, 2) for v in (kernel_size, dilation, padding, stride))
+    n, c, h, w = x.tshape
+    g, masks = x, []
+    for i, L in enumerate((h, w)):
+        O = (L + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1
+        tab = [o * s[i] - p[i] + j * d[i] for o in range(O) for j in range(k[i])]
+        t = prims.reshape(_const_index(tab), (O, k[i]))
+        masks.append(prims.elementwise("bitwise_and", prims.elementwise(
+            "ge", t, prims.full(t.tshape, 0, torch.int64)), prims.elementwise(
+            "lt", t, prims.full(t.tshape, L, torch.int64))))
+        safe = prims.clamp(prims.full(t.tshape, 0, torch.int64), t,
+                           prims.full(t.tshape, L - 1, torch.int64))
+        g = prims.take(g, safe, 2 + 2 * i)  # (N, C, Oh, kh, [Ow, kw])
+    full = g.tshape
+    m = prims.elementwise("bitwise_and", prims.broadcast_in_dim(masks[0], full, [2, 3]),
+                          prims.broadcast_in_dim(masks[1], full, [4, 5]))
+    g = prims.where(m, g, prims.full(full, 0, g.tdtype))
+    g = prims.transpose(g, [0, 1, 3, 5, 2, 4])
+    oh, ow = full[2], full[4]
+    out = prims.reshape(g, (n, c * k[0] * k[1], oh * ow))
+    return out if len(input.tshape) == 4 else prims.reshape(out, out.tshape[1:])
+
+
+@register("multilabel_margin_loss", F.multilabel_margin_loss)
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """sum over target classes y (the prefix of ``target`` before the first -1) and
+    non-target classes i of max(0, 1 - (x[y] - x[i])), divided by C."""
+    x = input if len(input.tshape) == 2 else prims.reshape(input, (1, _numel(input.tshape)))
+    t = prims.reshape(prims.convert_element_type(target, torch.int64), x.tshape)
+    nb, c = x.tshape
+    valid = prims.convert_element_type(prims.elementwise(
+        "ne", t, prims.full(t.tshape, -1, torch.int64)), torch.int64)
+    valid = prims.elementwise("eq", prims.cumulative("cummin", valid, 1),
+                              prims.full(t.tshape, 1, torch.int64))
+    shape3 = (nb, c, c)  # (n, k, j)
+    tk = prims.broadcast_in_dim(t, shape3, [0, 1])
+    j = prims.iota(shape3, torch.int64, 2)
+    vk = prims.broadcast_in_dim(valid, shape3, [0, 1])
+    is_t = prims.reduce("reduce_or", prims.elementwise("bitwise_and", vk, prims.elementwise(
+        "eq", tk, j)), [1])  # (n, j)
+    safe_t = prims.clamp(prims.full(t.tshape, 0, torch.int64), t,
+                         prims.full(t.tshape, c - 1, torch.int64))
+    xy = prims.take_along(x, safe_t, 1)  # (n, k)
+    term = clamp(add(sub(1.0, prims.broadcast_in_dim(xy, shape3, [0, 1])),
+                     prims.broadcast_in_dim(x, shape3, [0, 2])), min=0)
+    mask = prims.elementwise("bitwise_and", vk, prims.broadcast_in_dim(
+        prims.elementwise("bitwise_not", is_t), shape3, [0, 2]))
+    loss = div(rsum(where(mask, term, prims.full(shape3, 0, term.tdtype)), [1, 2]), c)
+    if len(input.tshape) < 2:
+        loss = prims.reshape(loss, ())
+    return _reduce(loss, _reduction(size_average, reduce, reduction))
+
+
+@register("embedding_bag", F.embedding_bag)
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
+                  scale_grad_by_freq=False, mode="mean", sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """Bags of embeddings reduced by sum/mean/max (F.embedding_bag); the bag of each index
+    is the number of offsets at or before its position, minus one."""
+    if max_norm is not None:
+        raise Fallback("embedding_bag with max_norm renormalizes the weight in place")
+    if len(input.tshape) == 2:
+        nb, L = input.tshape
+        idx = prims.reshape(input, (nb * L,))
+        bag = prims.elementwise("div", prims.iota((nb * L,), torch.int64, 0),
+                                prims.full((nb * L,), max(L, 1), torch.int64))
+    else:
+        idx = input
+        nidx = idx.tshape[0]
+        offs = prims.convert_element_type(offsets, torch.int64)
+        nb = offs.tshape[0] - (1 if include_last_offset else 0)
+        pos = prims.iota((nidx, offs.tshape[0]), torch.int64, 0)
+        ob = prims.broadcast_in_dim(offs, pos.tshape, [1])
+        bag = prims.elementwise("sub", prims.reduce("reduce_sum", prims.convert_element_type(
+            prims.elementwise("le", ob, pos), torch.int64), [1]), prims.full((nidx,), 1,
+                                                                             torch.int64))
+    n = idx.tshape[0]
+    D = weight.tshape[1]
+    idx = prims.convert_element_type(idx, torch.int64)
+    ok = prims.elementwise("bitwise_and", prims.elementwise("ge", bag, prims.full((n,), 0,
+                                                                                  torch.int64)),
+                           prims.elementwise("lt", bag, prims.full((n,), nb, torch.int64)))
+    if padding_idx is not None:
+        pi = padding_idx % weight.tshape[0]
+        ok = prims.elementwise("bitwise_and", ok, prims.elementwise(
+            "ne", idx, prims.full((n,), pi, torch.int64)))
+    vals = prims.take(weight, idx, 0)
+    if per_sample_weights is not None:
+        vals = mul(vals, prims.reshape(prims.convert_element_type(per_sample_weights, vals.tdtype),
+                                       (n, 1)))
+    okb = prims.broadcast_in_dim(ok, (n, D), [0])
+    safe_bag = prims.where(ok, bag, prims.full((n,), nb, torch.int64))  # nb: skipped
+    coords = prims.reshape(safe_bag, (n, 1))
+    dt = weight.tdtype
+    ones = prims.convert_element_type(ok, dt)
+    count = prims.scatter(prims.full((nb,), 0, dt), coords, ones, "add")
+    if mode == "max":
+        vals = prims.where(okb, vals, prims.full((n, D), -math.inf, dt))
+        out = prims.scatter(prims.full((nb, D), -math.inf, dt), coords, vals, "max")
+        empty = prims.broadcast_in_dim(prims.elementwise("eq", count, prims.full((nb,), 0, dt)),
+                                       (nb, D), [0])
+        return prims.where(empty, prims.full((nb, D), 0, dt), out)
+    vals = prims.where(okb, vals, prims.full((n, D), 0, dt))
+    out = prims.scatter(prims.full((nb, D), 0, dt), coords, vals, "add")
+    if mode == "sum":
+        return out
+    denom = prims.broadcast_in_dim(prims.elementwise("maximum", count, prims.full((nb,), 1, dt)),
+                                   (nb, D), [0])
+    return prims.elementwise("div", out, denom)

@@ -218,7 +218,9 @@ def cumsum(input, dim, *, dtype=None):
     d = canonical_dim(dim, len(input.tshape))
     if len(input.tshape) == 0:
         return prims.convert_element_type(input, out_dtype)
-    return prims.cumsum(prims.convert_element_type(input, out_dtype), d)
+    # low-precision floats accumulate in float32, as torch's CPU kernel does
+    acc = prims.cumsum(prims.convert_element_type(input, _acc_dtype(out_dtype)), d)
+    return prims.convert_element_type(acc, out_dtype)
 
 
 @register("logsumexp", torch.logsumexp, T.logsumexp)
@@ -262,9 +264,12 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
 
 
 @register("norm", torch.norm, T.norm)
-def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    if out is not None:
+        raise TypeError("norm: out= is not supported inside a jitted function")
     if p == "fro" or p is None:
         p = 2
     if isinstance(p, str):
-        raise NotImplementedError(f"norm with p={p!r}")
+        from .nn import Fallback
+        raise Fallback(f"norm with p={p!r}")
     return vector_norm(input, p, dim, keepdim, dtype=dtype)

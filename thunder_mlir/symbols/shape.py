@@ -247,6 +247,14 @@ def unbind(input, dim=0):
 @register("narrow", torch.narrow, T.narrow, view=True)
 def narrow(input, dim, start, length):
     d = canonical_dim(dim, len(input.tshape))
+    if type(start) is TensorProxy:  # a 0-d tensor start: gather start + arange(length)
+        n = input.tshape[d]
+        s0 = prims.convert_element_type(prims.reshape(start, ()), torch.int64)
+        s0 = prims.where(prims.elementwise("lt", s0, prims.full((), 0, torch.int64)),
+                         prims.elementwise("add", s0, prims.full((), n, torch.int64)), s0)
+        idx = prims.elementwise("add", prims.iota((length,), torch.int64, 0),
+                                prims.broadcast_in_dim(s0, (length,), []))
+        return prims.take(input, idx, d)
     start = start % input.tshape[d] if start < 0 else start
     return _slice_along(input, d, start, start + length)
 

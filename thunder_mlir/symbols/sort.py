@@ -13,15 +13,18 @@ import torch
 
 from .. import prims
 from ..lang import canonical_dim, canonical_dims
-from ..proxy import TensorProxy
 from .registry import T, register
 from .nn import Fallback
 from .reduction import _acc_dtype, _keep, _sum_dtype
 
 
+def _empty(x) -> bool:
+    return any(s == 0 for s in x.tshape)
+
+
 def _scan(name, x, dim):
     d = canonical_dim(dim, len(x.tshape))
-    if len(x.tshape) == 0:
+    if len(x.tshape) == 0 or _empty(x):
         return x, None
     return prims.cumulative(name, x, d), d
 
@@ -38,8 +41,9 @@ def _cum_ext(name):
         if input.tdtype is torch.bool or input.tdtype.is_complex:
             raise Fallback(f"{name} of {input.tdtype}")
         d = canonical_dim(dim, len(input.tshape))
-        if len(input.tshape) == 0:
-            return input, prims.full((), 0, torch.int64)
+        if len(input.tshape) == 0 or _empty(input):
+            ret = torch.return_types.cummax if name == "cummax" else torch.return_types.cummin
+            return ret((input, prims.full(input.tshape, 0, torch.int64)))
         vals = prims.cumulative(name, input, d)
         hit = prims.elementwise("eq", input, vals)
         if input.tdtype.is_floating_point:
@@ -69,6 +73,8 @@ def logcumsumexp(input, dim):
 def _sort(x, d, descending):
     if x.tdtype.is_complex:
         raise Fallback("complex sort")
+    if _empty(x):
+        return x, prims.full(x.tshape, 0, torch.int64)
     idx = prims.argsort(x, d, descending)
     return prims.take_along(x, idx, d), idx
 

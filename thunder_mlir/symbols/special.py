@@ -43,6 +43,14 @@ def _c(shape, v, dtype):
 E = prims.elementwise
 
 
+def _low_precision_fallback(x, name):
+    """float16/bfloat16: torch's kernel rounds intermediates differently from this formula
+    by more than the dtype's tolerance near the function's poles: use the fallback."""
+    if type(x) is TensorProxy and x.tdtype in (torch.float16, torch.bfloat16):
+        from .nn import Fallback
+        raise Fallback(f"{name} of {x.tdtype}")
+
+
 def _is_float(dtype):
     return dtype.is_floating_point or dtype.is_complex
 
@@ -178,6 +186,7 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
 @register("logit", *_fns("logit"), torch.special.logit)
 def logit(input, eps=None):
     """log(x / (1 - x)) with x clamped to [eps, 1 - eps] when eps is given."""
+    _low_precision_fallback(input, "logit")
     (x,), comp, res, s = _args(input, kind=Kind.INT_TO_FLOAT)
     if eps is not None:
         x = E("minimum", E("maximum", x, _c(s, eps, comp)), _c(s, 1 - eps, comp))
@@ -188,6 +197,7 @@ def logit(input, eps=None):
 @register("ndtr", torch.special.ndtr)
 def ndtr(input):
     """Standard normal CDF: (1 + erf(x / sqrt 2)) / 2 (torch._refs.special.ndtr)."""
+    _low_precision_fallback(input, "ndtr")
     (x,), comp, res, s = _args(input, kind=Kind.INT_TO_FLOAT)
     z = E("mul", x, _c(s, 1 / math.sqrt(2), comp))
     out = E("mul", _c(s, 0.5, comp), E("add", _c(s, 1.0, comp), E("erf", z)))
@@ -290,8 +300,10 @@ xlog1py = register("xlog1py", torch.special.xlog1py)(_xlogy("log1p"))
 
 @register("nextafter", *_fns("nextafter"))
 def nextafter(input, other):
-    (a, b), comp, res, s = _args(input, other)
-    return E("nextafter", a, b)
+    """The next representable value of the result dtype (no upcast: spacing is dtype's)."""
+    comp, res = promote(input, other)
+    s = broadcast_shape(input, other)
+    return E("nextafter", lift(input, res, s), lift(other, res, s))
 
 
 @register("zeta", torch.special.zeta)
@@ -378,3 +390,43 @@ for _sym, _name in ((lerp, "lerp_"), (addcmul, "addcmul_"), (addcdiv, "addcdiv_"
                     (frac, "frac_"), (sinc, "sinc_")):
     if getattr(T, _name, None) is not None:
         register_inplace(_sym, getattr(T, _name))
+
+
+@register("spherical_bessel_j0", torch.special.spherical_bessel_j0)
+def spherical_bessel_j0(input):
+    """sin(x) / x, 1 at 0 (torch.special.spherical_bessel_j0)."""
+    (x,), comp, res, s = _args(input, kind=Kind.INT_TO_FLOAT)
+    out = prims.where(E("eq", x, _c(s, 0, comp)), _c(s, 1.0, comp), E("div", E("sin", x), x))
+    return prims.convert_element_type(out, res)
+
+
+@register("ndtri", torch.special.ndtri)
+def ndtri(input):
+    """Inverse of the standard normal CDF: sqrt(2) erfinv(2p - 1)."""
+    (x,), comp, res, s = _args(input, kind=Kind.INT_TO_FLOAT)
+    t = E("sub", E("mul", x, _c(s, 2.0, comp)), _c(s, 1.0, comp))
+    return prims.convert_element_type(E("mul", E("erfinv", t), _c(s, math.sqrt(2), comp)), res)
+
+
+@register("log_ndtr", torch.special.log_ndtr)
+def log_ndtr(input):
+    """log of the normal CDF: log(erfc(-x/sqrt2)/2) for x < -1, else log1p(-erfc(x/sqrt2)/2)
+    (the split of ATen's log_ndtr, with erfc for its erfcx branch)."""
+    (x,), comp, res, s = _args(input, kind=Kind.INT_TO_FLOAT)
+    r2 = _c(s, 1 / math.sqrt(2), comp)
+    half = _c(s, 0.5, comp)
+    lo = E("log", E("mul", E("erfc", E("mul", E("neg", x), r2)), half))
+    hi = E("log1p", E("neg", E("mul", E("erfc", E("mul", x, r2)), half)))
+    out = prims.where(E("lt", x, _c(s, -1.0, comp)), lo, hi)
+    return prims.convert_element_type(out, res)
+
+
+@register("digamma", torch.digamma, T.digamma, torch.special.digamma, torch.special.psi)
+def digamma(input):
+    """chlo.digamma, with torch's digamma(0) = -inf (chlo gives NaN there)."""
+    (x,), comp, res, s = _args(input, kind=Kind.INT_TO_FLOAT)
+    out = prims.where(E("eq", x, _c(s, 0, comp)), _c(s, -math.inf, comp), E("digamma", x))
+    return prims.convert_element_type(out, res)
+
+
+register_inplace(digamma, T.digamma_)

@@ -230,7 +230,11 @@ def sum_to_size(input, *size):
     lead = len(input.tshape) - len(size)
     dims = list(range(lead)) + [lead + i for i, s in enumerate(size)
                                 if s == 1 and input.tshape[lead + i] != 1]
-    out = rsum(input, dims, keepdim=True) if dims else input
+    if dims:
+        out = rsum(input, dims, keepdim=True)
+    else:  # nothing to reduce: still sum's result dtype (bool/int -> int64)
+        from .reduction import _sum_dtype
+        out = prims.convert_element_type(input, _sum_dtype(input, None))
     return prims.reshape(out, size)
 
 
@@ -501,6 +505,9 @@ def pad(input, pad, mode="constant", value=None):
         return prims.pad(input, v, lows, highs)
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(f"pad mode {mode!r}")
+    if mode == "circular" and min(pad) < 0:
+        from .nn import Fallback
+        raise Fallback("circular padding with negative (cropping) amounts")
     x = input
     for d in range(r):
         if lows[d] == 0 and highs[d] == 0:
