@@ -28,22 +28,7 @@ def _c(x, v):
     return prims.full(x.tshape, v, x.tdtype)
 
 
-def _reduce(loss, reduction):
-    if reduction == "none":
-        return loss
-    if reduction == "mean":
-        return rmean(loss)
-    if reduction == "sum":
-        return rsum(loss)
-    raise ValueError(f"{reduction} is not a valid value for reduction")
-
-
-def _reduction(size_average, reduce, reduction):
-    if size_average is None and reduce is None:
-        return reduction
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    return ("mean" if size_average else "sum") if reduce else "none"
+from .loss import _legacy_reduction as _reduction, _reduce  # noqa: E402  (shared helpers)
 
 
 # -------------------------------------------------------------- activations
