@@ -2,7 +2,8 @@
 
 Keyed by the composite's symbol name. ``APPLIES[name](op)`` says whether the rule covers
 this call (otherwise the grad pass inlines the composite and differentiates its prims).
-Formulas: softmax/log_softmax as in PyTorch's ``_softmax_backward_data`` /
+Formulas: embedding as ATen's ``embedding_dense_backward`` (padding row gets no
+gradient); softmax/log_softmax as in PyTorch's ``_softmax_backward_data`` /
 ``_log_softmax_backward_data``; layer_norm as in ATen's ``layer_norm_backward`` (mean and
 rstd are recomputed from the saved input, so only the input is a residual).
 """
@@ -116,3 +117,36 @@ def _layer_norm(op, x, y, g):
         else:
             out.append(prims.reduce("reduce_sum", g[0], lead))
     return out
+
+
+def _float_operand(op, name) -> bool:
+    names = _names(op)
+    if name not in names:
+        return False
+    t = ir.RankedTensorType(op.operands[names.index(name)].type).element_type
+    return isinstance(t, (ir.F32Type, ir.F64Type, ir.F16Type, ir.BF16Type))
+
+
+def _embedding_rule(index_name: str, no_padding: int | None):
+    """torch.embedding_backward: scatter-add of the cotangent rows into a zero weight
+    gradient; the ``padding_idx`` row gets no gradient (ATen embedding_dense_backward)."""
+    def rule(op, x, y, g):
+        named = dict(zip(_names(op), x))
+        w, idx = named["weight"], named[index_name]
+        import torch
+
+        gw = prims.index_add(prims.full(w.tshape, 0, w.tdtype), idx, g[0], 0)
+        pad = _int_attr(op, "padding_idx")
+        if pad is not None and pad != no_padding:
+            rows = w.tshape[0]
+            row = prims.iota(w.tshape, torch.int64, 0)
+            is_pad = _e("eq", row, prims.full(w.tshape, pad % rows, torch.int64))
+            gw = prims.where(is_pad, prims.full(w.tshape, 0, w.tdtype), gw)
+        return [gw if n == "weight" else None for n in _names(op)]
+    return rule
+
+
+composite_rule("ltorch.embedding", applies=lambda op: _float_operand(op, "weight"))(
+    _embedding_rule("input", None))
+composite_rule("ltorch.embedding_aten", applies=lambda op: _float_operand(op, "weight"))(
+    _embedding_rule("indices", -1))

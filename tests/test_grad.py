@@ -186,6 +186,8 @@ CASES = {
                                                    _r(6, 4))),
     "embedding_padding_idx": (lambda i, w: F.embedding(i, w, padding_idx=2),
                               (torch.tensor([[0, 2, 2], [5, 1, 0]]), _r(6, 4))),
+    "embedding_padding_idx_negative": (lambda i, w: F.embedding(i, w, padding_idx=-1),
+                                       (torch.tensor([[0, 5, 2], [5, 1, 0]]), _r(6, 4))),
     "dropout_p0": (lambda a: F.dropout(a, 0.0), (_r(5),)),
     # losses
     "cross_entropy": (lambda x, t: F.cross_entropy(x, t), (_r(6, 5), TARGET)),
@@ -212,11 +214,7 @@ CASES = {
 
 # Known wrong gradients (bugs to fix, not tolerances): name -> reason. strict: a fix makes
 # the xfail fail, so the entry gets removed.
-KNOWN_WRONG = {
-    "embedding_padding_idx": "the embedding decomposition (take) gives the padding_idx row a "
-                             "gradient; eager gives it zero (needs a composite VJP rule for "
-                             "ltorch.embedding in passes/grad.py)",
-}
+KNOWN_WRONG: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", [pytest.param(

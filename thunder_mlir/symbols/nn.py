@@ -157,11 +157,15 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     if max_norm is not None:
         raise Fallback("embedding with max_norm renormalizes the weight in place")
+    if scale_grad_by_freq:
+        raise Fallback("embedding with scale_grad_by_freq (its gradient counts indices)")
     return prims.take(weight, input, 0)
 
 
 @register("embedding_aten", torch.embedding)
 def embedding_aten(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    if scale_grad_by_freq:
+        raise Fallback("embedding with scale_grad_by_freq (its gradient counts indices)")
     return prims.take(weight, indices, 0)
 
 
