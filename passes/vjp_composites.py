@@ -150,3 +150,108 @@ composite_rule("ltorch.embedding", applies=lambda op: _float_operand(op, "weight
     _embedding_rule("input", None))
 composite_rule("ltorch.embedding_aten", applies=lambda op: _float_operand(op, "weight"))(
     _embedding_rule("indices", -1))
+
+
+def _rms_norm_applies(op) -> bool:
+    names = _names(op)
+    return _f32_or_f64(op) and names[0] == "input" and set(names[1:]) <= {"weight"}
+
+
+@composite_rule("ltorch.rms_norm", applies=_rms_norm_applies)
+def _rms_norm(op, x, y, g):
+    """rms_norm backward (ATen ``_fused_rms_norm_backward``): with xhat = x * rstd,
+    gx = rstd * (g*w - xhat * mean(g*w*xhat)), gw = sum(g * xhat) over leading dims."""
+    import torch
+
+    named = dict(zip(_names(op), x))
+    inp, w = named["input"], named.get("weight")
+    k = len(ir.ArrayAttr(op.attributes["normalized_shape"]))
+    eps = ir.FloatAttr(op.attributes["eps"]).value if "eps" in op.attributes else \
+        torch.finfo(inp.tdtype).eps
+    r = len(inp.tshape)
+    dims, lead = list(range(r - k, r)), list(range(r - k))
+    n = 1
+    for d in dims:
+        n *= inp.tshape[d]
+
+    def full(like, v):
+        return prims.full(like.tshape, v, like.tdtype)
+
+    ms = prims.reduce("reduce_sum", _e("mul", inp, inp), dims)
+    rstd = _e("rsqrt", _e("add", _e("div", ms, full(ms, n)), full(ms, eps)))
+    xhat = _e("mul", inp, _bcast(rstd, inp, dims))
+    gxhat = g[0] if w is None else _e("mul", g[0], prims.broadcast_in_dim(w, inp.tshape, dims))
+    m = prims.reduce("reduce_sum", _e("mul", gxhat, xhat), dims)
+    m = _e("div", m, full(m, n))
+    gx = _e("mul", _bcast(rstd, inp, dims), _e("sub", gxhat, _e("mul", xhat,
+                                                                _bcast(m, inp, dims))))
+    return [gx if nm == "input" else prims.reduce("reduce_sum", _e("mul", g[0], xhat), lead)
+            for nm in _names(op)]
+
+
+def _linear_applies(op) -> bool:
+    names = _names(op)
+    if names[:2] != ["input", "weight"] or not set(names[2:]) <= {"bias"}:
+        return False
+    return ir.RankedTensorType(op.operands[1].type).rank == 2 and \
+        ir.RankedTensorType(op.operands[0].type).rank >= 1
+
+
+@composite_rule("ltorch.linear", applies=_linear_applies)
+def _linear(op, x, y, g):
+    """y = x W^T + b: gx = g W, gW = g^T x (summed over leading dims), gb = sum(g)."""
+    named = dict(zip(_names(op), x))
+    inp, w = named["input"], named["weight"]
+    r = len(inp.tshape)
+    lead = list(range(r - 1))
+    gx = prims.dot_general(g[0], w, [], [], [r - 1], [0])
+    gw = prims.dot_general(g[0], inp, [], [], lead, lead)
+    out = {"input": gx, "weight": gw, "bias": prims.reduce("reduce_sum", g[0], lead)}
+    return [out[n] for n in _names(op)]
+
+
+def _cross_entropy_applies(op) -> bool:
+    names = _names(op)
+    if names != ["input", "target"] or not _f32_or_f64(op):
+        return False
+    t = ir.RankedTensorType(op.operands[1].type).element_type
+    smoothing = ir.FloatAttr(op.attributes["label_smoothing"]).value \
+        if "label_smoothing" in op.attributes else 0.0
+    reduction = ir.StringAttr(op.attributes["reduction"]).value \
+        if "reduction" in op.attributes else "mean"
+    legacy = "size_average" in op.attributes or "reduce" in op.attributes
+    return isinstance(t, ir.IntegerType) and smoothing == 0.0 and not legacy and \
+        reduction in ("mean", "sum", "none")
+
+
+@composite_rule("ltorch.cross_entropy", applies=_cross_entropy_applies)
+def _cross_entropy(op, x, y, g):
+    """Class-index cross entropy (no weight, no smoothing): gx = (softmax(x) - onehot(t))
+    times the per-row cotangent (divided by the count of non-ignored targets for mean)."""
+    import torch
+
+    inp, tgt = x
+    cd = 0 if len(inp.tshape) == 1 else 1
+    ignore_index = _int_attr(op, "ignore_index", -100)
+    reduction = ir.StringAttr(op.attributes["reduction"]).value \
+        if "reduction" in op.attributes else "mean"
+    t = prims.convert_element_type(tgt, torch.int64)
+    keep = _e("ne", t, prims.full(t.tshape, ignore_index, torch.int64))
+    keep_f = prims.convert_element_type(keep, inp.tdtype)
+    if reduction == "none":
+        coeff = _e("mul", g[0], keep_f)
+    else:
+        coeff = _e("mul", prims.broadcast_in_dim(g[0], t.tshape, []), keep_f)
+        if reduction == "mean":
+            count = prims.reduce("reduce_sum", keep_f, list(range(len(t.tshape))))
+            coeff = _e("div", coeff, prims.broadcast_in_dim(count, t.tshape, []))
+    m = prims.reduce("reduce_max", inp, [cd])
+    m = prims.where(_e("isfinite", m), m, prims.full(m.tshape, 0.0, m.tdtype))
+    e = _e("exp", _e("sub", inp, _bcast(m, inp, [cd])))
+    p = _e("div", e, _bcast(prims.reduce("reduce_sum", e, [cd]), inp, [cd]))
+    classes = prims.iota(inp.tshape, torch.int64, cd)
+    t_b = prims.broadcast_in_dim(t, inp.tshape, [i for i in range(len(inp.tshape)) if i != cd])
+    onehot = prims.convert_element_type(_e("eq", classes, t_b), inp.tdtype)
+    c_b = prims.broadcast_in_dim(coeff, inp.tshape, [i for i in range(len(inp.tshape))
+                                                     if i != cd])
+    return [_e("mul", _e("sub", p, onehot), c_b), None]
