@@ -255,3 +255,64 @@ def _cross_entropy(op, x, y, g):
     c_b = prims.broadcast_in_dim(coeff, inp.tshape, [i for i in range(len(inp.tshape))
                                                      if i != cd])
     return [_e("mul", _e("sub", p, onehot), c_b), None]
+
+
+def _attr_bool(op, name) -> bool:
+    return name in op.attributes and ir.BoolAttr(op.attributes[name]).value
+
+
+def _sdpa_applies(op) -> bool:
+    names = _names(op)
+    if names[:3] != ["query", "key", "value"] or not set(names[3:]) <= {"attn_mask"}:
+        return False
+    if not _f32_or_f64(op):
+        return False
+    if "dropout_p" in op.attributes and ir.FloatAttr(op.attributes["dropout_p"]).value > 0:
+        return False
+    q, k, v = (ir.RankedTensorType(op.operands[i].type).shape for i in range(3))
+    if len(q) < 2 or not (q[:-2] == k[:-2] == v[:-2]):  # no batch broadcasting or GQA
+        return False
+    if "attn_mask" in names:
+        m = ir.RankedTensorType(op.operands[names.index("attn_mask")].type).shape
+        scores = list(q[:-1]) + [k[-2]]
+        if len(m) > len(scores) or any(a not in (1, b) for a, b in
+                                       zip(m, scores[len(scores) - len(m):])):
+            return False  # the mask would enlarge the scores' shape
+    return True
+
+
+@composite_rule("ltorch.scaled_dot_product_attention", applies=_sdpa_applies)
+def _sdpa(op, x, y, g):
+    """Attention backward with the probabilities recomputed from q and k (not saved), as
+    FlashAttention's backward does: dv = P^T g, dP = g v^T, dS = P (dP - rowsum(dP P)),
+    dq = dS k * scale, dk = dS^T q * scale (float masks get dS summed to their shape)."""
+    import math
+
+    from thunder_mlir.symbols.nn import attention_probs
+
+    named = dict(zip(_names(op), x))
+    q, k, v, mask = named["query"], named["key"], named["value"], named.get("attn_mask")
+    scale = ir.FloatAttr(op.attributes["scale"]).value if "scale" in op.attributes else \
+        1.0 / math.sqrt(q.tshape[-1])
+    p = attention_probs(q, k, mask, _attr_bool(op, "is_causal"), scale)
+    nb = len(q.tshape) - 2
+    batch = list(range(nb))
+    dv = prims.dot_general(p, g[0], batch, batch, [nb], [nb])
+    dp = prims.dot_general(g[0], v, batch, batch, [nb + 1], [nb + 1])
+    row = prims.reduce("reduce_sum", _e("mul", dp, p), [nb + 1])
+    ds = _e("mul", p, _e("sub", dp, _bcast(row, dp, [nb + 1])))
+    s = prims.full(q.tshape, scale, q.tdtype)
+    dq = _e("mul", prims.dot_general(ds, k, batch, batch, [nb + 1], [nb]), s)
+    dk = _e("mul", prims.dot_general(ds, q, batch, batch, [nb], [nb]),
+            prims.full(k.tshape, scale, k.tdtype))
+    out = {"query": dq, "key": dk, "value": dv}
+    if mask is not None:
+        if mask.tdtype.is_floating_point:
+            off = len(ds.tshape) - len(mask.tshape)
+            summed = list(range(off)) + [off + i for i, m in enumerate(mask.tshape)
+                                         if m == 1 and ds.tshape[off + i] != 1]
+            out["attn_mask"] = prims.reshape(prims.reduce("reduce_sum", ds, summed),
+                                             mask.tshape)
+        else:
+            out["attn_mask"] = None
+    return [out[n] for n in _names(op)]

@@ -177,6 +177,38 @@ def dropout(input, p=0.5, training=True, inplace=False):
     raise Fallback("dropout in training mode needs a random mask (runs on the torch executor)")
 
 
+def attention_probs(q: TensorProxy, k: TensorProxy, attn_mask, is_causal: bool,
+                    scale_factor: float) -> TensorProxy:
+    """softmax(q k^T * scale + mask) of scaled_dot_product_attention (PyTorch's reference
+    formula in the F.scaled_dot_product_attention docs), shape broadcast(..., L, S); fully
+    masked rows give zeros, as torch's math backend ("safe softmax")."""
+    L, S = q.tshape[-2], k.tshape[-2]
+    kt = prims.transpose(k, list(range(len(k.tshape) - 2)) + [len(k.tshape) - 1, len(k.tshape) - 2])
+    scores = matmul(q, kt)
+    scores = prims.elementwise("mul", scores, prims.full(scores.tshape, scale_factor, scores.tdtype))
+    if is_causal:
+        row = prims.iota((L, S), torch.int64, 0)
+        col = prims.iota((L, S), torch.int64, 1)
+        keep = expand_to(prims.elementwise("le", col, row), scores.tshape)
+        scores = prims.where(keep, scores, prims.full(scores.tshape, -math.inf, scores.tdtype))
+    if attn_mask is not None:
+        shape = tuple(torch.broadcast_shapes(scores.tshape, attn_mask.tshape))
+        scores = expand_to(scores, shape)
+        if attn_mask.tdtype is torch.bool:
+            scores = prims.where(expand_to(attn_mask, shape), scores,
+                                 prims.full(shape, -math.inf, scores.tdtype))
+        else:
+            scores = prims.elementwise("add", scores, lift(attn_mask, scores.tdtype, shape))
+    attn = _softmax(scores, -1, None, log=False)
+    if is_causal or attn_mask is not None:
+        neg_inf = prims.full(scores.tshape, -math.inf, scores.tdtype)
+        masked = prims.reduce("reduce_and", prims.elementwise("eq", scores, neg_inf),
+                              [len(scores.tshape) - 1])
+        attn = prims.where(_bcast_keep(attn, masked, [len(scores.tshape) - 1]),
+                           prims.full(attn.tshape, 0, attn.tdtype), attn)
+    return attn
+
+
 @register("scaled_dot_product_attention", F.scaled_dot_product_attention)
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
@@ -201,31 +233,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     out_dtype = q.tdtype
     acc = _acc_dtype(out_dtype)
     q, k, v = (prims.convert_element_type(t, acc) for t in (q, k, v))
-    kt = prims.transpose(k, list(range(len(k.tshape) - 2)) + [len(k.tshape) - 1, len(k.tshape) - 2])
-    scores = matmul(q, kt)
-    scores = prims.elementwise("mul", scores, prims.full(scores.tshape, scale_factor, scores.tdtype))
-    if is_causal:
-        row = prims.iota((L, S), torch.int64, 0)
-        col = prims.iota((L, S), torch.int64, 1)
-        keep = expand_to(prims.elementwise("le", col, row), scores.tshape)
-        scores = prims.where(keep, scores, prims.full(scores.tshape, -math.inf, scores.tdtype))
-    if attn_mask is not None:
-        shape = tuple(torch.broadcast_shapes(scores.tshape, attn_mask.tshape))
-        scores = expand_to(scores, shape)
-        if attn_mask.tdtype is torch.bool:
-            scores = prims.where(expand_to(attn_mask, shape), scores,
-                                 prims.full(shape, -math.inf, scores.tdtype))
-        else:
-            scores = prims.elementwise("add", scores, lift(attn_mask, scores.tdtype, shape))
-    attn = _softmax(scores, -1, None, log=False)
-    if is_causal or attn_mask is not None:
-        # torch's math backend uses a "safe" softmax: a fully masked row (all -inf) gives
-        # zeros, not NaN
-        neg_inf = prims.full(scores.tshape, -math.inf, scores.tdtype)
-        masked = prims.reduce("reduce_and", prims.elementwise("eq", scores, neg_inf),
-                              [len(scores.tshape) - 1])
-        attn = prims.where(_bcast_keep(attn, masked, [len(scores.tshape) - 1]),
-                           prims.full(attn.tshape, 0, attn.tdtype), attn)
+    attn = attention_probs(q, k, attn_mask, is_causal, scale_factor)
     return prims.convert_element_type(matmul(attn, v), out_dtype)
 
 
