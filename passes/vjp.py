@@ -616,4 +616,3 @@ NO_GRAD = {"eq", "ne", "lt", "le", "gt", "ge", "isfinite", "iota", "full", "cons
            "shift_left", "shift_right_arithmetic", "shift_right_logical", "reduce_and",
            "reduce_or"}
 
-_ = torch
