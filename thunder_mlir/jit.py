@@ -182,7 +182,9 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn"):
             out = fn(*args, **kwargs)
         # torch's pytree: it knows the containers libraries register with torch
         # (Hugging Face ModelOutput, torch.return_types), which outputs often are.
-        out_leaves, out_spec = torch_pytree.tree_flatten(out)
+        # a torch.Size is a value, not a container: kept whole so it comes back as a Size
+        out_leaves, out_spec = torch_pytree.tree_flatten(
+            out, is_leaf=lambda x: isinstance(x, torch.Size))
         results = []
         for i, x in enumerate(out_leaves):
             if type(x) is TensorProxy:
