@@ -193,6 +193,19 @@ def lower_iota(op, operands, rw):
     rw.replace_op(op, r.results)
 
 
+def add_combiner(region_op, st: ir.Type, loc, combine) -> None:
+    """Fill ``region_op``'s one region with the scalar reducer ``(a, b) -> combine(a, b)``
+    on 0-d tensors of type ``st`` (the body of stablehlo.reduce, reduce_window, scatter)."""
+    b = ir.Block.create_at_start(region_op.regions[0], [st, st])
+    with ir.InsertionPoint(b):
+        hlo("stablehlo.return", [combine(*b.arguments)], [], loc=loc)
+
+
+def binary(name: str, st: ir.Type, loc):
+    """A combiner applying the elementwise StableHLO op ``name`` (for ``add_combiner``)."""
+    return lambda a, b: hlo(name, [a, b], [st], loc=loc).result
+
+
 # ------------------------------------------------------------------ reductions
 def _reduce_init(kind: str, e: ir.Type):
     if kind in ("reduce_sum", "reduce_or"):
@@ -223,10 +236,7 @@ def _reduce(kind: str) -> Lowering:
             init = splat(st, _reduce_init(kind, e), loc)
             red = hlo("stablehlo.reduce", [operands[0], init], [t],
                       {"dimensions": op.attributes["dims"]}, loc, regions=1)
-            body = ir.Block.create_at_start(red.regions[0], [st, st])
-            with ir.InsertionPoint(body):
-                v = hlo(_REDUCE_BODY[kind], list(body.arguments), [st], loc=loc).result
-                hlo("stablehlo.return", [v], [], loc=loc)
+            add_combiner(red, st, loc, binary(_REDUCE_BODY[kind], st, loc))
         rw.replace_op(op, red.results)
     return lower
 
@@ -288,10 +298,7 @@ def lower_cumsum(op, operands, rw):
         init = splat(st, 0, loc)
         rwin = hlo("stablehlo.reduce_window", [operands[0], init], [t],
                    {"window_dimensions": _i64s(window), "padding": pad_attr}, loc, regions=1)
-        b = ir.Block.create_at_start(rwin.regions[0], [st, st])
-        with ir.InsertionPoint(b):
-            v = hlo("stablehlo.add", list(b.arguments), [st], loc=loc).result
-            hlo("stablehlo.return", [v], [], loc=loc)
+        add_combiner(rwin, st, loc, binary("stablehlo.add", st, loc))
     rw.replace_op(op, rwin.results)
 
 
@@ -366,10 +373,7 @@ def _scatter_add(op, x, idx, src, dn, loc, rw):
                  {"scatter_dimension_numbers": dn,
                   "indices_are_sorted": ir.BoolAttr.get(False),
                   "unique_indices": ir.BoolAttr.get(False)}, loc, regions=1)
-        b = ir.Block.create_at_start(sc.regions[0], [st, st])
-        with ir.InsertionPoint(b):
-            v = hlo("stablehlo.add", list(b.arguments), [st], loc=loc).result
-            hlo("stablehlo.return", [v], [], loc=loc)
+        add_combiner(sc, st, loc, binary("stablehlo.add", st, loc))
     rw.replace_op(op, sc.results)
 
 

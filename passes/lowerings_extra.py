@@ -12,7 +12,7 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo as shlo
 
-from .lowerings import _i64s, _int, _is_float, _reduce_init, compare, hlo, splat
+from .lowerings import _i64s, _int, _is_float, _reduce_init, add_combiner, compare, hlo, splat
 
 
 def _pad_attr(pairs) -> ir.Attribute:
@@ -71,10 +71,7 @@ def lower_cumulative(kind: str):
             rwin = hlo("stablehlo.reduce_window", [operands[0], init], [t],
                        {"window_dimensions": _i64s(window), "padding": _pad_attr(pads)}, loc,
                        regions=1)
-            b = ir.Block.create_at_start(rwin.regions[0], [st, st])
-            with ir.InsertionPoint(b):
-                v = _body(kind, st, b.arguments[0], b.arguments[1], loc)
-                hlo("stablehlo.return", [v], [], loc=loc)
+            add_combiner(rwin, st, loc, lambda a, b: _body(kind, st, a, b, loc))
         rw.replace_op(op, rwin.results)
     return lower
 
@@ -96,10 +93,7 @@ def lower_scatter(op, operands, rw):
                 {"scatter_dimension_numbers": dn,
                  "indices_are_sorted": ir.BoolAttr.get(False),
                  "unique_indices": ir.BoolAttr.get(False)}, loc, regions=1)
-        b = ir.Block.create_at_start(s.regions[0], [st, st])
-        with ir.InsertionPoint(b):
-            v = _body(kind, st, b.arguments[0], b.arguments[1], loc)
-            hlo("stablehlo.return", [v], [], loc=loc)
+        add_combiner(s, st, loc, lambda a, b: _body(kind, st, a, b, loc))
     rw.replace_op(op, s.results)
 
 
@@ -176,10 +170,7 @@ def lower_reduce_window(op, operands, rw):
                     "window_strides": _i64s(_arr(op, "window_strides")),
                     "padding": _pad_attr([flat[2 * i:2 * i + 2] for i in range(rt.rank)])},
                    loc, regions=1)
-        b = ir.Block.create_at_start(rwin.regions[0], [st, st])
-        with ir.InsertionPoint(b):
-            v = _body(kind, st, b.arguments[0], b.arguments[1], loc)
-            hlo("stablehlo.return", [v], [], loc=loc)
+        add_combiner(rwin, st, loc, lambda a, b: _body(kind, st, a, b, loc))
     rw.replace_op(op, rwin.results)
 
 
