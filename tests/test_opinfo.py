@@ -214,6 +214,18 @@ def _differ(a, b) -> bool:
         return True
 
 
+def sample_program(op, leaves, spec, pos):
+    """The OpInfo call as a function of the sample's tensor leaves (at ``pos``); the other
+    leaves of the flattened (args, kwargs) stay as in the sample."""
+    def program(*tensors):
+        vals = list(leaves)
+        for i, t in zip(pos, tensors):
+            vals[i] = t
+        args, kwargs = pytree.tree_unflatten(vals, spec)
+        return op.op(*args, **kwargs)
+    return program
+
+
 def run_sample(op, sample, tol) -> tuple[str, str, list[str]]:
     """(status, reason, fallback op names) for one sample whose eager run succeeded."""
     leaves, spec = pytree.tree_flatten(((sample.input, *sample.args), sample.kwargs))
@@ -222,12 +234,7 @@ def run_sample(op, sample, tol) -> tuple[str, str, list[str]]:
         return "error", f"unsupported input: {bad}", []
     pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
 
-    def program(*tensors):
-        vals = list(leaves)
-        for i, t in zip(pos, tensors):
-            vals[i] = t
-        args, kwargs = pytree.tree_unflatten(vals, spec)
-        return op.op(*args, **kwargs)
+    program = sample_program(op, leaves, spec, pos)
 
     jfn = thunder_mlir.jit(program, sharp_edges="allow")
     tensors = [leaves[i] for i in pos]

@@ -134,12 +134,7 @@ def run_sample(op, sample, tol) -> tuple[str, str]:
         return "forward-fails", f"unsupported input: {bad}"
     pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
 
-    def program(*tensors):
-        vals = list(leaves)
-        for i, t in zip(pos, tensors):
-            vals[i] = t
-        args, kwargs = pytree.tree_unflatten(vals, spec)
-        return op.op(*args, **kwargs)
+    program = _oi.sample_program(op, leaves, spec, pos)
 
     tensors = [leaves[i] for i in pos]
     if not any(t.requires_grad for t in tensors):
