@@ -219,7 +219,44 @@ class YieldOp(Thunder.Operation, name="yield", traits=[ir.IsTerminatorTrait]):
     __annotations__ = _segmented("in", Operand)
 
 
-OPS_WITH_RUNS = ("concatenate", "composite", "executor_call", "yield")
+# ------------------------------------------------------------- higher-order ops
+# Control-flow regions capture the values they read from above (as scf.if and stablehlo.if
+# do) instead of taking them as operands: a branch or a checkpointed block may read many
+# tensors of distinct types (a layer's weights), more than SEGMENTS type runs could carry,
+# and the lowering targets capture from above too. Only loop-carried values, which change
+# per iteration, are operands and block arguments. Each region has one block ending in
+# ``thunder.yield``. docs/region_ops.md says what a transform must do with them.
+class CondOp(Thunder.Operation, name="cond"):
+    """``torch.cond`` with a tensor predicate: runs ``then_region`` if ``pred`` (a
+    ``tensor<i1>``) is true, else ``else_region``; both yield values of the result types.
+    Lowers to ``stablehlo.if`` (StableHLO spec, "if")."""
+
+    __annotations__ = {"pred": Operand[Tensor], **_segmented("out", Result),
+                       "then_region": ext.Region, "else_region": ext.Region}
+
+
+class WhileOp(Thunder.Operation, name="while"):
+    """``torch._higher_order_ops.while_loop``: the carried operands (as type runs) are
+    the block arguments of ``cond_region`` (yields a ``tensor<i1>``: continue?) and of
+    ``body_region`` (yields the next carried values); the results are the carried values
+    when ``cond_region`` yields false. Lowers to ``stablehlo.while`` (StableHLO spec,
+    "while")."""
+
+    __annotations__ = {**_segmented("in", Operand), **_segmented("out", Result),
+                       "cond_region": ext.Region, "body_region": ext.Region}
+
+
+class CheckpointOp(Thunder.Operation, name="checkpoint"):
+    """``torch.utils.checkpoint.checkpoint``: the ops of ``body``, whose intermediates the
+    ``grad`` pass does not save for the backward but recomputes there. Results are the
+    values of the body used after it. ``decompose`` inlines it."""
+
+    __annotations__ = {**_segmented("out", Result), "body": ext.Region}
+
+
+REGION_OPS = ("thunder.cond", "thunder.while", "thunder.checkpoint")
+OPS_WITH_RUNS = ("concatenate", "composite", "executor_call", "yield", "cond", "while",
+                 "checkpoint")
 
 
 # ------------------------------------------------------------------- type runs

@@ -1,4 +1,5 @@
-"""``decompose``: inline every ``thunder.composite`` that no executor claimed.
+"""``decompose``: inline every ``thunder.composite`` that no executor claimed, and every
+``thunder.checkpoint`` (its only effect, on what ``grad`` saves, has been applied).
 
 A greedy rewrite pattern rooted at ``thunder.composite`` moves the region's ops before
 the composite (nested composites come along and are rewritten in turn), maps block
@@ -11,22 +12,18 @@ from __future__ import annotations
 
 from torch_mlir import ir, rewrite
 
-from thunder_mlir.dialects import CompositeOp
+from thunder_mlir.dialects import CheckpointOp, CompositeOp
+from thunder_mlir.region_utils import inline_block
 
 NAME = "decompose"
 
 
 def inline_composite(op, rewriter) -> bool | None:
-    """Pattern: replace a composite by its body. Returns None (success) per the bindings."""
+    """Pattern: replace a composite (or a checkpoint) by its body. Returns None (success)
+    per the bindings."""
     operation = op.operation if hasattr(op, "operation") else op
-    block = operation.regions[0].blocks[0]
-    for arg, operand in zip(block.arguments, operation.operands):
-        arg.replace_all_uses_with(operand)
-    body = list(block.operations)
-    terminator = body[-1]
-    for o in body[:-1]:
-        o.move_before(operation)
-    rewriter.replace_op(operation, list(terminator.operands))
+    yielded, _ = inline_block(operation, 0, list(operation.operands), operation)
+    rewriter.replace_op(operation, yielded)
     return None
 
 
@@ -38,6 +35,7 @@ def _patterns():
     if _FROZEN is None:  # freeze once: freezing twice crashes (toolchain.md, Read first 2)
         ps = rewrite.RewritePatternSet()
         ps.add(CompositeOp, inline_composite)
+        ps.add(CheckpointOp, inline_composite)
         _FROZEN = ps.freeze()
     return _FROZEN
 
@@ -59,7 +57,7 @@ def _has_composite(module: ir.Module) -> bool:
     found = []
 
     def cb(op):
-        if op.name == "thunder.composite":
+        if op.name in ("thunder.composite", "thunder.checkpoint"):
             found.append(op)
             return ir.WalkResult.INTERRUPT
         return ir.WalkResult.ADVANCE

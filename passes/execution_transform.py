@@ -13,6 +13,11 @@ compilation in priority order:
 * a composite of an executor's own operator becomes a ``thunder.executor_call``
   {executor, callee = operator name, impl = side-table index of a runner of ``fn``}.
 
+The ops inside a ``thunder.checkpoint`` are offered like top-level ops (``decompose``
+inlines the checkpoint later). The ops inside ``thunder.cond``/``thunder.while`` regions
+are not offered: a control-flow region runs whole on XLA (``stablehlo.if``/``while``), so
+an executor call there could not run.
+
 Unclaimed composites go whole to the built-in ``xla`` executor (``decompose``), as
 Thunder's fusion executor claims them: executors see the program's calls at the outermost
 level, not the insides of other ops' decompositions. A prim whose transform yields other
@@ -49,7 +54,10 @@ def run(module: ir.Module, state, side_table: list, device: torch.device) -> Non
 
 def _process(trace, state, ops, excluded: frozenset) -> None:
     for op in ops:
-        if op.name == "thunder.composite":
+        if op.name == "thunder.checkpoint":
+            body = op.regions[0].blocks[0]
+            _process(trace, state, [o.operation for o in body.operations], excluded)
+        elif op.name == "thunder.composite":
             _claim(trace, state, op, ir.StringAttr(op.attributes["name"]).value, excluded)
         elif op.name in _PRIMS:
             _claim(trace, state, op, f"ltorch.{_PRIMS[op.name]}", excluded, prim=True)

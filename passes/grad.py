@@ -29,6 +29,9 @@ from torch_mlir.dialects import func as func_d
 
 from thunder_mlir import dtypes, prims
 
+from thunder_mlir.dialects import REGION_OPS
+from thunder_mlir.region_utils import free_values, inline_block, operand_sites
+
 from .vjp import NO_GRAD, VJP
 from .vjp_composites import APPLIES, COMPOSITE_VJP
 
@@ -143,49 +146,9 @@ def _differentiate(module: ir.Module, fwd) -> None:
     with bt.building():
         cots = bt.begin([v.type for v, d in zip(outputs, diff_out) if d], name="backward")
         ct: dict[ir.Value, object] = {}
-
-        def accumulate(v, c):
-            prev = ct.get(v)
-            ct[v] = c if prev is None else prims.elementwise("add", prev, c)
-
         for v, c in zip([v for v, d in zip(outputs, diff_out) if d], cots):
-            accumulate(v, bt.make_proxy(c))
-        # activity analysis: only values that depend on a differentiated input get
-        # cotangents (a backward for constant subexpressions would be wasted work)
-        active = {a for a, w in zip(args, wrt) if w}
-        for op in body:
-            if any(v in active for v in op.operands):
-                active.update(r for r in op.results if _is_float(r.type))
-        for op in reversed(body):
-            if not any(r in active for r in op.results):
-                continue
-            gs = [ct.get(r) for r in op.results]
-            if all(g is None for g in gs):
-                continue
-            short = op.name[len("thunder."):] if op.name.startswith("thunder.") else op.name
-            if short in NO_GRAD:
-                continue
-            if short == "composite":
-                short = ir.StringAttr(op.attributes["name"]).value
-                fn = COMPOSITE_VJP[short]
-            elif short == "executor_call" and SIDE_TABLE.get() is not None:
-                fn = functools.partial(_executor_call_vjp, bt, SIDE_TABLE.get())
-            else:
-                fn = VJP.get(short)
-            if fn is None:
-                what = (f"the torch fallback op {ir.StringAttr(op.attributes['callee']).value}"
-                        if op.name == "thunder.executor_call" else f"'{op.name}'")
-                raise GradError(f"grad: no VJP rule for {what} at {op.location}")
-            x = [bt.make_proxy(v) for v in op.operands]
-            y = [bt.make_proxy(r) for r in op.results]
-            gs = [g if g is not None else prims.full(yy.tshape, 0, yy.tdtype)
-                  for g, yy in zip(gs, y)]
-            bt.loc = op.location
-            with op.location:
-                in_cts = fn(op, x, y, gs)
-            for v, c in zip(op.operands, in_cts):
-                if c is not None and v in active:
-                    accumulate(v, c)
+            accumulate(ct, v, bt.make_proxy(c))
+        backprop(bt, body, ct, {a for a, w in zip(args, wrt) if w})
         grads = []
         for a, w in zip(args, wrt):
             if not w:
@@ -219,6 +182,62 @@ def _differentiate(module: ir.Module, fwd) -> None:
     bwd.attributes["thunder.device"] = ir.StringAttr.get(str(device))
 
 
+def accumulate(ct: dict, v: ir.Value, c) -> None:
+    """Add cotangent ``c`` to ``ct[v]`` (a value with several uses gets their sum)."""
+    prev = ct.get(v)
+    ct[v] = c if prev is None else prims.elementwise("add", prev, c)
+
+
+def backprop(bt, body: list, ct: dict, active: set) -> None:
+    """Emit, at ``bt``'s insertion point, the reverse pass over the forward ops ``body``.
+
+    ``ct`` maps forward values to their cotangents (proxies) and is updated in place;
+    ``active`` holds the values that depend on a differentiated input and is extended with
+    the results of ``body`` (activity analysis: a backward for constant subexpressions
+    would be wasted work). Region ops go to ``vjp_regions``; the rest to VJP rules.
+    """
+    from .vjp_regions import REGION_VJP
+
+    for op in body:
+        if any(v in active for v in free_values(op)):
+            active.update(r for r in op.results if _is_float(r.type))
+    for op in reversed(body):
+        if not any(r in active for r in op.results):
+            continue
+        gs = [ct.get(r) for r in op.results]
+        if all(g is None for g in gs):
+            continue
+        if op.name in REGION_VJP:
+            bt.loc = op.location
+            with op.location:
+                REGION_VJP[op.name](bt, op, ct, active)
+            continue
+        short = op.name[len("thunder."):] if op.name.startswith("thunder.") else op.name
+        if short in NO_GRAD:
+            continue
+        if short == "composite":
+            short = ir.StringAttr(op.attributes["name"]).value
+            fn = COMPOSITE_VJP[short]
+        elif short == "executor_call" and SIDE_TABLE.get() is not None:
+            fn = functools.partial(_executor_call_vjp, bt, SIDE_TABLE.get())
+        else:
+            fn = VJP.get(short)
+        if fn is None:
+            what = (f"the torch fallback op {ir.StringAttr(op.attributes['callee']).value}"
+                    if op.name == "thunder.executor_call" else f"'{op.name}'")
+            raise GradError(f"grad: no VJP rule for {what} at {op.location}")
+        x = [bt.make_proxy(v) for v in op.operands]
+        y = [bt.make_proxy(r) for r in op.results]
+        gs = [g if g is not None else prims.full(yy.tshape, 0, yy.tdtype)
+              for g, yy in zip(gs, y)]
+        bt.loc = op.location
+        with op.location:
+            in_cts = fn(op, x, y, gs)
+        for v, c in zip(op.operands, in_cts):
+            if c is not None and v in active:
+                accumulate(ct, v, c)
+
+
 def _composite_name(op) -> str | None:
     if op.name != "thunder.composite":
         return None
@@ -227,21 +246,21 @@ def _composite_name(op) -> str | None:
 
 def _inline_composites_without_rules(block) -> None:
     """Inline (one level at a time) every composite that has no applicable VJP rule, so
-    its decomposition is differentiated instead; composites with a rule stay whole."""
+    its decomposition is differentiated instead; composites with a rule stay whole. The
+    blocks of control-flow ops are processed too (their VJPs differentiate their ops)."""
     changed = True
     while changed:
         changed = False
         for op in [o.operation for o in block.operations]:
+            if op.name in REGION_OPS:
+                for region in op.regions:
+                    _inline_composites_without_rules(region.blocks[0])
+                continue
             name = _composite_name(op)
             if name is None or (name in COMPOSITE_VJP and APPLIES[name](op)):
                 continue
-            body = op.regions[0].blocks[0]
-            for arg, operand in zip(body.arguments, op.operands):
-                arg.replace_all_uses_with(operand)
-            inner = [o.operation for o in body.operations]
-            for o in inner[:-1]:
-                o.move_before(op)
-            for r, v in zip(op.results, inner[-1].operands):
+            yielded, _ = inline_block(op, 0, list(op.operands), op)
+            for r, v in zip(op.results, yielded):
                 r.replace_all_uses_with(v)
             op.erase()
             changed = True
@@ -259,11 +278,10 @@ def _split(fwd, bwd, body) -> list[ir.Value]:
     for o in body:
         forward_values.update(o.results)
     uses: dict[ir.Value, list[tuple[ir.Operation, int]]] = {}
-    for op in bblock.operations:
-        op = op.operation
-        for i, v in enumerate(op.operands):
+    for op in bblock.operations:  # (the regions of backward control-flow ops read them too)
+        for user, i, v in operand_sites(op.operation):
             if v in forward_values:
-                uses.setdefault(v, []).append((op, i))
+                uses.setdefault(v, []).append((user, i))
     needed = list(uses)
     changed = True
     while changed:

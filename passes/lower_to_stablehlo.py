@@ -4,6 +4,12 @@ Runs on every ``func.func`` except the plan's ``@computation`` (whose executor c
 The target marks ``thunder`` illegal and StableHLO/CHLO/func legal, so an op with no
 pattern in ``lowerings.LOWERINGS`` fails the full conversion; that failure is reported as a
 ``LoweringError`` naming the op and the user's source line it came from.
+
+Control-flow ops are rewritten first, outside the conversion driver (whose rewriter cannot
+move blocks, toolchain.md §2): ``thunder.cond`` becomes ``stablehlo.if`` and
+``thunder.while`` ``stablehlo.while``, their blocks moved over with ``thunder.yield`` turned
+into ``stablehlo.return``; values captured from above stay captured (XLA accepts implicit
+captures in both). The conversion then lowers the ops inside the moved regions.
 """
 
 from __future__ import annotations
@@ -12,8 +18,9 @@ from torch_mlir import ir, rewrite
 
 from thunder_mlir.dialects import PRIM_OPS
 from thunder_mlir.errors import LoweringError
+from thunder_mlir.region_utils import nested_ops
 
-from .lowerings import LOWERINGS
+from .lowerings import LOWERINGS, hlo
 
 NAME = "lower-to-stablehlo"
 PLAN_FUNCTIONS = ("computation", "forward", "backward")
@@ -62,11 +69,34 @@ def _run(module: ir.Module) -> None:
             continue
         if ir.StringAttr(f.attributes["sym_name"]).value in PLAN_FUNCTIONS:
             continue
+        _lower_control_flow(f)
         _check_lowerable(f)
         try:
             rewrite.apply_full_conversion(f, _target(), patterns)
         except ir.MLIRError as e:
             raise LoweringError(f"lower-to-stablehlo failed: {e}") from None
+
+
+_CONTROL_FLOW = {"thunder.cond": "stablehlo.if", "thunder.while": "stablehlo.while"}
+
+
+def _lower_control_flow(f) -> None:
+    """cond -> stablehlo.if (operand: the predicate), while -> stablehlo.while (operands:
+    the carried values); innermost first."""
+    for op in reversed([o for o in nested_ops(f) if o.name in _CONTROL_FLOW]):
+        with ir.InsertionPoint(op):
+            new = hlo(_CONTROL_FLOW[op.name], list(op.operands), [r.type for r in op.results],
+                      loc=op.location, regions=2)
+        for i in range(2):
+            block = op.regions[i].blocks[0]
+            block.append_to(new.regions[i])
+            terminator = list(block.operations)[-1].operation
+            with ir.InsertionPoint(terminator):
+                hlo("stablehlo.return", list(terminator.operands), [], loc=terminator.location)
+            terminator.erase()
+        for old, value in zip(op.results, new.results):
+            old.replace_all_uses_with(value)
+        op.erase()
 
 
 def _check_lowerable(f) -> None:

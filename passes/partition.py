@@ -14,12 +14,20 @@ call gets level max(region of its XLA producers, level of its executor-call prod
 runs after region ``level``. Executing R0, E0, R1, E1, ... respects every dependency, and
 the number of regions is one more than the longest chain of executor calls — so a fallback
 op splits the program only where the data flow forces it.
+
+Control-flow ops (``thunder.cond``, ``thunder.while``) are XLA ops whose dependencies
+include the values their regions capture from above; they move into a region function
+whole. An executor call inside their regions cannot run inside XLA control flow: that is
+an error naming both ops. Composites and ``thunder.checkpoint`` must be decomposed first.
 """
 
 from __future__ import annotations
 
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
+
+from thunder_mlir.errors import PassError
+from thunder_mlir.region_utils import free_values, nested_ops, replace_uses_in
 
 NAME = "partition"
 EXECUTOR_OPS = ("thunder.executor_call",)
@@ -47,17 +55,17 @@ def _partition(module: ir.Module, f) -> None:
     ops = list(block.operations)
     terminator = ops[-1]
     body = ops[:-1]
-    if any(len(o.regions) for o in body if o.name != "thunder.executor_call"):
-        names = sorted({o.name for o in body if len(o.regions)})
-        raise NotImplementedError(f"partition: region ops {names} must be decomposed first")
     if any(o.name == "func.call" for o in body):
         return  # already partitioned
-
     body = [o.operation for o in body]
+    for o in body:
+        _check_region_op(o)
+
+    reads = {o: free_values(o) for o in body}
     level: dict[ir.Operation, int] = {}  # region index (XLA op) or level (executor call)
     for o in body:
         lv = 0
-        for v in o.operands:
+        for v in reads[o]:
             p = v.owner
             if isinstance(p, ir.Block):
                 continue
@@ -73,7 +81,7 @@ def _partition(module: ir.Module, f) -> None:
     # instead of becoming outputs of region 0 passed to later regions.
     users_of: dict[ir.Value, list[ir.Operation]] = {}
     for o in body:
-        for v in o.operands:
+        for v in reads[o]:
             users_of.setdefault(v, []).append(o)
     for v in terminator.operands:
         users_of.setdefault(v, []).append(terminator.operation)
@@ -102,12 +110,26 @@ def _partition(module: ir.Module, f) -> None:
             e.move_before(terminator)
 
 
+def _check_region_op(o: ir.Operation) -> None:
+    if o.name in ("thunder.composite", "thunder.checkpoint"):
+        raise PassError(f"partition: {o.name} at {o.location} must be decomposed first "
+                        "(run decompose before partition)")
+    for inner in nested_ops(o):
+        if inner.name in EXECUTOR_OPS:
+            callee = ir.StringAttr(inner.attributes["callee"]).value
+            raise PassError(
+                f"partition: {callee} at {inner.location} runs on the "
+                f"{ir.StringAttr(inner.attributes['executor']).value} executor, inside the "
+                f"region of {o.name} at {o.location}; the ops of a control-flow region must "
+                "all lower to XLA (see thunder_mlir.examine for why an op falls back)")
+
+
 def _outline(module, f, group, k, terminator) -> None:
     inside = set(group)
     inputs: list[ir.Value] = []
     seen = set()
     for o in group:
-        for v in o.operands:
+        for v in free_values(o):
             d = v.owner
             if (isinstance(d, ir.Block) or d.operation not in inside) and v not in seen:
                 seen.add(v)
@@ -115,7 +137,7 @@ def _outline(module, f, group, k, terminator) -> None:
     # Values used after the group: found by scanning operands, not Value.uses (whose
     # iteration skipped uses in our tests while operands were being rewritten).
     rest = [o.operation for o in f.regions[0].blocks[0].operations if o.operation not in inside]
-    used_outside = {v for o in rest for v in o.operands}
+    used_outside = {v for o in rest for v in free_values(o)}
     outputs = [r for o in group for r in o.results if r in used_outside]
 
     name = f"xla_region_{k}"
@@ -127,15 +149,7 @@ def _outline(module, f, group, k, terminator) -> None:
         ret = func_d.ReturnOp(outputs)
     for o in group:
         o.move_before(ret)
-    arg_of = dict(zip(inputs, entry.arguments))
-    for o in group:
-        for i, v in enumerate(o.operands):
-            if v in arg_of:
-                o.operands[i] = arg_of[v]
+    replace_uses_in(group, dict(zip(inputs, entry.arguments)))
     with ir.InsertionPoint(terminator), f.location:
         call = func_d.CallOp([v.type for v in outputs], ir.FlatSymbolRefAttr.get(name), inputs)
-    new_of = dict(zip(outputs, call.results))
-    for user in rest:
-        for i, v in enumerate(user.operands):
-            if v in new_of:
-                user.operands[i] = new_of[v]
+    replace_uses_in(rest, dict(zip(outputs, call.results)))

@@ -67,7 +67,7 @@ RUN_CASES = [pytest.param(path, cmd, id=f"{path.parent.name}/{path.name}:RUN{i}"
 
 
 def test_every_file_has_run_lines():
-    assert {p.name for p in MLIR_FILES} >= {"decompose.mlir", "partition.mlir",
+    assert {p.name for p in MLIR_FILES} >= {"decompose.mlir", "partition.mlir", "grad.mlir",
                                            "lower_to_stablehlo.mlir", "roundtrip.mlir"}
     for path in MLIR_FILES:
         assert run_lines(path), f"{path} has no // RUN: line"

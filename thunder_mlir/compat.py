@@ -6,6 +6,13 @@ friends read ``padding_mask.all()``), unless ``is_tracing()`` says a tracer is r
 escape hatch it offers torch.fx, torch.jit and dynamo. While thunder_mlir traces, that
 function answers True, so the mask is always built from tensor ops: one program correct
 for every mask value, instead of a data-dependent branch.
+
+PyTorch's higher-order operators run eagerly through ``torch.compile``
+(``torch._higher_order_ops.utils._hop_compile_and_call``); while thunder_mlir traces, that
+function calls the operator directly instead, so ``torch.cond``/``while_loop`` reach the
+tracer's symbols however the user imported them. Likewise the context generator of
+non-reentrant ``torch.utils.checkpoint.checkpoint`` becomes a checkpoint scope
+(``higher_order.checkpoint_scope``). Both are looked up by torch at call time.
 """
 
 from __future__ import annotations
@@ -26,8 +33,42 @@ def _wrap(original):
     return is_tracing
 
 
+def _hop_call(original):
+    def _hop_compile_and_call(fn, args, kwargs=None):
+        if getattr(_local, "trace", None) is not None:
+            return fn(*args, **(kwargs or {}))
+        return original(fn, args, kwargs)
+    _hop_compile_and_call.__wrapped__ = original
+    return _hop_compile_and_call
+
+
+def _checkpoint_generator(original):
+    def _checkpoint_without_reentrant_generator(*args, **kwargs):
+        if getattr(_local, "trace", None) is None:
+            return (yield from original(*args, **kwargs))
+        from .higher_order import checkpoint_scope
+
+        with checkpoint_scope():
+            yield
+    _checkpoint_without_reentrant_generator.__wrapped__ = original
+    return _checkpoint_without_reentrant_generator
+
+
+_TORCH_HOOKS = (("torch._higher_order_ops.utils", "_hop_compile_and_call", _hop_call),
+                ("torch.utils.checkpoint", "_checkpoint_without_reentrant_generator",
+                 _checkpoint_generator))
+
+
 def install() -> None:
-    """Patch ``is_tracing`` in the transformers modules already imported (idempotent)."""
+    """Patch ``is_tracing`` in the transformers modules already imported, and torch's
+    higher-order-operator entry points (idempotent)."""
+    import importlib
+
+    for modname, attr, wrap in _TORCH_HOOKS:
+        if modname not in _PATCHED:
+            mod = importlib.import_module(modname)
+            setattr(mod, attr, wrap(getattr(mod, attr)))
+            _PATCHED.add(modname)
     for modname in ("transformers.masking_utils", "transformers.modeling_utils",
                     "transformers.utils.import_utils", "transformers.integrations.sdpa_attention"):
         mod = sys.modules.get(modname)

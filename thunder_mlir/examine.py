@@ -3,7 +3,7 @@ which run on the torch fallback executor, and why.
 
 The program is traced exactly as ``jit`` traces it (same proxies, symbols and fallback
 rules; nothing is compiled or run). Each torch-level call recorded at the top level of the
-trace is reported once per name with its count and the user's source lines: symbols
+trace, or inside the regions of ``thunder.cond``/``while``/``checkpoint``, is reported once per name with its count and the user's source lines: symbols
 (``ltorch.*`` composites, lowered to StableHLO) run on XLA; ``thunder.executor_call`` ops
 run on the torch fallback, with the reason — the op has no thunder_mlir symbol, or its
 symbol declined this call (the ``Fallback`` message, e.g. "dropout in training mode needs a
@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import optree
 import torch
+
+from thunder_mlir.dialects import REGION_OPS
 
 __all__ = ["examine", "Examination", "OpReport"]
 
@@ -110,6 +112,17 @@ def _location(op) -> str:
     return s[4:-1] if s.startswith("loc(") else s
 
 
+def _calls(block, region_op=None):
+    """(op, innermost enclosing region op) for the top-level ops of ``block`` and, inside
+    control-flow and checkpoint ops, of their regions, in program order."""
+    for op in block.operations:
+        op = op.operation
+        yield op, region_op
+        if op.name in REGION_OPS:
+            for region in op.regions:
+                yield from _calls(region.blocks[0], op)
+
+
 def examine(fn, *args, **kwargs) -> Examination:
     """Trace ``fn(*args, **kwargs)`` as ``thunder_mlir.jit`` would and report, per torch op,
     whether it runs on XLA or on the torch fallback and why.
@@ -145,14 +158,20 @@ def examine(fn, *args, **kwargs) -> Examination:
         undo()
     reasons = iter(_local.reasons)
     reports: dict[tuple[str, str], OpReport] = {}
-    for op in trace.entry.operations:
+    for op, region_op in _calls(trace.entry):
         name = op.operation.name
-        if name == "thunder.composite":
+        if name in REGION_OPS:
+            key, reason = (name, "xla"), None
+        elif name == "thunder.composite":
             key = (str(op.attributes["name"]).strip('"'), "xla")
             reason = None
         elif name == "thunder.executor_call":
             key = (str(op.attributes["callee"]).strip('"'), "torch")
             reason = next(reasons, "unknown")
+            if region_op is not None and region_op.name != "thunder.checkpoint":
+                reason += (f"; it is inside the region of {region_op.name} at "
+                           f"{_location(region_op)}, which must run whole on XLA: jit "
+                           "refuses this program")
         else:
             continue
         r = reports.get(key)

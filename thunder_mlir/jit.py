@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
+import types
 from typing import Any, Callable
 
 import optree
@@ -23,10 +24,18 @@ from .context import COMPILE_LOCK
 from .errors import TraceError, UnsupportedInputError
 from .proxy import TensorProxy
 from .sharp_edges import SharpEdgeMonitor, freeze_containers
-from .tracing import Trace
+from .tracing import Trace, _local as _tracing_state
 
 _SCALARS = (bool, int, float, complex, str, type(None), torch.dtype, torch.device,
             type(Ellipsis), slice, torch.Size)  # torch.Size: an optree leaf (tuple subclass)
+# Functions are accepted inputs (e.g. the branches handed to torch.cond), specialized on
+# and guarded by identity: a function hashes and compares by identity, so the cache key
+# holds it as it holds a Python number. The values their code reads from globals and
+# closures are guarded by the sharp-edge monitor like the program's own. Bound methods and
+# other callable objects are refused: their state (self) would not be guarded.
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+              types.WrapperDescriptorType)
+_ACCEPTED = _SCALARS + _FUNCTIONS
 CACHE_OPTIONS = ("constant values", "no caching")
 
 
@@ -49,8 +58,8 @@ def _unsupported(x, path: str):
     raise UnsupportedInputError(
         f"thunder_mlir.jit cannot accept an input of type {type(x).__module__}."
         f"{type(x).__qualname__} (at {path}). Accepted: tensors, numbers, strings, dtypes, "
-        f"devices, None, slices, Ellipsis, torch.Size and tuples/lists/dicts of those. "
-        f"Unpack the object into accepted values before the call.")
+        f"devices, None, slices, Ellipsis, torch.Size, functions (by identity) and "
+        f"tuples/lists/dicts of those. Unpack the object into accepted values before the call.")
 
 
 def _metas(leaves) -> tuple:
@@ -59,7 +68,7 @@ def _metas(leaves) -> tuple:
     for x in leaves:
         if isinstance(x, torch.Tensor):
             out.append(("tensor", x.shape, x.dtype, x.device, x.requires_grad))
-        elif isinstance(x, _SCALARS):
+        elif isinstance(x, _ACCEPTED) or type(x) is ThunderFunction:
             # slices are unhashable before Python 3.12: key them by their fields
             out.append((type(x), (x.start, x.stop, x.step) if type(x) is slice else x))
         else:
@@ -103,6 +112,11 @@ class ThunderFunction:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
+        if getattr(_tracing_state, "trace", None) is not None:
+            # called while another jitted function is traced: inlined, i.e. traced
+            # reentrantly into the caller's program (whose monitor records this function's
+            # guards), not run as an opaque compiled call
+            return self.fn(*args, **kwargs)
         # Fast path: only tensor positional arguments (the common case) need no pytree
         # flattening; their key is the argument count instead of a tree spec.
         if not kwargs and all(type(a) is torch.Tensor for a in args):
@@ -114,7 +128,7 @@ class ThunderFunction:
             if metas is None:
                 paths = _paths(args, kwargs)
                 bad = next(i for i, x in enumerate(leaves)
-                           if not isinstance(x, (torch.Tensor,) + _SCALARS))
+                           if _metas([x]) is None)
                 _unsupported(leaves[bad], paths[bad])
         cache = self.cache
         # user executors: their registrations so far are part of the key

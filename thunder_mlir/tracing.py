@@ -111,6 +111,7 @@ class Trace:
         self.inputs: list[TensorProxy] = []  # the input proxies, in argument order
         self.mutated_inputs: dict[int, TensorProxy] = {}  # input index -> proxy (write-back)
         self.monitor = None  # the SharpEdgeMonitor of this trace, if any
+        self.checkpoint_scopes = 0  # opened by higher_order.checkpoint_scope
         self.loc = ir.Location.unknown(self.ctx)
         if module is None:
             with self.ctx, self.loc:
@@ -157,6 +158,10 @@ class Trace:
             func_d.ReturnOp(results)
         self.func_op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
             [a.type for a in self.entry.arguments], [r.type for r in results]))
+        if self.checkpoint_scopes:  # their results are known now that all uses are traced
+            from .higher_order import close_checkpoint_scopes
+
+            close_checkpoint_scopes(self.func_op)
 
     def make_proxy(self, value: ir.Value, requires_grad: bool = False) -> TensorProxy:
         t = ir.RankedTensorType(value.type)

@@ -278,3 +278,49 @@ func.func @structure(%x: tensor<2x3xf32>, %i: tensor<2x3xi64>) -> (tensor<2x3xf3
   %1:2 = "thunder.executor_call"(%0#0, %i) {callee = "torch.sort", executor = "torch", impl = 3 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<2x3xi64>) -> (tensor<2x3xf32>, tensor<2x3xi64>)
   return %1#0, %0#1 : tensor<2x3xf32>, tensor<2x3xi1>
 }
+
+// Higher-order ops: cond (regions capture from above), while (carried values as block
+// arguments, mixed type runs) and checkpoint.
+// CHECK-LABEL: func.func @higher_order(
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.cond"(%{{[a-z0-9#]+}}) ({
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.cos"(%{{[a-z0-9#]+}}) : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT:  "thunder.yield"(%{{[a-z0-9#]+}}) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+// CHECK-NEXT:  }, {
+// CHECK-NEXT:  "thunder.yield"(%{{[a-z0-9#]+}}) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+// CHECK-NEXT:  }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> tensor<4xf32>
+// CHECK-NEXT:  %{{[a-z0-9#]+}}:2 = "thunder.while"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) ({
+// CHECK-NEXT:  ^bb0(%{{[a-z0-9#]+}}: tensor<i64>, %{{[a-z0-9#]+}}: tensor<4xf32>):
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.lt"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) : (tensor<i64>, tensor<i64>) -> tensor<i1>
+// CHECK-NEXT:  "thunder.yield"(%{{[a-z0-9#]+}}) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> ()
+// CHECK-NEXT:  }, {
+// CHECK-NEXT:  ^bb0(%{{[a-z0-9#]+}}: tensor<i64>, %{{[a-z0-9#]+}}: tensor<4xf32>):
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.sin"(%{{[a-z0-9#]+}}) : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT:  "thunder.yield"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<i64>, tensor<4xf32>) -> ()
+// CHECK-NEXT:  }) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<i64>, tensor<4xf32>) -> (tensor<i64>, tensor<4xf32>)
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.checkpoint"() ({
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.exp"(%{{[a-z0-9#]+}}#1) : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT:  "thunder.yield"(%{{[a-z0-9#]+}}) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+// CHECK-NEXT:  }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : () -> tensor<4xf32>
+// CHECK-NEXT:  return
+func.func @higher_order(%p: tensor<i1>, %x: tensor<4xf32>, %n: tensor<i64>) -> (tensor<4xf32>, tensor<i64>) {
+  %0 = "thunder.cond"(%p) ({
+    %a = "thunder.cos"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    "thunder.yield"(%a) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+  }, {
+    "thunder.yield"(%x) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+  }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> tensor<4xf32>
+  %1:2 = "thunder.while"(%n, %0) ({
+  ^bb0(%i: tensor<i64>, %y: tensor<4xf32>):
+    %c = "thunder.lt"(%i, %n) : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    "thunder.yield"(%c) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> ()
+  }, {
+  ^bb0(%i: tensor<i64>, %y: tensor<4xf32>):
+    %z = "thunder.sin"(%y) : (tensor<4xf32>) -> tensor<4xf32>
+    "thunder.yield"(%i, %z) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<i64>, tensor<4xf32>) -> ()
+  }) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<i64>, tensor<4xf32>) -> (tensor<i64>, tensor<4xf32>)
+  %2 = "thunder.checkpoint"() ({
+    %e = "thunder.exp"(%1#1) : (tensor<4xf32>) -> tensor<4xf32>
+    "thunder.yield"(%e) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+  }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : () -> tensor<4xf32>
+  return %2, %1#0 : tensor<4xf32>, tensor<i64>
+}

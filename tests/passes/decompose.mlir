@@ -70,3 +70,35 @@ func.func @no_composites(%a: tensor<4xf32>) -> tensor<4xf32> {
   %1 = "thunder.executor_call"(%0) {callee = "torch.cumprod", executor = "torch", impl = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
   return %1 : tensor<4xf32>
 }
+
+// Composites inside a control-flow region are inlined in place (the cond stays); a
+// checkpoint is inlined like a composite (its effect on grad has been applied).
+// CHECK-LABEL: func.func @regions
+// CHECK-SAME:    (%[[P:.*]]: tensor<i1>, %[[A:.*]]: tensor<4xf32>)
+// CHECK-NOT:     thunder.composite
+// CHECK-NOT:     thunder.checkpoint
+// CHECK:         %[[E:.*]] = "thunder.exp"(%[[A]])
+// CHECK-NEXT:    %[[C:.*]] = "thunder.cond"(%[[P]]) ({
+// CHECK-NEXT:      %[[N:.*]] = "thunder.neg"(%[[E]])
+// CHECK-NEXT:      "thunder.yield"(%[[N]])
+// CHECK-NEXT:    }, {
+// CHECK-NEXT:      "thunder.yield"(%[[E]])
+// CHECK-NEXT:    })
+// CHECK-NEXT:    return %[[C]]
+func.func @regions(%p: tensor<i1>, %a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "thunder.checkpoint"() ({
+    %e = "thunder.exp"(%a) : (tensor<4xf32>) -> tensor<4xf32>
+    "thunder.yield"(%e) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+  }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : () -> tensor<4xf32>
+  %1 = "thunder.cond"(%p) ({
+    %n = "thunder.composite"(%0) ({
+    ^bb0(%x: tensor<4xf32>):
+      %m = "thunder.neg"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+      "thunder.yield"(%m) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+    }) {name = "ltorch.neg", operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
+    "thunder.yield"(%n) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+  }, {
+    "thunder.yield"(%0) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+  }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}

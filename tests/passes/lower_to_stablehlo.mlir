@@ -137,3 +137,42 @@ func.func private @xla_region_0(%a: tensor<4xf32>) -> tensor<4xf32> {
   %0 = "thunder.abs"(%a) : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// cond -> stablehlo.if and while -> stablehlo.while, regions moved over (captures stay
+// captured), thunder.yield -> stablehlo.return, the ops inside lowered too.
+// CHECK-LABEL: func.func @control_flow
+// CHECK-SAME:    (%[[P:.*]]: tensor<i1>, %[[X:.*]]: tensor<4xf32>, %[[N:.*]]: tensor<i64>)
+// CHECK-NOT:     thunder.
+// CHECK:         %[[IF:.*]] = "stablehlo.if"(%[[P]]) ({
+// CHECK-NEXT:      %[[C:.*]] = stablehlo.cosine %[[X]]
+// CHECK-NEXT:      stablehlo.return %[[C]]
+// CHECK-NEXT:    }, {
+// CHECK-NEXT:      stablehlo.return %[[X]]
+// CHECK-NEXT:    }) : (tensor<i1>) -> tensor<4xf32>
+// CHECK-NEXT:    %[[W:.*]]:2 = stablehlo.while(%[[I:.*]] = %[[N]], %[[Y:.*]] = %[[IF]]) : tensor<i64>, tensor<4xf32>
+// CHECK-NEXT:    cond {
+// CHECK-NEXT:      %[[LT:.*]] = stablehlo.compare  LT, %[[I]], %[[N]]
+// CHECK-NEXT:      stablehlo.return %[[LT]]
+// CHECK-NEXT:    } do {
+// CHECK-NEXT:      %[[S:.*]] = stablehlo.sine %[[Y]]
+// CHECK-NEXT:      stablehlo.return %[[I]], %[[S]]
+// CHECK-NEXT:    }
+// CHECK-NEXT:    return %[[W]]#1, %[[W]]#0
+func.func @control_flow(%p: tensor<i1>, %x: tensor<4xf32>, %n: tensor<i64>) -> (tensor<4xf32>, tensor<i64>) {
+  %0 = "thunder.cond"(%p) ({
+    %a = "thunder.cos"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    "thunder.yield"(%a) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+  }, {
+    "thunder.yield"(%x) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+  }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> tensor<4xf32>
+  %1:2 = "thunder.while"(%n, %0) ({
+  ^bb0(%i: tensor<i64>, %y: tensor<4xf32>):
+    %c = "thunder.lt"(%i, %n) : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    "thunder.yield"(%c) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> ()
+  }, {
+  ^bb0(%i: tensor<i64>, %y: tensor<4xf32>):
+    %z = "thunder.sin"(%y) : (tensor<4xf32>) -> tensor<4xf32>
+    "thunder.yield"(%i, %z) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<i64>, tensor<4xf32>) -> ()
+  }) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<i64>, tensor<4xf32>) -> (tensor<i64>, tensor<4xf32>)
+  return %1#1, %1#0 : tensor<4xf32>, tensor<i64>
+}

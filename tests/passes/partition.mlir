@@ -112,3 +112,34 @@ module @other_functions_untouched {
     return %0 : tensor<4xf32>
   }
 }
+
+// -----
+
+// A cond moves into a region function whole; what its branches capture from above (%b,
+// the executor call's result) becomes an input of that region, so the cond runs after
+// the executor call (region 0, before it, is empty).
+// CHECK-LABEL: module @cond_captures
+// CHECK:       func.func @computation(%[[P:.*]]: tensor<i1>, %[[A:.*]]: tensor<4xf32>)
+// CHECK-NEXT:    %[[E:.*]] = "thunder.executor_call"(%[[A]])
+// CHECK-NEXT:    %[[R:.*]] = call @xla_region_1(%[[P]], %[[E]], %[[A]])
+// CHECK-NEXT:    return %[[R]]
+// CHECK:       func.func private @xla_region_1(%[[Q:.*]]: tensor<i1>, %[[X:.*]]: tensor<4xf32>, %[[Y:.*]]: tensor<4xf32>)
+// CHECK-NEXT:    %[[C:.*]] = "thunder.cond"(%[[Q]]) ({
+// CHECK-NEXT:      %[[S:.*]] = "thunder.sin"(%[[X]])
+// CHECK-NEXT:      "thunder.yield"(%[[S]])
+// CHECK-NEXT:    }, {
+// CHECK-NEXT:      "thunder.yield"(%[[Y]])
+// CHECK-NEXT:    })
+// CHECK-NEXT:    return %[[C]]
+module @cond_captures {
+  func.func @computation(%p: tensor<i1>, %a: tensor<4xf32>) -> tensor<4xf32> {
+    %b = "thunder.executor_call"(%a) {callee = "torch.cumprod", executor = "torch", impl = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
+    %0 = "thunder.cond"(%p) ({
+      %s = "thunder.sin"(%b) : (tensor<4xf32>) -> tensor<4xf32>
+      "thunder.yield"(%s) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+    }, {
+      "thunder.yield"(%a) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+    }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}

@@ -1,0 +1,53 @@
+// RUN: thunder-opt %s -p grad --split-input-file | filecheck %s
+
+// cond: the backward is a cond on the same predicate (a residual) whose branches
+// recompute their forward branch and differentiate it; the residuals are the predicate
+// and the captured inputs, not the branches' intermediates.
+// CHECK-LABEL: module @cond
+// CHECK:       func.func @forward(%[[P:.*]]: tensor<i1>, %[[X:.*]]: tensor<4xf32>)
+// CHECK:         return %{{.*}}, %[[P]], %[[X]] :
+// CHECK:       func.func @backward(%[[G:.*]]: tensor<4xf32>, %[[RP:.*]]: tensor<i1>, %[[RX:.*]]: tensor<4xf32>)
+// CHECK-NEXT:    %[[DX:.*]] = "thunder.cond"(%[[RP]]) ({
+// CHECK-NEXT:      %[[E:.*]] = "thunder.exp"(%[[RX]])
+// CHECK-NEXT:      %[[M:.*]] = "thunder.mul"(%[[G]], %[[E]])
+// CHECK-NEXT:      "thunder.yield"(%[[M]])
+// CHECK-NEXT:    }, {
+// CHECK-NEXT:      "thunder.yield"(%[[G]])
+// CHECK-NEXT:    })
+// CHECK-NEXT:    return %[[DX]]
+module @cond {
+  func.func @computation(%p: tensor<i1>, %x: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = "thunder.cond"(%p) ({
+      %e = "thunder.exp"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+      "thunder.yield"(%e) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+    }, {
+      "thunder.yield"(%x) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+    }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+
+// -----
+
+// checkpoint: the forward saves the checkpoint's input, not the intermediate sin (which
+// `cos` in the backward would otherwise read); the backward recomputes it.
+// CHECK-LABEL: module @checkpoint
+// CHECK:       func.func @forward(%[[X:.*]]: tensor<4xf32>)
+// CHECK:         "thunder.checkpoint"
+// CHECK:         return %{{.*}}, %[[X]] : tensor<4xf32>, tensor<4xf32>
+// CHECK:       func.func @backward(%[[G:.*]]: tensor<4xf32>, %[[RX:.*]]: tensor<4xf32>)
+// CHECK-NOT:     thunder.checkpoint
+// CHECK:         %[[S:.*]] = "thunder.sin"(%[[RX]])
+// CHECK:         "thunder.cos"(%[[S]])
+// CHECK:         "thunder.cos"(%[[RX]])
+// CHECK:         return
+module @checkpoint {
+  func.func @computation(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = "thunder.checkpoint"() ({
+      %s = "thunder.sin"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+      %t = "thunder.sin"(%s) : (tensor<4xf32>) -> tensor<4xf32>
+      "thunder.yield"(%t) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
+    }) {resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : () -> tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}

@@ -1,0 +1,243 @@
+"""Higher-order operators: user callables traced reentrantly into regions.
+
+``torch.cond``, ``torch._higher_order_ops.while_loop`` and
+``torch.utils.checkpoint.checkpoint`` take Python functions. While a program is traced,
+the tracer calls those functions itself, with proxies, at an insertion point inside the
+region of a ``thunder.cond``/``thunder.while``/``thunder.checkpoint`` op — the same
+tracer, re-entered — so grad, executors and the lowering see the callables' insides as IR.
+Values the callables read from the enclosing program (their operands, closures, module
+parameters) are captured from above, as in ``scf.if``; loop-carried values are block
+arguments.
+
+How the torch entry points reach this module: ``torch.cond``/``while_loop`` call their
+higher-order operator (``torch.ops.higher_order.cond``/``while_loop``), which reaches
+``tracing.dispatch`` through the torch-function protocol once ``compat`` has made their
+eager path skip ``torch.compile`` while tracing; the symbols in
+``symbols/control_flow.py`` call :func:`cond` and :func:`while_loop`. Non-reentrant
+``checkpoint`` brackets the user's call with a context generator, which ``compat``
+replaces by :func:`checkpoint_scope` while tracing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import contextmanager
+from typing import Callable, Sequence
+
+import torch
+import torch.utils._pytree as torch_pytree
+from torch_mlir import ir
+
+from thunder_mlir.dialects import (
+    CheckpointOp, CondOp, WhileOp, YieldOp, fits_in_runs, segment_kwargs,
+)
+
+from . import prims
+from .errors import TraceError
+from .proxy import TensorProxy
+from .region_utils import is_inside, nested_ops, operand_sites
+from .tracing import current_trace, describe_frame, user_frame
+
+_HOLDER = "thunder_internal.holder"
+SCOPE = "thunder_internal.checkpoint_scope"
+
+
+def _where() -> str:
+    return describe_frame(user_frame())
+
+
+def _describe(x) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"a tensor of shape {tuple(x.shape)} and dtype {x.dtype}"
+    return f"a {type(x).__name__}"
+
+
+def _as_predicate(pred: TensorProxy, what: str) -> TensorProxy:
+    """A one-element tensor as the ``tensor<i1>`` a region op branches on (nonzero)."""
+    if type(pred) is not TensorProxy or pred.numel() != 1:
+        raise TraceError(f"{_where()}\n  {what} must be a Python bool or a one-element tensor, "
+                         f"got {_describe(pred)}")
+    p = prims.reshape(pred, ())
+    if p.tdtype is not torch.bool:
+        p = prims.elementwise("ne", p, prims.full((), 0, p.tdtype))
+    return p
+
+
+def _trace_into(block: ir.Block, fn: Callable, args: Sequence, role: str):
+    """Call ``fn(*args)`` with the trace's insertion point in ``block``; terminate the
+    block with ``thunder.yield`` of the tensor outputs. Returns (outputs, pytree spec)."""
+    trace = current_trace()
+    with trace.insertion_point(ir.InsertionPoint(block)):
+        out = fn(*args)
+        leaves, spec = torch_pytree.tree_flatten(out)
+        for i, x in enumerate(leaves):
+            if type(x) is not TensorProxy:
+                raise TraceError(
+                    f"{_where()}\n  output {i} of {role} is {_describe(x)}; the functions of "
+                    "a higher-order operator must return tensors computed in the program")
+        values = [x.value for x in leaves]
+        if not fits_in_runs([v.type for v in values]):
+            raise TraceError(f"{_where()}\n  {role} returns more than 8 runs of distinct "
+                             "tensor types; return fewer distinct shapes/dtypes")
+    with ir.InsertionPoint(block):
+        YieldOp(**segment_kwargs("in", values))
+    return leaves, spec
+
+
+def _meta(x: TensorProxy) -> tuple:
+    return (x.tshape, x.tdtype)
+
+
+def _holder(n_regions: int):
+    trace = current_trace()
+    return ir.Operation.create(_HOLDER, regions=n_regions, loc=trace.loc, ip=False)
+
+
+def _results(op, like: Sequence[TensorProxy]) -> list[TensorProxy]:
+    trace = current_trace()
+    return [TensorProxy(r, x.tshape, x.tdtype, trace.device)
+            for r, x in zip(op.operation.results, like)]
+
+
+def cond(pred, true_fn: Callable, false_fn: Callable, operands: Sequence = ()):
+    """``torch.cond(pred, true_fn, false_fn, operands)`` while tracing.
+
+    A Python predicate (``x.shape[0] > 4``) is known at trace time: the taken branch is
+    traced inline. A one-element tensor predicate (nonzero = true) becomes
+    ``thunder.cond`` with both branches traced into its regions. Both branches must return
+    the same pytree of tensors with equal shapes and dtypes (torch.cond's contract).
+    Returns the branch outputs (proxies). Raises TraceError naming the user's line and
+    the first output that differs.
+    """
+    operands = tuple(operands)
+    if not isinstance(pred, torch.Tensor):
+        return true_fn(*operands) if pred else false_fn(*operands)
+    p = _as_predicate(pred, "the predicate of torch.cond")
+    holder = _holder(2)
+    try:
+        branches = []
+        for i, (fn, role) in enumerate(((true_fn, "true_fn"), (false_fn, "false_fn"))):
+            block = holder.regions[i].blocks.append()
+            branches.append(_trace_into(block, fn, operands, role))
+        (t_out, t_spec), (f_out, f_spec) = branches
+        if t_spec != f_spec:
+            raise TraceError(f"{_where()}\n  the branches of torch.cond return different "
+                             f"structures: true_fn {t_spec}, false_fn {f_spec}")
+        for i, (a, b) in enumerate(zip(t_out, f_out)):
+            if _meta(a) != _meta(b):
+                raise TraceError(
+                    f"{_where()}\n  output {i} of the branches of torch.cond differs: true_fn "
+                    f"returns {_describe(a)}, false_fn {_describe(b)}; both must return "
+                    "tensors of the same shape and dtype")
+        trace = current_trace()
+        with trace.ip:
+            op = CondOp(p.value, **segment_kwargs("out", [x.value.type for x in t_out],
+                                                  type_of=lambda t: t))
+        for i in range(2):
+            holder.regions[i].blocks[0].append_to(op.operation.regions[i])
+    finally:
+        holder.erase()
+    return torch_pytree.tree_unflatten(_results(op, t_out), t_spec)
+
+
+def while_loop(cond_fn: Callable, body_fn: Callable, carried: Sequence,
+               additional: Sequence = ()) -> tuple:
+    """``torch._higher_order_ops.while_loop(cond_fn, body_fn, carried_inputs)`` while
+    tracing: ``thunder.while`` with ``cond_fn`` and ``body_fn`` traced into its regions
+    on proxies of the carried values (block arguments); ``additional`` values are passed
+    through unchanged. ``cond_fn`` must return a one-element tensor; ``body_fn`` the
+    carried tensors with unchanged shapes and dtypes. Returns the final carried values
+    (a tuple of proxies). Python ints as carried values are not supported (TraceError:
+    carry a 0-d tensor instead)."""
+    carried, additional = tuple(carried), tuple(additional)
+    for i, c in enumerate(carried):
+        if type(c) is not TensorProxy:
+            raise TraceError(f"{_where()}\n  carried value {i} of while_loop is {_describe(c)}; "
+                             "thunder_mlir carries tensors only (use a 0-d tensor for a counter)")
+    types = [c.value.type for c in carried]
+    if not fits_in_runs(types):
+        raise TraceError(f"{_where()}\n  while_loop carries more than 8 runs of distinct "
+                         "tensor types; carry fewer distinct shapes/dtypes")
+    trace = current_trace()
+    holder = _holder(2)
+    try:
+        blocks = [holder.regions[i].blocks.append(*types) for i in range(2)]
+        cond_args = [trace.make_proxy(a) for a in blocks[0].arguments]
+        with trace.insertion_point(ir.InsertionPoint(blocks[0])):
+            keep_going = cond_fn(*cond_args, *additional)
+            if not isinstance(keep_going, torch.Tensor):
+                raise TraceError(
+                    f"{_where()}\n  cond_fn of while_loop returned {_describe(keep_going)}, a "
+                    "value known while tracing; it must return a one-element tensor computed "
+                    "from the carried values")
+            p = _as_predicate(keep_going, "the result of while_loop's cond_fn")
+        with ir.InsertionPoint(blocks[0]):
+            YieldOp(**segment_kwargs("in", [p.value]))
+        body_args = [trace.make_proxy(a) for a in blocks[1].arguments]
+        out, _ = _trace_into(blocks[1], lambda *a: body_fn(*a, *additional), body_args,
+                             "while_loop's body_fn")
+        if len(out) != len(carried) or any(_meta(o) != _meta(c) for o, c in zip(out, carried)):
+            got = [_describe(o) for o in out]
+            want = [_describe(c) for c in carried]
+            raise TraceError(f"{_where()}\n  body_fn of while_loop must return the carried "
+                             f"values with unchanged shapes and dtypes: expected {want}, "
+                             f"got {got}")
+        with trace.ip:
+            op = WhileOp(**segment_kwargs("in", [c.value for c in carried]),
+                         **segment_kwargs("out", types, type_of=lambda t: t))
+        for i in range(2):
+            blocks[i].append_to(op.operation.regions[i])
+    finally:
+        holder.erase()
+    return tuple(_results(op, carried))
+
+
+@contextmanager
+def checkpoint_scope():
+    """Ops emitted inside go into a checkpoint scope; :func:`close_checkpoint_scopes`
+    turns it into ``thunder.checkpoint`` once the trace knows which of its values are used
+    after it (the user's function returns them through torch's own checkpoint code)."""
+    trace = current_trace()
+    f = user_frame()
+    loc = ir.Location.file(f.f_code.co_filename, f.f_lineno, 0) if f is not None else trace.loc
+    with trace.ip:
+        scope = ir.Operation.create(SCOPE, regions=1, loc=loc)
+    block = scope.regions[0].blocks.append()
+    trace.checkpoint_scopes += 1
+    with trace.insertion_point(ir.InsertionPoint(block)):
+        yield
+
+
+def close_checkpoint_scopes(func_op) -> None:
+    """Turn every checkpoint scope of ``func_op`` into ``thunder.checkpoint``, whose
+    results are the scope's values used outside it (innermost scopes first)."""
+    scopes = [o for o in nested_ops(func_op.operation) if o.name == SCOPE]
+    for scope in reversed(scopes):  # pre-order: an inner scope comes after its outer one
+        outside = [(u, i, v) for u, i, v in operand_sites(func_op.operation)
+                   if not is_inside(u, scope)]
+        escaping = []
+        for _, _, v in outside:
+            d = v.owner
+            d = d.owner.operation if isinstance(d, ir.Block) else d.operation
+            if is_inside(d, scope) and v not in escaping:
+                escaping.append(v)
+        escaping.sort(key=lambda v: str(v.type))  # fewest type runs
+        block = scope.regions[0].blocks[0]
+        if not fits_in_runs([v.type for v in escaping]):
+            warnings.warn("torch.utils.checkpoint: the checkpointed function's outputs have "
+                          "more than 8 distinct tensor types; its ops are kept without "
+                          "checkpointing (their intermediates are saved for the backward)")
+            for o in [o.operation for o in block.operations]:
+                o.move_before(scope)
+            scope.erase()
+            continue
+        with ir.InsertionPoint(block), scope.location:
+            YieldOp(**segment_kwargs("in", escaping))
+        with ir.InsertionPoint(scope), scope.location:
+            op = CheckpointOp(**segment_kwargs("out", [v.type for v in escaping]))
+        block.append_to(op.operation.regions[0])
+        new = dict(zip(escaping, op.operation.results))
+        for user, i, v in outside:
+            if v in new:
+                user.operands[i] = new[v]
+        scope.erase()

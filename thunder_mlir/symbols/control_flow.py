@@ -1,0 +1,23 @@
+"""Symbols of torch's higher-order operators (``torch.ops.higher_order.*``).
+
+They run inline (no composite): :mod:`thunder_mlir.higher_order` emits the region ops.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import higher_order
+from .registry import register
+
+
+@register("cond", torch.ops.higher_order.cond, composite=False)
+def cond(pred, true_fn, false_fn, operands=()):
+    """``torch.ops.higher_order.cond`` (what ``torch.cond`` calls): see higher_order.cond."""
+    return higher_order.cond(pred, true_fn, false_fn, operands)
+
+
+@register("while_loop", torch.ops.higher_order.while_loop, composite=False)
+def while_loop(cond_fn, body_fn, carried_inputs, additional_inputs=()):
+    """``torch.ops.higher_order.while_loop``: see higher_order.while_loop."""
+    return higher_order.while_loop(cond_fn, body_fn, carried_inputs, additional_inputs)
