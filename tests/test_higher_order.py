@@ -293,3 +293,33 @@ def test_a_jitted_module_inside_a_jitted_module_is_inlined():
     jo = assert_close_to_eager(outer, x)
     forward = stage(jo, "plan").split("func.func @backward")[0]
     assert forward.count("call @xla_region") == 1
+
+
+def test_in_place_update_of_an_outside_tensor_inside_a_branch_is_an_error():
+    def bad(x):
+        y = x * 2
+
+        def branch(a):
+            y.mul_(3)  # y lives outside the branch
+            return a.sin()
+
+        return torch.cond(x.sum() > 0, branch, torch.cos, (x,)) + y
+
+    with pytest.raises(thunder_mlir.TraceError, match="computed inside torch.cond .* is used "
+                                                      "outside it"):
+        thunder_mlir.jit(bad)(torch.randn(3))
+
+
+def test_reentrant_checkpoint_matches_eager():
+    def fn(x, w):
+        return checkpoint(lambda a: torch.tanh(a @ w), x, use_reentrant=True).sum()
+
+    # (torch's reentrant checkpoint needs an input that requires grad to give any grad)
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 5, requires_grad=True)
+    jfn = thunder_mlir.jit(fn)
+    jfn(x, w).backward()
+    grads = x.grad.clone(), w.grad.clone()
+    x.grad = w.grad = None
+    fn(x, w).backward()
+    torch.testing.assert_close(grads, (x.grad, w.grad))
+    assert "thunder.checkpoint" in stage(jfn, "initial")

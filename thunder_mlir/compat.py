@@ -11,8 +11,9 @@ PyTorch's higher-order operators run eagerly through ``torch.compile``
 (``torch._higher_order_ops.utils._hop_compile_and_call``); while thunder_mlir traces, that
 function calls the operator directly instead, so ``torch.cond``/``while_loop`` reach the
 tracer's symbols however the user imported them. Likewise the context generator of
-non-reentrant ``torch.utils.checkpoint.checkpoint`` becomes a checkpoint scope
-(``higher_order.checkpoint_scope``). Both are looked up by torch at call time.
+non-reentrant ``torch.utils.checkpoint.checkpoint`` and the ``CheckpointFunction`` of the
+reentrant one open a checkpoint scope (``higher_order.checkpoint_scope``). torch looks all
+three up at call time.
 """
 
 from __future__ import annotations
@@ -54,9 +55,25 @@ def _checkpoint_generator(original):
     return _checkpoint_without_reentrant_generator
 
 
+def _checkpoint_function(original):
+    class CheckpointFunction(original):
+        """Reentrant checkpoint: a checkpoint scope while tracing, else torch's own."""
+
+        @classmethod
+        def apply(cls, function, preserve_rng_state, *args):
+            if getattr(_local, "trace", None) is None:
+                return original.apply(function, preserve_rng_state, *args)
+            from .higher_order import checkpoint_scope
+
+            with checkpoint_scope():
+                return function(*args)
+    return CheckpointFunction
+
+
 _TORCH_HOOKS = (("torch._higher_order_ops.utils", "_hop_compile_and_call", _hop_call),
                 ("torch.utils.checkpoint", "_checkpoint_without_reentrant_generator",
-                 _checkpoint_generator))
+                 _checkpoint_generator),
+                ("torch.utils.checkpoint", "CheckpointFunction", _checkpoint_function))
 
 
 def install() -> None:
@@ -65,10 +82,10 @@ def install() -> None:
     import importlib
 
     for modname, attr, wrap in _TORCH_HOOKS:
-        if modname not in _PATCHED:
+        if f"{modname}.{attr}" not in _PATCHED:
             mod = importlib.import_module(modname)
             setattr(mod, attr, wrap(getattr(mod, attr)))
-            _PATCHED.add(modname)
+            _PATCHED.add(f"{modname}.{attr}")
     for modname in ("transformers.masking_utils", "transformers.modeling_utils",
                     "transformers.utils.import_utils", "transformers.integrations.sdpa_attention"):
         mod = sys.modules.get(modname)

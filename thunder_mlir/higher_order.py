@@ -35,7 +35,7 @@ from thunder_mlir.dialects import (
 from . import prims
 from .errors import TraceError
 from .proxy import TensorProxy
-from .region_utils import is_inside, nested_ops, operand_sites
+from .region_utils import defined_inside, is_inside, nested_ops, operand_sites
 from .tracing import current_trace, describe_frame, user_frame
 
 _HOLDER = "thunder_internal.holder"
@@ -130,6 +130,7 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands: Sequence = ()):
                     f"returns {_describe(a)}, false_fn {_describe(b)}; both must return "
                     "tensors of the same shape and dtype")
         trace = current_trace()
+        trace.region_ops += 1
         with trace.ip:
             op = CondOp(p.value, **segment_kwargs("out", [x.value.type for x in t_out],
                                                   type_of=lambda t: t))
@@ -182,6 +183,7 @@ def while_loop(cond_fn: Callable, body_fn: Callable, carried: Sequence,
             raise TraceError(f"{_where()}\n  body_fn of while_loop must return the carried "
                              f"values with unchanged shapes and dtypes: expected {want}, "
                              f"got {got}")
+        trace.region_ops += 1
         with trace.ip:
             op = WhileOp(**segment_kwargs("in", [c.value for c in carried]),
                          **segment_kwargs("out", types, type_of=lambda t: t))
@@ -194,7 +196,7 @@ def while_loop(cond_fn: Callable, body_fn: Callable, carried: Sequence,
 
 @contextmanager
 def checkpoint_scope():
-    """Ops emitted inside go into a checkpoint scope; :func:`close_checkpoint_scopes`
+    """Ops emitted inside go into a checkpoint scope; :func:`close_regions`
     turns it into ``thunder.checkpoint`` once the trace knows which of its values are used
     after it (the user's function returns them through torch's own checkpoint code)."""
     trace = current_trace()
@@ -203,41 +205,65 @@ def checkpoint_scope():
     with trace.ip:
         scope = ir.Operation.create(SCOPE, regions=1, loc=loc)
     block = scope.regions[0].blocks.append()
-    trace.checkpoint_scopes += 1
+    trace.region_ops += 1
     with trace.insertion_point(ir.InsertionPoint(block)):
         yield
 
 
-def close_checkpoint_scopes(func_op) -> None:
-    """Turn every checkpoint scope of ``func_op`` into ``thunder.checkpoint``, whose
-    results are the scope's values used outside it (innermost scopes first)."""
-    scopes = [o for o in nested_ops(func_op.operation) if o.name == SCOPE]
-    for scope in reversed(scopes):  # pre-order: an inner scope comes after its outer one
-        outside = [(u, i, v) for u, i, v in operand_sites(func_op.operation)
-                   if not is_inside(u, scope)]
-        escaping = []
-        for _, _, v in outside:
-            d = v.owner
-            d = d.owner.operation if isinstance(d, ir.Block) else d.operation
-            if is_inside(d, scope) and v not in escaping:
-                escaping.append(v)
-        escaping.sort(key=lambda v: str(v.type))  # fewest type runs
-        block = scope.regions[0].blocks[0]
-        if not fits_in_runs([v.type for v in escaping]):
-            warnings.warn("torch.utils.checkpoint: the checkpointed function's outputs have "
-                          "more than 8 distinct tensor types; its ops are kept without "
-                          "checkpointing (their intermediates are saved for the backward)")
-            for o in [o.operation for o in block.operations]:
-                o.move_before(scope)
-            scope.erase()
-            continue
-        with ir.InsertionPoint(block), scope.location:
-            YieldOp(**segment_kwargs("in", escaping))
-        with ir.InsertionPoint(scope), scope.location:
-            op = CheckpointOp(**segment_kwargs("out", [v.type for v in escaping]))
-        block.append_to(op.operation.regions[0])
-        new = dict(zip(escaping, op.operation.results))
-        for user, i, v in outside:
-            if v in new:
-                user.operands[i] = new[v]
+def _escaping(func_op, region_op) -> tuple[list, list]:
+    """(uses outside ``region_op`` as (user, index, value), the distinct values among them
+    that are defined inside it)."""
+    outside = [(u, i, v) for u, i, v in operand_sites(func_op.operation)
+               if not is_inside(u, region_op)]
+    escaping = []
+    for _, _, v in outside:
+        if defined_inside(v, region_op) and v not in escaping:
+            escaping.append(v)
+    return outside, escaping
+
+
+def close_regions(func_op) -> None:
+    """After a trace: turn every checkpoint scope of ``func_op`` into
+    ``thunder.checkpoint``, whose results are the scope's values used after it (innermost
+    scopes first), and check that no value computed inside a cond/while region is used
+    outside it — which an in-place update, inside a branch, of a tensor from outside
+    would do. Raises TraceError naming both places."""
+    region_ops = [o for o in nested_ops(func_op.operation)
+                  if o.name in (SCOPE, "thunder.cond", "thunder.while")]
+    for op in reversed(region_ops):  # pre-order: an inner op comes after its outer one
+        outside, escaping = _escaping(func_op, op)
+        if op.name == SCOPE:
+            _make_checkpoint(op, outside, escaping)
+        elif escaping:
+            user = next(u for u, _, v in outside if v in escaping)
+            what = "torch.cond" if op.name == "thunder.cond" else "while_loop"
+            where = ("the program's outputs (an updated input)" if user.name == "func.return"
+                     else str(user.location))
+            raise TraceError(
+                f"a value computed inside {what} (at {op.location}) is used outside it, in "
+                f"{where}: only the values the functions return leave them. An "
+                "in-place update inside the function of a tensor from outside does this: "
+                "return the new value instead")
+
+
+def _make_checkpoint(scope, outside, escaping) -> None:
+    escaping.sort(key=lambda v: str(v.type))  # fewest type runs
+    block = scope.regions[0].blocks[0]
+    if not fits_in_runs([v.type for v in escaping]):
+        warnings.warn("torch.utils.checkpoint: the checkpointed function's outputs have "
+                      "more than 8 distinct tensor types; its ops are kept without "
+                      "checkpointing (their intermediates are saved for the backward)")
+        for o in [o.operation for o in block.operations]:
+            o.move_before(scope)
         scope.erase()
+        return
+    with ir.InsertionPoint(block), scope.location:
+        YieldOp(**segment_kwargs("in", escaping))
+    with ir.InsertionPoint(scope), scope.location:
+        op = CheckpointOp(**segment_kwargs("out", [v.type for v in escaping]))
+    block.append_to(op.operation.regions[0])
+    new = dict(zip(escaping, op.operation.results))
+    for user, i, v in outside:
+        if v in new:
+            user.operands[i] = new[v]
+    scope.erase()

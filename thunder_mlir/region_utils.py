@@ -51,6 +51,16 @@ def is_inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
     return False
 
 
+def defined_inside(v: ir.Value, op: ir.Operation) -> bool:
+    """Whether ``v`` is defined within ``op``'s regions (a block argument of one of them,
+    or a result of a nested op); ``op``'s own results are not."""
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return is_inside(owner.owner.operation, op)
+    d = owner.operation
+    return d != op and is_inside(d, op)
+
+
 def values_defined_above(op: ir.Operation) -> list[ir.Value]:
     """The values read inside ``op``'s regions but defined outside ``op``, in order of
     first use (``mlir::getUsedValuesDefinedAbove``). ``op``'s own operands are not

@@ -111,7 +111,7 @@ class Trace:
         self.inputs: list[TensorProxy] = []  # the input proxies, in argument order
         self.mutated_inputs: dict[int, TensorProxy] = {}  # input index -> proxy (write-back)
         self.monitor = None  # the SharpEdgeMonitor of this trace, if any
-        self.checkpoint_scopes = 0  # opened by higher_order.checkpoint_scope
+        self.region_ops = 0  # cond/while/checkpoint scopes built (higher_order.py)
         self.loc = ir.Location.unknown(self.ctx)
         if module is None:
             with self.ctx, self.loc:
@@ -158,10 +158,10 @@ class Trace:
             func_d.ReturnOp(results)
         self.func_op.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
             [a.type for a in self.entry.arguments], [r.type for r in results]))
-        if self.checkpoint_scopes:  # their results are known now that all uses are traced
-            from .higher_order import close_checkpoint_scopes
+        if self.region_ops:  # checkpoint results are known now that all uses are traced
+            from .higher_order import close_regions
 
-            close_checkpoint_scopes(self.func_op)
+            close_regions(self.func_op)
 
     def make_proxy(self, value: ir.Value, requires_grad: bool = False) -> TensorProxy:
         t = ir.RankedTensorType(value.type)
