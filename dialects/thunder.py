@@ -167,6 +167,13 @@ _STRUCTURAL_PRIM_FIELDS: dict[str, dict[str, Any]] = {
     "triangular_solve": {"a": Operand[Tensor], "b": Operand[Tensor], "left_side": ir.IntegerAttr,
                          "lower": ir.IntegerAttr, "unit_diagonal": ir.IntegerAttr,
                          "transpose_a": ir.IntegerAttr, "result": Result[Tensor]},
+    # dynamic_index(x, index): x[index] along dim 0 with a 0-d i64 index known only at run
+    # time, clamped into range (stablehlo.dynamic_slice + reshape); used by scan.
+    "dynamic_index": {"x": Operand[Tensor], "index": Operand[Tensor], "result": Result[Tensor]},
+    # dynamic_update_index(x, update, index): x with x[index] = update along dim 0 (update
+    # of shape x.shape[1:]; stablehlo.dynamic_update_slice).
+    "dynamic_update_index": {"x": Operand[Tensor], "update": Operand[Tensor],
+                             "index": Operand[Tensor], "result": Result[Tensor]},
     # reduce_window(x, init 0-d, kind, window, strides, padding pairs flattened).
     "reduce_window": {"x": Operand[Tensor], "init": Operand[Tensor], "kind": ir.StringAttr,
                       "window_dimensions": I64Array, "window_strides": I64Array,

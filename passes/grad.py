@@ -30,7 +30,7 @@ from torch_mlir.dialects import func as func_d
 from thunder_mlir import dtypes, prims
 
 from thunder_mlir.dialects import REGION_OPS
-from thunder_mlir.region_utils import free_values, inline_block, operand_sites
+from thunder_mlir.region_utils import free_values, inline_block, nested_ops, operand_sites
 
 from .vjp import NO_GRAD, VJP
 from .vjp_composites import APPLIES, COMPOSITE_VJP
@@ -160,9 +160,10 @@ def _differentiate(module: ir.Module, fwd) -> None:
             grads.append(g.value)
         bt.finish(grads)
     # grad transforms (thunder_mlir.extend) emit their own forward and mark the op they
-    # replace: drop it, and take the forward's ops and outputs as they are now
-    for op in [o.operation for o in block.operations]:
-        if "thunder.erase" in op.attributes:
+    # replace: drop it (in a region too, or in a region's copy recomputed in the backward),
+    # and take the forward's ops and outputs as they are now
+    for f in (fwd, bt.func_op.operation):
+        for op in [o for o in nested_ops(f) if "thunder.erase" in o.attributes]:
             op.erase()
     body = [o.operation for o in block.operations][:-1]
     outputs = list(ret.operands)

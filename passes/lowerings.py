@@ -442,4 +442,7 @@ LOWERINGS: dict[str, Lowering] = {
 
 from .lowerings_extra import EXTRA_LOWERINGS  # noqa: E402  (it imports the helpers above)
 
+from .lowerings_dynamic import DYNAMIC_LOWERINGS  # noqa: E402
+
 LOWERINGS.update(EXTRA_LOWERINGS)
+LOWERINGS.update(DYNAMIC_LOWERINGS)

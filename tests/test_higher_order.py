@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from torch._higher_order_ops.scan import scan
 from torch._higher_order_ops.while_loop import while_loop
 from torch.utils.checkpoint import checkpoint
 
@@ -237,6 +238,32 @@ def test_while_loop_body_changing_a_shape_is_an_error():
         thunder_mlir.jit(bad)(torch.ones(2))
 
 
+# ----------------------------------------------------------------------------- scan
+def rnn(h0, xs, w):
+    def cell(h, x):
+        h = torch.tanh(h @ w + x)
+        return h, (h.sum(-1), h.mean())
+
+    return scan(cell, h0, xs)
+
+
+def test_scan_rnn_matches_eager_as_one_while_loop():
+    h0, xs, w = torch.randn(2, 4), torch.randn(7, 2, 4), torch.randn(4, 4)
+    jf = assert_close_to_eager(rnn, h0, xs, w)  # the oracle is torch's own eager scan
+    assert stage(jf, "stablehlo").count("stablehlo.while") == 1
+    assert "stablehlo.dynamic_update_slice" in stage(jf, "stablehlo")
+
+
+@pytest.mark.parametrize("dim,reverse", [(1, False), (1, True), (0, True)])
+def test_scan_dim_and_reverse_match_eager(dim, reverse):
+    def cumulative(xs):
+        return scan(lambda c, x: (c * 0.5 + x, c * x), torch.zeros(3), xs,
+                    dim=dim, reverse=reverse)
+
+    xs = torch.randn(3, 6) if dim == 1 else torch.randn(6, 3)
+    assert_close_to_eager(cumulative, xs)
+
+
 # --------------------------------------------------- functions as inputs, nested jit
 def test_functions_are_inputs_specialized_and_guarded_by_identity():
     jf = thunder_mlir.jit(f)
@@ -323,3 +350,24 @@ def test_reentrant_checkpoint_matches_eager():
     fn(x, w).backward()
     torch.testing.assert_close(grads, (x.grad, w.grad))
     assert "thunder.checkpoint" in stage(jfn, "initial")
+
+
+# ------------------------------------------------------------------------ executors
+@pytest.mark.filterwarnings("ignore:__array_wrap__:DeprecationWarning")
+def test_executors_claim_ops_inside_a_checkpoint_but_not_inside_a_cond():
+    from test_extend import _mul_impl_ex, executor_calls
+
+    ex, _, _ = _mul_impl_ex()  # claims ltorch.mul as its multimul operator
+
+    def fn(x, y):
+        a = checkpoint(lambda u: u * y, x, use_reentrant=False)
+        return torch.cond(a.sum() > 0, lambda u: u * y, torch.sin, (a,))
+
+    jfn = thunder_mlir.jit(fn, executors=[ex])
+    for sign in (1.0, -1.0):
+        x, y = torch.rand(2, 2) * sign, torch.rand(2, 2)
+        torch.testing.assert_close(jfn(x, y), fn(x, y))
+    plan = stage(jfn, "plan")
+    # the checkpointed mul runs on the executor; the one inside the cond stays on XLA
+    assert len(executor_calls(plan, f"{ex.name}.multimul")) == 1
+    assert "stablehlo.multiply" in stage(jfn, "stablehlo")

@@ -1,6 +1,6 @@
 """Higher-order operators: user callables traced reentrantly into regions.
 
-``torch.cond``, ``torch._higher_order_ops.while_loop`` and
+``torch.cond``, ``torch._higher_order_ops.while_loop``/``scan`` and
 ``torch.utils.checkpoint.checkpoint`` take Python functions. While a program is traced,
 the tracer calls those functions itself, with proxies, at an insertion point inside the
 region of a ``thunder.cond``/``thunder.while``/``thunder.checkpoint`` op — the same
@@ -9,13 +9,14 @@ Values the callables read from the enclosing program (their operands, closures, 
 parameters) are captured from above, as in ``scf.if``; loop-carried values are block
 arguments.
 
-How the torch entry points reach this module: ``torch.cond``/``while_loop`` call their
-higher-order operator (``torch.ops.higher_order.cond``/``while_loop``), which reaches
+How the torch entry points reach this module: ``torch.cond``/``while_loop``/``scan`` call
+their higher-order operator (``torch.ops.higher_order.*``), which reaches
 ``tracing.dispatch`` through the torch-function protocol once ``compat`` has made their
 eager path skip ``torch.compile`` while tracing; the symbols in
-``symbols/control_flow.py`` call :func:`cond` and :func:`while_loop`. Non-reentrant
-``checkpoint`` brackets the user's call with a context generator, which ``compat``
-replaces by :func:`checkpoint_scope` while tracing.
+``symbols/control_flow.py`` call :func:`cond`, :func:`while_loop` and :func:`scan`.
+``checkpoint`` brackets the user's call with torch's own code, which ``compat`` makes open
+a :func:`checkpoint_scope`; :func:`close_regions` turns scopes into ops when the trace
+ends. See docs/region_ops.md.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from thunder_mlir.dialects import (
     CheckpointOp, CondOp, WhileOp, YieldOp, fits_in_runs, segment_kwargs,
 )
 
-from . import prims
+from . import dtypes, prims
 from .errors import TraceError
 from .proxy import TensorProxy
 from .region_utils import defined_inside, is_inside, nested_ops, operand_sites
@@ -192,6 +193,57 @@ def while_loop(cond_fn: Callable, body_fn: Callable, carried: Sequence,
     finally:
         holder.erase()
     return tuple(_results(op, carried))
+
+
+def scan(combine_fn: Callable, init: Sequence, xs: Sequence, additional: Sequence = ()):
+    """``torch._higher_order_ops.scan`` while tracing, as a ``thunder.while`` over the
+    leading dim of ``xs`` (torch's ``scan`` has already moved the scanned dim to 0 and
+    flipped ``xs`` for ``reverse``): the loop carries a 0-d int64 counter, the carry, and
+    one buffer per output ``y`` that iteration ``i`` fills at row ``i``
+    (``dynamic_index``/``dynamic_update_index``). ``combine_fn(*carry, *x_i)`` is traced once
+    on its own first, to learn the output types the buffers need. Returns
+    ``(carry, ys)`` with the structure ``combine_fn`` returns, ``ys`` stacked along dim 0."""
+    init, xs, additional = tuple(init), tuple(xs), tuple(additional)
+    for what, leaves in (("init", init), ("xs", xs)):
+        for i, t in enumerate(leaves):
+            if type(t) is not TensorProxy:
+                raise TraceError(f"{_where()}\n  {what}[{i}] of scan is {_describe(t)}; "
+                                 "scan takes tensors")
+    n = xs[0].tshape[0]
+    trace = current_trace()
+    probe = _holder(1)  # the types combine_fn returns, from a trace that is then dropped
+    try:
+        block = probe.regions[0].blocks.append(
+            *[c.value.type for c in init],
+            *[dtypes.tensor_type(x.tshape[1:], x.tdtype) for x in xs])
+        args = [trace.make_proxy(a) for a in block.arguments]
+        out, spec = _trace_into(block, lambda *a: combine_fn(*a, *additional), args,
+                                "scan's combine_fn")
+        carry_out, ys = out[:len(init)], out[len(init):]
+        if [_meta(c) for c in carry_out] != [_meta(c) for c in init]:
+            raise TraceError(f"{_where()}\n  combine_fn of scan must return the carry with "
+                             f"unchanged shapes and dtypes: expected "
+                             f"{[_describe(c) for c in init]}, got "
+                             f"{[_describe(c) for c in carry_out]}")
+        y_metas = [_meta(y) for y in ys]
+    finally:
+        probe.erase()
+
+    def keep_going(i, *rest):
+        return i < n
+
+    def step(i, *rest):
+        carry, buffers = rest[:len(init)], rest[len(init):]
+        x_i = [prims.dynamic_index(x, i) for x in xs]
+        out = torch_pytree.tree_leaves(combine_fn(*carry, *x_i, *additional))
+        new_carry, y = out[:len(init)], out[len(init):]
+        filled = [prims.dynamic_update_index(b, v, i) for b, v in zip(buffers, y)]
+        return (i + 1, *new_carry, *filled)
+
+    counter = prims.full((), 0, torch.int64)
+    buffers = [prims.full((n, *shape), 0, dtype) for shape, dtype in y_metas]
+    final = while_loop(keep_going, step, (counter, *init, *buffers))
+    return torch_pytree.tree_unflatten(list(final[1:]), spec)
 
 
 @contextmanager

@@ -348,3 +348,21 @@ def triangular_solve(a: TensorProxy, b: TensorProxy, left_side: bool, lower: boo
     _check(a.tdtype == b.tdtype and a.tshape[:-2] == b.tshape[:-2], "triangular_solve operands")
     return _emit("triangular_solve", (a, b), b.tshape, b.tdtype, _i64(int(left_side)),
                  _i64(int(lower)), _i64(int(unit_diagonal)), _i64(int(transpose_a)))
+
+
+def dynamic_index(x: TensorProxy, index: TensorProxy) -> TensorProxy:
+    """``x[index]`` along dim 0 for a 0-d int64 ``index`` computed at run time; an index
+    out of range is clamped into it (stablehlo.dynamic_slice semantics). Result shape
+    ``x.shape[1:]``, x's dtype (jax.lax.dynamic_index_in_dim with keepdims=False)."""
+    _check(len(x.tshape) >= 1, "dynamic_index of a 0-d tensor")
+    _check(index.tshape == () and index.tdtype == torch.int64, "dynamic_index: 0-d i64 index")
+    return _emit("dynamic_index", (x, index), x.tshape[1:], x.tdtype)
+
+
+def dynamic_update_index(x: TensorProxy, update: TensorProxy, index: TensorProxy) -> TensorProxy:
+    """``x`` with ``x[index] = update`` along dim 0 (``update``: shape ``x.shape[1:]``, x's
+    dtype; ``index``: 0-d int64, clamped; stablehlo.dynamic_update_slice)."""
+    _check(update.tshape == x.tshape[1:] and update.tdtype == x.tdtype,
+           f"dynamic_update_index: update {update.tshape}/{update.tdtype} into {x.tshape}/{x.tdtype}")
+    _check(index.tshape == () and index.tdtype == torch.int64, "dynamic_update_index: 0-d i64 index")
+    return _emit("dynamic_update_index", (x, update, index), x.tshape, x.tdtype)

@@ -176,3 +176,20 @@ func.func @control_flow(%p: tensor<i1>, %x: tensor<4xf32>, %n: tensor<i64>) -> (
   }) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<i64>, tensor<4xf32>) -> (tensor<i64>, tensor<4xf32>)
   return %1#1, %1#0 : tensor<4xf32>, tensor<i64>
 }
+
+// Run-time indexing along dim 0: dynamic_slice/dynamic_update_slice with zero starts for
+// the other dims, and a reshape dropping (adding) the unit dim.
+// CHECK-LABEL: func.func @dynamic_indexing
+// CHECK-SAME:    (%[[X:.*]]: tensor<5x3xf32>, %[[I:.*]]: tensor<i64>)
+// CHECK:         %[[Z:.*]] = stablehlo.constant dense<0> : tensor<i64>
+// CHECK-NEXT:    %[[S:.*]] = stablehlo.dynamic_slice %[[X]], %[[I]], %[[Z]], sizes = [1, 3]
+// CHECK-NEXT:    %[[R:.*]] = stablehlo.reshape %[[S]] : (tensor<1x3xf32>) -> tensor<3xf32>
+// CHECK-NEXT:    %[[U:.*]] = stablehlo.reshape %[[R]] : (tensor<3xf32>) -> tensor<1x3xf32>
+// CHECK-NEXT:    %{{.*}} = stablehlo.constant dense<0> : tensor<i64>
+// CHECK-NEXT:    %[[D:.*]] = stablehlo.dynamic_update_slice %[[X]], %[[U]], %[[I]], %{{.*}} : (tensor<5x3xf32>, tensor<1x3xf32>, tensor<i64>, tensor<i64>) -> tensor<5x3xf32>
+// CHECK-NEXT:    return %[[D]]
+func.func @dynamic_indexing(%x: tensor<5x3xf32>, %i: tensor<i64>) -> tensor<5x3xf32> {
+  %0 = "thunder.dynamic_index"(%x, %i) : (tensor<5x3xf32>, tensor<i64>) -> tensor<3xf32>
+  %1 = "thunder.dynamic_update_index"(%x, %0, %i) : (tensor<5x3xf32>, tensor<3xf32>, tensor<i64>) -> tensor<5x3xf32>
+  return %1 : tensor<5x3xf32>
+}

@@ -21,3 +21,10 @@ def cond(pred, true_fn, false_fn, operands=()):
 def while_loop(cond_fn, body_fn, carried_inputs, additional_inputs=()):
     """``torch.ops.higher_order.while_loop``: see higher_order.while_loop."""
     return higher_order.while_loop(cond_fn, body_fn, carried_inputs, additional_inputs)
+
+
+@register("scan", torch.ops.higher_order.scan, composite=False)
+def scan(combine_fn, init, xs, additional_inputs=()):
+    """``torch.ops.higher_order.scan`` (what ``torch._higher_order_ops.scan`` calls): see
+    higher_order.scan."""
+    return higher_order.scan(combine_fn, init, xs, additional_inputs)
