@@ -28,7 +28,6 @@ from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
 from thunder_mlir import dtypes, prims
-
 from thunder_mlir.dialects import REGION_OPS
 from thunder_mlir.region_utils import free_values, inline_block, nested_ops, operand_sites
 
