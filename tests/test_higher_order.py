@@ -371,3 +371,36 @@ def test_executors_claim_ops_inside_a_checkpoint_but_not_inside_a_cond():
     # the checkpointed mul runs on the executor; the one inside the cond stays on XLA
     assert len(executor_calls(plan, f"{ex.name}.multimul")) == 1
     assert "stablehlo.multiply" in stage(jfn, "stablehlo")
+
+
+# --------------------------------------------------------------------------- nesting
+def test_cond_inside_a_while_loop_body():
+    def fn(n, x):
+        def body(i, y):
+            return i + 1, torch.cond(y.sum() > 0, lambda t: t - 1.0, lambda t: t * -0.5 + 2, (y,))
+        return while_loop(lambda i, y: i < n, body, (torch.zeros((), dtype=torch.int64), x))
+
+    x = torch.randn(4)
+    _, y = thunder_mlir.jit(fn)(torch.tensor(5), x)
+    for _ in range(5):
+        x = x - 1.0 if x.sum() > 0 else x * -0.5 + 2
+    torch.testing.assert_close(y, x)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_grad_through_a_cond_inside_a_checkpoint(sign):
+    def fn(x, w):
+        def block(t):
+            return torch.cond(t.sum() > 0, lambda u: (u @ w).tanh(), lambda u: (u @ w).sin(),
+                              (t,)) * 2
+        return checkpoint(block, x, use_reentrant=False).sum()
+
+    def reference(x, w):
+        return (((x @ w).tanh() if x.sum() > 0 else (x @ w).sin()) * 2).sum()
+
+    x, w = torch.rand(3, 4) * sign, torch.randn(4, 4, requires_grad=True)
+    thunder_mlir.jit(fn)(x, w).backward()
+    grad = w.grad.clone()
+    w.grad = None
+    reference(x, w).backward()
+    torch.testing.assert_close(grad, w.grad)
