@@ -247,7 +247,8 @@ class WhileOp(Thunder.Operation, name="while"):
     the block arguments of ``cond_region`` (yields a ``tensor<i1>``: continue?) and of
     ``body_region`` (yields the next carried values); the results are the carried values
     when ``cond_region`` yields false. Lowers to ``stablehlo.while`` (StableHLO spec,
-    "while")."""
+    "while"). A discardable ``origin`` attribute names the torch operator it came from
+    (``while_loop`` or ``scan``) for messages."""
 
     __annotations__ = {**_segmented("in", Operand), **_segmented("out", Result),
                        "cond_region": ext.Region, "body_region": ext.Region}

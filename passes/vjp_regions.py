@@ -81,8 +81,10 @@ def cond_vjp(bt, op, ct: dict, active: set) -> None:
 def while_vjp(bt, op, ct: dict, active: set) -> None:
     from .grad import GradError
 
+    origin = (ir.StringAttr(op.attributes["origin"]).value if "origin" in op.attributes
+              else "while_loop")
     raise GradError(
-        f"grad: cannot differentiate the while_loop at {op.location}: its trip count is "
+        f"grad: cannot differentiate the {origin} at {op.location}: its trip count is "
         "data-dependent and reverse mode would need every iteration's values. Run the loop "
         "under torch.no_grad(), on tensors that do not require grad, or write it with a "
         "fixed number of steps (a Python for loop is unrolled while tracing)")

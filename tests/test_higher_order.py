@@ -264,6 +264,12 @@ def test_scan_dim_and_reverse_match_eager(dim, reverse):
     assert_close_to_eager(cumulative, xs)
 
 
+def test_scan_grad_is_a_clear_error():
+    h0, xs, w = torch.randn(2, 4), torch.randn(3, 2, 4), torch.randn(4, 4, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="cannot differentiate the scan"):
+        thunder_mlir.jit(rnn)(h0, xs, w)
+
+
 # --------------------------------------------------- functions as inputs, nested jit
 def test_functions_are_inputs_specialized_and_guarded_by_identity():
     jf = thunder_mlir.jit(f)

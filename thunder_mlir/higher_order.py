@@ -143,14 +143,15 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands: Sequence = ()):
 
 
 def while_loop(cond_fn: Callable, body_fn: Callable, carried: Sequence,
-               additional: Sequence = ()) -> tuple:
+               additional: Sequence = (), origin: str = "while_loop") -> tuple:
     """``torch._higher_order_ops.while_loop(cond_fn, body_fn, carried_inputs)`` while
     tracing: ``thunder.while`` with ``cond_fn`` and ``body_fn`` traced into its regions
     on proxies of the carried values (block arguments); ``additional`` values are passed
     through unchanged. ``cond_fn`` must return a one-element tensor; ``body_fn`` the
     carried tensors with unchanged shapes and dtypes. Returns the final carried values
     (a tuple of proxies). Python ints as carried values are not supported (TraceError:
-    carry a 0-d tensor instead)."""
+    carry a 0-d tensor instead). ``origin`` (the torch operator) is recorded on the op for
+    messages about it."""
     carried, additional = tuple(carried), tuple(additional)
     for i, c in enumerate(carried):
         if type(c) is not TensorProxy:
@@ -188,6 +189,7 @@ def while_loop(cond_fn: Callable, body_fn: Callable, carried: Sequence,
         with trace.ip:
             op = WhileOp(**segment_kwargs("in", [c.value for c in carried]),
                          **segment_kwargs("out", types, type_of=lambda t: t))
+        op.operation.attributes["origin"] = ir.StringAttr.get(origin)
         for i in range(2):
             blocks[i].append_to(op.operation.regions[i])
     finally:
@@ -242,7 +244,7 @@ def scan(combine_fn: Callable, init: Sequence, xs: Sequence, additional: Sequenc
 
     counter = prims.full((), 0, torch.int64)
     buffers = [prims.full((n, *shape), 0, dtype) for shape, dtype in y_metas]
-    final = while_loop(keep_going, step, (counter, *init, *buffers))
+    final = while_loop(keep_going, step, (counter, *init, *buffers), origin="scan")
     return torch_pytree.tree_unflatten(list(final[1:]), spec)
 
 

@@ -52,17 +52,25 @@ class Plan:
         self._on_cpu = device.type == "cpu"
         # inputs passed again unchanged (parameters, repeated arguments) keep their buffer
         self._import = dlpack.ImportCache(self._jax_device, 2 * n_inputs)
-        # The common case — one XLA region taking the inputs in order and producing the
-        # outputs in order — skips the slot machinery.
+        # The common case — one XLA region reading only program inputs (in any order: a
+        # module's parameters come sorted by name) and producing the outputs in order —
+        # skips the slot machinery.
         only = self.steps[0] if len(self.steps) == 1 else None
-        self._single = (type(only) is XlaStep and only.inputs == tuple(range(n_inputs))
+        self._single = (type(only) is XlaStep and all(i < n_inputs for i in only.inputs)
                         and only.outputs == self.outputs)
         if self._single:
-            self.run = self._run_single
+            self._order = only.inputs
+            self.run = (self._run_single if only.inputs == tuple(range(n_inputs))
+                        else self._run_single_permuted)
 
     def _run_single(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         imp, on_cpu, to_torch = self._import, self._on_cpu, dlpack.to_torch
         res = self.steps[0].executable.execute_sharded([imp(t) for t in inputs])
+        return [to_torch(r[0], on_cpu) for r in res.disassemble_into_single_device_arrays()]
+
+    def _run_single_permuted(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        imp, on_cpu, to_torch = self._import, self._on_cpu, dlpack.to_torch
+        res = self.steps[0].executable.execute_sharded([imp(inputs[i]) for i in self._order])
         return [to_torch(r[0], on_cpu) for r in res.disassemble_into_single_device_arrays()]
 
     def run(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
