@@ -207,3 +207,34 @@ def test_parameter_requiring_grad_forward_values():
     jm = thunder_mlir.jit(m)
     x = torch.randn(4, 3)
     torch.testing.assert_close(jm(x).detach(), m(x).detach())
+
+
+def test_structure_changes_after_the_first_call_are_seen():
+    """The per-call state reader caches the module tree; adding, replacing or removing a
+    parameter or submodule must still reach the program (as a re-trace)."""
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(3, 3)
+            self.extra = None
+
+        def forward(self, x):
+            y = self.a(x)
+            if self.extra is not None:
+                y = y * self.extra
+            return y
+
+    net = Net()
+    jnet = thunder_mlir.jit(net)
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        torch.testing.assert_close(jnet(x), net(x))
+        net.extra = torch.nn.Parameter(torch.full((3,), 2.0))       # new parameter
+        torch.testing.assert_close(jnet(x), net(x))
+        net.a = torch.nn.Linear(3, 3)                                 # replaced submodule
+        torch.testing.assert_close(jnet(x), net(x))
+        net.a.weight = torch.nn.Parameter(torch.ones(3, 3))           # reassigned parameter
+        torch.testing.assert_close(jnet(x), net(x))
+        del net.extra                                                 # removed parameter
+        net.extra = None
+        torch.testing.assert_close(jnet(x), net(x))
