@@ -111,6 +111,8 @@ class Trace:
         self.inputs: list[TensorProxy] = []  # the input proxies, in argument order
         self.mutated_inputs: dict[int, TensorProxy] = {}  # input index -> proxy (write-back)
         self.monitor = None  # the SharpEdgeMonitor of this trace, if any
+        self._rng_seed: TensorProxy | None = None  # the seed input, once a random op needs it
+        self._rng_streams = 0  # random ops emitted so far (each gets its own stream)
         self.loc = ir.Location.unknown(self.ctx)
         if module is None:
             with self.ctx, self.loc:
@@ -175,6 +177,27 @@ class Trace:
                 yield
         finally:
             self.loc = prev
+
+    # -- randomness (thunder_mlir/rng.py)
+    def rng_seed(self) -> TensorProxy:
+        """The program's seed: a 0-d int64 argument appended to the function the first time
+        a random op asks for it, and named by the function attribute ``thunder.rng_seed``
+        (its argument index), so that the runtime draws a fresh seed for it at each call.
+        Programs without random ops have no such argument."""
+        if self._rng_seed is None:
+            from .rng import SEED_ATTR
+
+            t = dtypes.tensor_type((), torch.int64)
+            arg = self.entry.add_argument(t, ir.Location.unknown(self.ctx))
+            self.func_op.attributes[SEED_ATTR] = ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(64, self.ctx), arg.arg_number)
+            self._rng_seed = TensorProxy(arg, (), torch.int64, self.device)
+        return self._rng_seed
+
+    def next_rng_stream(self) -> int:
+        """A stream number no other random op of this trace has (0, 1, 2, ...)."""
+        self._rng_streams += 1
+        return self._rng_streams - 1
 
     def add_impl(self, fn: Callable) -> int:
         self.side_table.append(fn)

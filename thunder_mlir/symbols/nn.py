@@ -169,14 +169,6 @@ def embedding_aten(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sp
     return prims.take(weight, indices, 0)
 
 
-@register("dropout", F.dropout, torch.dropout, F.dropout1d, F.dropout2d, F.dropout3d,
-          F.alpha_dropout, F.feature_alpha_dropout)
-def dropout(input, p=0.5, training=True, inplace=False):
-    if not training or p == 0:
-        return input
-    raise Fallback("dropout in training mode needs a random mask (runs on the torch executor)")
-
-
 def attention_probs(q: TensorProxy, k: TensorProxy, attn_mask, is_causal: bool,
                     scale_factor: float) -> TensorProxy:
     """softmax(q k^T * scale + mask) of scaled_dot_product_attention (PyTorch's reference
@@ -212,8 +204,6 @@ def attention_probs(q: TensorProxy, k: TensorProxy, attn_mask, is_causal: bool,
 @register("scaled_dot_product_attention", F.scaled_dot_product_attention)
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
-    if dropout_p > 0:
-        raise Fallback("scaled_dot_product_attention with dropout needs random numbers")
     q, k, v = query, key, value
     L, S, E = q.tshape[-2], k.tshape[-2], q.tshape[-1]
     if enable_gqa and len(q.tshape) >= 3 and q.tshape[-3] != k.tshape[-3]:
@@ -234,6 +224,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     acc = _acc_dtype(out_dtype)
     q, k, v = (prims.convert_element_type(t, acc) for t in (q, k, v))
     attn = attention_probs(q, k, attn_mask, is_causal, scale_factor)
+    if dropout_p > 0:
+        from .random import attention_dropout
+
+        attn = attention_dropout(attn, dropout_p)
     return prims.convert_element_type(matmul(attn, v), out_dtype)
 
 
