@@ -75,6 +75,23 @@ def user_frame():
     return None
 
 
+def _library_frame():
+    """The innermost frame outside thunder_mlir and torch's dispatch glue: the library line
+    (e.g. in torch.nn) that made the call, when it is not the user's own."""
+    import thunder_mlir
+
+    own = _package_dir(thunder_mlir)
+    glue = tuple(os.path.join(_package_dir(torch), n) for n in ("overrides.py", "_tensor.py"))
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(own) and not fn.startswith(glue) and not fn.startswith("<frozen") \
+                and fn != __file__:
+            return f
+        f = f.f_back
+    return None
+
+
 def user_stacklevel() -> int:
     """``stacklevel`` for ``warnings.warn`` called by the caller of this function that
     attributes the warning to the user's frame (the first outside thunder_mlir/torch)."""
@@ -249,11 +266,12 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
             return func(*args, **kwargs)
     trace = current_trace()
     if func in _DATA_DEPENDENT:
-        f = user_frame()
+        f, lib = user_frame(), _library_frame()
+        inside = f"\n  (in {describe_frame(lib)})" if lib is not None and lib is not f else ""
         raise DataDependentControlFlowError(
-            f"{describe_frame(f)}\n  {_DATA_DEPENDENT[func]} needs the tensor's data, which "
-            "is not known while tracing. Use tensor ops instead (torch.where, masking), or "
-            "torch.cond for control flow that depends on tensor values.")
+            f"{describe_frame(f)}{inside}\n  {_DATA_DEPENDENT[func]} needs the tensor's data, "
+            "which is not known while tracing. Use tensor ops instead (torch.where, masking), "
+            "or torch.cond for control flow that depends on tensor values.")
     _check_no_foreign_tensors(func, args, kwargs)
     from .symbols.nn import Fallback
 
