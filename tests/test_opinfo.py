@@ -327,6 +327,8 @@ RANDOM_OPS: dict[str, RandomOp] = {
     "geometric": RandomOp("geometric_(p): trial counts, integers >= 1",
                           _in_range(1, math.inf, integral=True)),
     "log_normal": RandomOp("log_normal_(mean, std): positive", _in_range(0, math.inf)),
+    "exponential": RandomOp("exponential_(lambda): non-negative", _in_range(0, math.inf)),
+    "cauchy": RandomOp("cauchy_(median, sigma): finite"),
     "normal": RandomOp("torch.normal(mean, std): finite"),
     "normal.in_place": RandomOp("Tensor.normal_(mean, std): finite"),
     "normal.number_mean": RandomOp("torch.normal(mean, std, size): finite"),
@@ -443,9 +445,10 @@ def _eager(op, sample, seed=0):
         return op.op(*_clone((sample.input, *sample.args)), **_clone(sample.kwargs))
 
 
-def _differ(a, b) -> bool:
+def _differ(a, b, tol: dict | None = None) -> bool:
+    """Whether a and b differ (beyond ``tol``; exactly by default)."""
     try:
-        _compare(a, b, {"atol": 0, "rtol": 0})
+        _compare(a, b, {"atol": 0, "rtol": 0} if tol is None else tol)
         return False
     except AssertionError:
         return True
@@ -499,7 +502,7 @@ def run_sample(op, sample, tol) -> tuple[str, str, list[str]]:
             except AssertionError as e:
                 if op.name in _TIE_OPS and _ties_equivalent(op, sample, actual, expected, tol):
                     pass
-                elif _differ(expected, _eager(op, sample, 1)):
+                elif _differ(expected, _eager(op, sample, 1), tol):
                     raise AssertionError("eager output depends on the seed: declare the op in "
                                          f"RANDOM_OPS with a value check ({e})") from None
                 else:
@@ -624,11 +627,11 @@ def test_opinfo_float32():
     counts, results = _run_and_report([torch.float32], F32_SAMPLES, "float32")[torch.float32]
     bad = [f"{r.name}: {r.reason}" for r in results if r.status == "mismatch"]
     assert not bad, "mismatches against eager:\n" + "\n".join(bad)
-    # regression floors, a little under the measured shares (70.7% XLA, 97.0% eager
+    # regression floors, a little under the measured shares (74.1% XLA, 97.0% eager
     # result at the time of writing); issue 3's targets are 70% and 97%
     ran = sum(counts[s] for s in ("xla", "fallback", "mismatch", "error"))
     if ran > 600:  # the whole database, not a THUNDER_OPINFO_OPS selection
-        assert counts["xla"] / ran >= 0.68, f"XLA share fell to {counts['xla'] / ran:.1%}"
+        assert counts["xla"] / ran >= 0.72, f"XLA share fell to {counts['xla'] / ran:.1%}"
         assert (counts["xla"] + counts["fallback"]) / ran >= 0.96, "eager-result share fell"
 
 

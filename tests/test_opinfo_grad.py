@@ -150,7 +150,8 @@ def run_sample(op, sample, tol) -> tuple[str, str]:
         e_grads = _grads(expected, wrt_e, cots)
     except Exception:  # noqa: BLE001 - an eager failure makes no claim about jit
         return "skip", "eager fails"
-    if _oi._differ(expected, again):
+    # beyond the tolerance: LAPACK-backed ops (lstsq) vary in the last bits run to run
+    if _oi._differ(expected, again, tol):
         return "mismatch", ("eager output depends on the seed: declare the op in "
                             "test_opinfo.RANDOM_OPS")
 

@@ -314,8 +314,9 @@ def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
     requires_grad), Python input value, grad mode, default dtype or guarded value.
 
     Options: ``sharp_edges`` ("allow" | "warn" | "error"): what a non-functional call
-    (random, time) does — its value is constant-folded; "warn" (default) warns, "error"
-    raises SharpEdgeError. ``cache`` ("constant values" | "no caching"): "no caching"
+    (Python's ``random``, ``time``) does — its value is constant-folded; "warn" (default)
+    warns, "error" raises SharpEdgeError. (torch's random ops are compiled: they draw from a
+    seed taken from torch's generator at every call, see ``thunder_mlir/rng.py``.) ``cache`` ("constant values" | "no caching"): "no caching"
     re-traces on every call. ``recompile_limit``: recompiles of one function past this warn
     (RecompileWarning) naming the changing value. ``executors``: user executors
     (``thunder_mlir.extend.OperatorExecutor``) in priority order, ahead of the built-in

@@ -60,7 +60,7 @@ def uniform(shape: Sequence[int], dtype: torch.dtype, low: float = 0.0,
 
     jax.random.uniform's construction: the top ``nmant`` bits of a random word become the
     mantissa of a float in [1, 2), minus 1 gives k * 2^-nmant in [0, 1); then
-    ``max(low, u * (high - low) + low)``.
+    ``max(low, u * (high - low) + low)``. Raises TypeError for other dtypes.
     """
     if dtype not in _ONE_BITS:
         raise TypeError(f"uniform random numbers of {dtype} (floating dtypes only)")
@@ -105,7 +105,8 @@ def bernoulli(p: TensorProxy | float, shape: Sequence[int]) -> TensorProxy:
 
 def integers(shape: Sequence[int], low: int, high: int, dtype: torch.dtype) -> TensorProxy:
     """Integers uniform in [low, high) (Python ints, ``0 < high - low <= 2^63``), of
-    ``dtype``: 63 random bits modulo ``high - low``, plus ``low``."""
+    ``dtype``: 63 random bits modulo ``high - low``, plus ``low``. Raises ValueError for an
+    empty or larger range."""
     span = high - low
     if not 0 < span <= 1 << 63:
         raise ValueError(f"random integers in [{low}, {high}): the range must hold 1 to 2^63 "

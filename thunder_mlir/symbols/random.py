@@ -67,6 +67,7 @@ def _compute(dtype: torch.dtype) -> torch.dtype:
 @register("rand", torch.rand)
 def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
          pin_memory=False, requires_grad=False):
+    """Uniform [0, 1) floats of ``size`` (default dtype, or ``dtype``: a float dtype)."""
     _plain(generator, out)
     _check_device(device)
     m = _meta_factory(torch.rand, *size, dtype=dtype)
@@ -76,6 +77,7 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
 @register("randn", torch.randn)
 def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
           pin_memory=False, requires_grad=False):
+    """Standard normal floats of ``size`` (default dtype, or ``dtype``: a float dtype)."""
     _plain(generator, out)
     _check_device(device)
     m = _meta_factory(torch.randn, *size, dtype=dtype)
@@ -124,6 +126,8 @@ def _integers(name, shape, low, high, dtype):
 @register("randint", torch.randint)
 def randint(*args, low=None, high=None, size=None, generator=None, out=None, dtype=None,
             layout=None, device=None, pin_memory=False, requires_grad=False):
+    """Integers uniform in [low, high) (``randint(high, size)`` or ``randint(low, high,
+    size)``), int64 unless ``dtype`` says otherwise. RuntimeError when low >= high."""
     _plain(generator, out)
     _check_device(device)
     if size is None:
@@ -223,11 +227,12 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
 
     def meta(x):
         return x.meta if type(x) is TensorProxy else x
-    extra = {} if dtype is None else {"dtype": dtype}
-    with torch._C.DisableTorchFunction():
-        m = torch.normal(meta(mean), meta(std), *(() if size is None else (size,)),
-                         device="meta", **extra) if size is not None or extra else \
-            torch.normal(meta(mean), meta(std))
+    with torch._C.DisableTorchFunction():  # torch's overload resolution and shapes
+        if size is None:
+            m = torch.normal(meta(mean), meta(std))
+        else:
+            m = torch.normal(meta(mean), meta(std), size, device="meta",
+                             **({} if dtype is None else {"dtype": dtype}))
     shape, out_dtype = tuple(m.shape), _float_dtype("torch.normal", m.dtype)
     acc = _compute(out_dtype)
     z = rng.normal(shape, acc)
