@@ -76,6 +76,11 @@ REDUCTION_PRIMS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "red
                    "reduce_or")
 
 
+# rng_bits: a stream's ThreeFry counters start at stream << RNG_STREAM_SHIFT, so each of
+# up to 2^24 streams owns 2^40 counters (2^41 32-bit words) that no other stream reads.
+RNG_STREAM_SHIFT = 40
+
+
 def _make_op(name: str, fields: dict[str, Any], traits=(ext.Pure,)) -> type:
     cls_name = "".join(p.capitalize() for p in name.split("_")) + "Op"
     ns = {"__annotations__": fields, "__module__": __name__,
@@ -178,6 +183,11 @@ _STRUCTURAL_PRIM_FIELDS: dict[str, dict[str, Any]] = {
     "reduce_window": {"x": Operand[Tensor], "init": Operand[Tensor], "kind": ir.StringAttr,
                       "window_dimensions": I64Array, "window_strides": I64Array,
                       "padding": I64Array, "result": Result[Tensor]},
+    # rng_bits(seed: tensor<i64>) {stream}: uniformly random i32/i64 bits from
+    # stablehlo.rng_bit_generator (THREE_FRY) with state [seed, stream << RNG_STREAM_SHIFT].
+    # Pure: a function of (seed, stream); distinct streams keep two draws of one program
+    # from merging under CSE (see thunder_mlir/rng.py).
+    "rng_bits": {"seed": Operand[Tensor], "stream": ir.IntegerAttr, "result": Result[Tensor]},
 }
 for _n, _f in _STRUCTURAL_PRIM_FIELDS.items():
     PRIM_OPS[_n] = _make_op(_n, _f)

@@ -6,7 +6,12 @@ Input: ``func.func @computation`` (composites allowed: those with a composite-le
 * ``@forward(inputs) -> (outputs..., residuals...)`` — the original ops, plus the values the
   backward needs;
 * ``@backward(cotangents..., residuals...) -> (input grads...)`` — one cotangent per
-  floating-point output, one gradient per differentiated input.
+  floating-point output (except the trailing ``thunder.num_write_backs`` results, the new
+  values of inputs updated in place), one gradient per differentiated input.
+
+Random ops (``thunder.rng_bits``) have no gradient; a value computed from random bits (a
+dropout mask) reaches the backward as a residual, so it is the forward's value. The seed
+input is an integer: never differentiated.
 
 The backward is built by walking the forward ops in reverse and applying each prim's VJP
 rule (``vjp.py``), accumulating cotangents of values with several uses. Rules first refer
@@ -35,6 +40,7 @@ from .vjp import NO_GRAD, VJP
 from .vjp_composites import APPLIES, COMPOSITE_VJP
 
 NAME = "grad"
+WRITE_BACKS = "thunder.num_write_backs"  # set by jit: trailing results that update inputs
 CHEAP = {"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt",
          "abs", "sign", "maximum", "minimum", "where", "convert_element_type", "eq", "ne",
          "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_not", "isfinite",
@@ -137,7 +143,10 @@ def _differentiate(module: ir.Module, fwd) -> None:
     else:
         wrt = [_is_float(a.type) for a in args]
     outputs = list(ret.operands)
-    diff_out = [_is_float(v.type) for v in outputs]
+    # trailing write-backs (inputs updated in place, e.g. running statistics) get no cotangent
+    n_diff = len(outputs) - (ir.IntegerAttr(fwd.attributes[WRITE_BACKS]).value
+                             if WRITE_BACKS in fwd.attributes else 0)
+    diff_out = [_is_float(v.type) and i < n_diff for i, v in enumerate(outputs)]
     device = torch.device(ir.StringAttr(fwd.attributes["thunder.device"]).value) \
         if "thunder.device" in fwd.attributes else torch.device("cpu")
 

@@ -1,7 +1,8 @@
-"""Lowerings of the cumulative, scatter, sort, convolution and window prims.
+"""Lowerings of the cumulative, scatter, sort, convolution, window and random-bits prims.
 
 Op semantics: the StableHLO spec sections named per function
-(https://openxla.org/stablehlo/spec): reduce_window, scatter, sort, convolution.
+(https://openxla.org/stablehlo/spec): reduce_window, scatter, sort, convolution,
+rng_bit_generator.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import math
 import numpy as np
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo as shlo
+
+from thunder_mlir.dialects import RNG_STREAM_SHIFT
 
 from .lowerings import _i64s, _int, _is_float, _reduce_init, add_combiner, compare, hlo, splat
 
@@ -191,7 +194,34 @@ def lower_triangular_solve(op, operands, rw):
     rw.replace_op(op, r.results)
 
 
+def lower_rng_bits(op, operands, rw):
+    """stablehlo.rng_bit_generator (spec: rng_bit_generator) with algorithm THREE_FRY and
+    state ``tensor<2xui64>`` = [seed, stream << RNG_STREAM_SHIFT] (XLA's ThreeFry reads
+    state[0] as the key and state[1] as the first counter); the unsigned bits are
+    bitcast to the prim's signless result type."""
+    loc, rt = op.location, ir.RankedTensorType(op.result.type)
+    width = ir.IntegerType(rt.element_type).width
+    u64 = ir.IntegerType.get_unsigned(64)
+    stream = _int(op, "stream") << RNG_STREAM_SHIFT
+    with rw.ip:
+        seed = hlo("stablehlo.bitcast_convert", operands, [ir.RankedTensorType.get([], u64)],
+                   loc=loc).result
+        seed = hlo("stablehlo.reshape", [seed], [ir.RankedTensorType.get([1], u64)],
+                   loc=loc).result
+        counter = splat(ir.RankedTensorType.get([1], u64), stream, loc)
+        state_t = ir.RankedTensorType.get([2], u64)
+        state = hlo("stablehlo.concatenate", [seed, counter], [state_t],
+                    {"dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)},
+                    loc).result
+        bits_t = ir.RankedTensorType.get(rt.shape, ir.IntegerType.get_unsigned(width))
+        gen = hlo("stablehlo.rng_bit_generator", [state], [state_t, bits_t],
+                  {"rng_algorithm": shlo.RngAlgorithmAttr.get("THREE_FRY")}, loc)
+        r = hlo("stablehlo.bitcast_convert", [gen.results[1]], [rt], loc=loc)
+    rw.replace_op(op, r.results)
+
+
 EXTRA_LOWERINGS = {
+    "rng_bits": lower_rng_bits,
     "cholesky": lower_cholesky,
     "triangular_solve": lower_triangular_solve,
     **{k: lower_cumulative(k) for k in ("cumprod", "cummax", "cummin", "logcumsumexp")},

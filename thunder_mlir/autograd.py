@@ -1,8 +1,9 @@
 """torch.autograd integration: a compiled forward and backward plan as one
 ``torch.autograd.Function``, so ``loss.backward()`` fills ``.grad`` as eager would.
 
-The forward plan returns the program's outputs followed by the residuals the backward
-plan needs; those are saved with ``ctx.save_for_backward``. The backward plan maps the
+The forward plan returns the program's outputs (then the write-backs of inputs updated in
+place, which are not differentiable) followed by the residuals the backward plan needs;
+those are saved with ``ctx.save_for_backward``. The backward plan maps the
 cotangents of the floating-point outputs (plus the residuals) to the gradients of the
 inputs that require grad. Higher-order gradients are refused: the backward plan is not
 itself differentiated, so under ``create_graph=True`` the gradients it returns carry a
@@ -46,7 +47,11 @@ class ThunderAutogradFunction(torch.autograd.Function):
         n = entry.num_outputs
         ctx.entry = entry
         ctx.n_inputs = len(tensors)
-        ctx.save_for_backward(*outs[n:])
+        residuals = outs[n:]
+        if entry.mutated_inputs:  # an input saved as it was, then written back: keep a copy
+            updated = [tensors[i] for i in entry.mutated_inputs]
+            residuals = [r.clone() if any(r is u for u in updated) else r for r in residuals]
+        ctx.save_for_backward(*residuals)
         result = tuple(outs[:n])
         nondiff = [o for o, d in zip(result, entry.diff_outputs) if not d]
         if nondiff:

@@ -6,8 +6,7 @@ rules; nothing is compiled or run). Each torch-level call recorded at the top le
 trace, or inside the regions of ``thunder.cond``/``while``/``checkpoint``, is reported once per name with its count and the user's source lines: symbols
 (``ltorch.*`` composites, lowered to StableHLO) run on XLA; ``thunder.executor_call`` ops
 run on the torch fallback, with the reason — the op has no thunder_mlir symbol, or its
-symbol declined this call (the ``Fallback`` message, e.g. "dropout in training mode needs a
-random mask").
+symbol declined this call (the ``Fallback`` message, e.g. "einsum with an ellipsis").
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ _FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescrip
               types.WrapperDescriptorType)
 _ACCEPTED = _SCALARS + _FUNCTIONS
 CACHE_OPTIONS = ("constant values", "no caching")
+WRITE_BACKS_ATTR = "thunder.num_write_backs"  # trailing results copied back into inputs
 
 
 class Stage:
@@ -161,6 +162,13 @@ class ThunderFunction:
         return entry.rebuild(outs)
 
 
+def _paths_of_tensors(leaves, spec) -> list[str]:
+    """The argument path of each tensor leaf (for error messages)."""
+    args, kwargs = optree.tree_unflatten(spec, leaves)
+    paths = _paths(args, kwargs)
+    return [p for p, x in zip(paths, leaves) if isinstance(x, torch.Tensor)]
+
+
 def _program_device(tensors) -> torch.device:
     devices = {t.device for t in tensors}
     if len(devices) > 1:
@@ -215,6 +223,9 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn"):
                     "thunder_mlir can unpack; return tensors in tuples, lists or dicts")
         results += [p.value for _, p in sorted(trace.mutated_inputs.items())]
         trace.finish(results)
+        if trace.mutated_inputs:  # the trailing results are write-backs, not differentiated
+            trace.func_op.attributes[WRITE_BACKS_ATTR] = ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(64), len(trace.mutated_inputs))
     monitor.finish()
     return trace, out_spec, out_leaves, monitor
 
@@ -243,13 +254,18 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext) -> CacheEntry:
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
     wrt = [t.requires_grad and (t.is_floating_point() or t.is_complex()) for t in tensors]
     needs_grad = torch.is_grad_enabled() and any(wrt)
-    if needs_grad and trace.mutated_inputs:
-        raise NotImplementedError("in-place updates of inputs that require grad are not "
-                                  "supported; use the out-of-place form")
+    if needs_grad and any(tensors[i].requires_grad for i in trace.mutated_inputs):
+        names = [_paths_of_tensors(leaves, spec)[i] for i in sorted(trace.mutated_inputs)
+                 if tensors[i].requires_grad]
+        raise NotImplementedError(
+            f"in-place updates of inputs that require grad are not supported ({', '.join(names)}"
+            "); use the out-of-place form (inputs that do not require grad, such as "
+            "buffers, may be updated in place)")
     pipeline = []
     if needs_grad:  # grad sees composites, so composite-level VJP rules can apply
+        extra = len(trace.entry.arguments) - len(tensors)  # the seed: not differentiated
         trace.func_op.attributes["thunder.requires_grad"] = ir.ArrayAttr.get(
-            [ir.BoolAttr.get(w, trace.ctx) for w in wrt], trace.ctx)
+            [ir.BoolAttr.get(w, trace.ctx) for w in wrt + [False] * extra], trace.ctx)
         pipeline.append(("grad", "grad"))
     if ext.executors:  # after grad: executors also claim the backward's ops
         pipeline.append(("execution", "execution-transform"))
@@ -286,9 +302,11 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext) -> CacheEntry:
                        sorted(trace.mutated_inputs), guards=list(monitor.guards))
     if needs_grad:
         entry.backward_plan = bwd
-        entry.num_outputs = len(positions)
+        # the forward's outputs: the program's, then the write-backs (not differentiable)
+        entry.num_outputs = len(positions) + len(trace.mutated_inputs)
         entry.diff_outputs = [out_leaves[i].tdtype.is_floating_point
                               or out_leaves[i].tdtype.is_complex for i in positions]
+        entry.diff_outputs += [False] * len(trace.mutated_inputs)
         entry.wrt = [i for i, w in enumerate(wrt) if w]
         entry.residual_bytes = residual_bytes(module)
     return entry
@@ -310,8 +328,9 @@ def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
     requires_grad), Python input value, grad mode, default dtype or guarded value.
 
     Options: ``sharp_edges`` ("allow" | "warn" | "error"): what a non-functional call
-    (random, time) does — its value is constant-folded; "warn" (default) warns, "error"
-    raises SharpEdgeError. ``cache`` ("constant values" | "no caching"): "no caching"
+    (Python's ``random``, ``time``) does — its value is constant-folded; "warn" (default)
+    warns, "error" raises SharpEdgeError. (torch's random ops are compiled: they draw from a
+    seed taken from torch's generator at every call, see ``thunder_mlir/rng.py``.) ``cache`` ("constant values" | "no caching"): "no caching"
     re-traces on every call. ``recompile_limit``: recompiles of one function past this warn
     (RecompileWarning) naming the changing value. ``executors``: user executors
     (``thunder_mlir.extend.OperatorExecutor``) in priority order, ahead of the built-in

@@ -12,7 +12,8 @@ from typing import Sequence
 import torch
 from torch_mlir import ir
 
-from thunder_mlir.dialects import PRIM_OPS, I64Array, pack_runs, segment_kwargs
+from thunder_mlir.dialects import (PRIM_OPS, RNG_STREAM_SHIFT, I64Array, pack_runs,
+                                   segment_kwargs)
 
 from . import dtypes
 from .proxy import TensorProxy
@@ -81,6 +82,15 @@ def convert_element_type(x: TensorProxy, dtype: torch.dtype) -> TensorProxy:
     if x.tdtype == dtype:
         return x
     return _emit("convert_element_type", (x,), x.tshape, dtype)
+
+
+def bitcast(x: TensorProxy, dtype: torch.dtype) -> TensorProxy:
+    """stablehlo.bitcast_convert to a ``dtype`` of the same bit width (bits unchanged)."""
+    _check(x.tdtype.itemsize == dtype.itemsize,
+           f"bitcast: {x.tdtype} and {dtype} differ in width")
+    if x.tdtype == dtype:
+        return x
+    return _emit("bitcast", (x,), x.tshape, dtype)
 
 
 # -------------------------------------------------------------------- shapes
@@ -201,6 +211,17 @@ def constant(data: torch.Tensor) -> TensorProxy:
         op = PRIM_OPS["constant"](result=rtype)
     op.operation.attributes["value"] = attr
     return TensorProxy(op.result, tuple(data.shape), data.dtype, trace.device)
+
+
+def rng_bits(seed: TensorProxy, stream: int, shape: Sequence[int],
+             dtype: torch.dtype) -> TensorProxy:
+    """Uniformly random bits: an int32 or int64 tensor of ``shape`` from
+    stablehlo.rng_bit_generator (THREE_FRY) with state ``[seed, stream << 40]``
+    (``seed``: the program's 0-d int64 seed; see thunder_mlir/rng.py)."""
+    _check(seed.tshape == () and seed.tdtype == torch.int64, "rng_bits: seed must be 0-d int64")
+    _check(dtype in (torch.int32, torch.int64), f"rng_bits: {dtype} bits (int32 or int64)")
+    _check(0 <= stream < 1 << (64 - RNG_STREAM_SHIFT), f"rng_bits: stream {stream} out of range")
+    return _emit("rng_bits", (seed,), tuple(int(s) for s in shape), dtype, _i64(stream))
 
 
 # --------------------------------------------------------------- reductions

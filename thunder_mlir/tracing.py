@@ -75,6 +75,23 @@ def user_frame():
     return None
 
 
+def _library_frame():
+    """The innermost frame outside thunder_mlir and torch's dispatch glue: the library line
+    (e.g. in torch.nn) that made the call, when it is not the user's own."""
+    import thunder_mlir
+
+    own = _package_dir(thunder_mlir)
+    glue = tuple(os.path.join(_package_dir(torch), n) for n in ("overrides.py", "_tensor.py"))
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(own) and not fn.startswith(glue) and not fn.startswith("<frozen") \
+                and fn != __file__:
+            return f
+        f = f.f_back
+    return None
+
+
 def user_stacklevel() -> int:
     """``stacklevel`` for ``warnings.warn`` called by the caller of this function that
     attributes the warning to the user's frame (the first outside thunder_mlir/torch)."""
@@ -112,6 +129,8 @@ class Trace:
         self.mutated_inputs: dict[int, TensorProxy] = {}  # input index -> proxy (write-back)
         self.monitor = None  # the SharpEdgeMonitor of this trace, if any
         self.region_ops = 0  # cond/while/checkpoint scopes built (higher_order.py)
+        self._rng_seed: TensorProxy | None = None  # the seed input, once a random op needs it
+        self._rng_streams = 0  # random ops emitted so far (each gets its own stream)
         self.loc = ir.Location.unknown(self.ctx)
         if module is None:
             with self.ctx, self.loc:
@@ -181,6 +200,27 @@ class Trace:
         finally:
             self.loc = prev
 
+    # -- randomness (thunder_mlir/rng.py)
+    def rng_seed(self) -> TensorProxy:
+        """The program's seed: a 0-d int64 argument appended to the function the first time
+        a random op asks for it, and named by the function attribute ``thunder.rng_seed``
+        (its argument index), so that the runtime draws a fresh seed for it at each call.
+        Programs without random ops have no such argument."""
+        if self._rng_seed is None:
+            from .rng import SEED_ATTR
+
+            t = dtypes.tensor_type((), torch.int64)
+            arg = self.entry.add_argument(t, ir.Location.unknown(self.ctx))
+            self.func_op.attributes[SEED_ATTR] = ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(64, self.ctx), arg.arg_number)
+            self._rng_seed = TensorProxy(arg, (), torch.int64, self.device)
+        return self._rng_seed
+
+    def next_rng_stream(self) -> int:
+        """A stream number no other random op of this trace has (0, 1, 2, ...)."""
+        self._rng_streams += 1
+        return self._rng_streams - 1
+
     def add_impl(self, fn: Callable) -> int:
         self.side_table.append(fn)
         return len(self.side_table) - 1
@@ -231,11 +271,12 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
             return func(*args, **kwargs)
     trace = current_trace()
     if func in _DATA_DEPENDENT:
-        f = user_frame()
+        f, lib = user_frame(), _library_frame()
+        inside = f"\n  (in {describe_frame(lib)})" if lib is not None and lib is not f else ""
         raise DataDependentControlFlowError(
-            f"{describe_frame(f)}\n  {_DATA_DEPENDENT[func]} needs the tensor's data, which "
-            "is not known while tracing. Use tensor ops instead (torch.where, masking), or "
-            "torch.cond for control flow that depends on tensor values.")
+            f"{describe_frame(f)}{inside}\n  {_DATA_DEPENDENT[func]} needs the tensor's data, "
+            "which is not known while tracing. Use tensor ops instead (torch.where, masking), "
+            "or torch.cond for control flow that depends on tensor values.")
     _check_no_foreign_tensors(func, args, kwargs)
     from .symbols.nn import Fallback
 

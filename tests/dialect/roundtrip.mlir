@@ -215,7 +215,8 @@ func.func @structural(%x: tensor<2x3xf32>, %p: tensor<2x3xi1>, %s: tensor<f32>, 
   return %0 : tensor<2x3xf32>
 }
 
-// Prims of the scans, scatter, sort, convolution, windows, Cholesky and CHLO functions.
+// Prims of the scans, scatter, sort, convolution, windows, Cholesky, CHLO functions and
+// random bits.
 // CHECK-LABEL: func.func @extra_prims(
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.bessel_i1e"(%{{[a-z0-9#]+}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.zeta"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
@@ -230,8 +231,9 @@ func.func @structural(%x: tensor<2x3xf32>, %p: tensor<2x3xi1>, %s: tensor<f32>, 
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.reduce_window"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {kind = "max", padding = array<i64: 0, 0, 0, 0, 0, 1>, window_dimensions = array<i64: 1, 1, 2>, window_strides = array<i64: 1, 1, 2>} : (tensor<1x2x5xf32>, tensor<f32>) -> tensor<1x2x3xf32>
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.cholesky"(%{{[a-z0-9#]+}}) {lower = 1 : i64} : (tensor<3x3xf32>) -> tensor<3x3xf32>
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.triangular_solve"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {left_side = 1 : i64, lower = 1 : i64, transpose_a = 0 : i64, unit_diagonal = 0 : i64} : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.rng_bits"(%{{[a-z0-9#]+}}) {stream = 3 : i64} : (tensor<i64>) -> tensor<2x3xi32>
 // CHECK-NEXT:  return %{{[a-z0-9#]+}} : tensor<2x3xf32>
-func.func @extra_prims(%x: tensor<2x3xf32>, %m: tensor<3x3xf32>, %coords: tensor<2x2xi64>, %upd: tensor<2xf32>, %img: tensor<1x2x5xf32>, %w: tensor<4x2x3xf32>, %s: tensor<f32>) -> tensor<2x3xf32> {
+func.func @extra_prims(%x: tensor<2x3xf32>, %m: tensor<3x3xf32>, %coords: tensor<2x2xi64>, %upd: tensor<2xf32>, %img: tensor<1x2x5xf32>, %w: tensor<4x2x3xf32>, %s: tensor<f32>, %seed: tensor<i64>) -> tensor<2x3xf32> {
   %0 = "thunder.bessel_i1e"(%x) : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %1 = "thunder.zeta"(%x, %x) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   %2 = "thunder.polygamma"(%x, %x) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
@@ -245,6 +247,7 @@ func.func @extra_prims(%x: tensor<2x3xf32>, %m: tensor<3x3xf32>, %coords: tensor
   %10 = "thunder.reduce_window"(%img, %s) {kind = "max", padding = array<i64: 0, 0, 0, 0, 0, 1>, window_dimensions = array<i64: 1, 1, 2>, window_strides = array<i64: 1, 1, 2>} : (tensor<1x2x5xf32>, tensor<f32>) -> tensor<1x2x3xf32>
   %11 = "thunder.cholesky"(%m) {lower = 1 : i64} : (tensor<3x3xf32>) -> tensor<3x3xf32>
   %12 = "thunder.triangular_solve"(%m, %m) {left_side = 1 : i64, lower = 1 : i64, transpose_a = 0 : i64, unit_diagonal = 0 : i64} : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
+  %13 = "thunder.rng_bits"(%seed) {stream = 3 : i64} : (tensor<i64>) -> tensor<2x3xi32>
   return %0 : tensor<2x3xf32>
 }
 

@@ -1,5 +1,6 @@
 // RUN: thunder-opt %s -p lower-to-stablehlo | filecheck %s
 // RUN: thunder-opt %s -p lower-to-stablehlo --mlir-print-debuginfo | filecheck %s --check-prefix=LOC
+// RUN: thunder-opt %s -p cse,lower-to-stablehlo | filecheck %s --check-prefix=CSE
 
 // Elementwise prims: 1:1 to StableHLO, 1:n where StableHLO has no such op (exp2), and to
 // CHLO where XLA legalizes the op itself (erf, lgamma).
@@ -120,6 +121,29 @@ func.func @shapes(%a: tensor<2x3xf32>, %b: tensor<2x1xf32>) -> (tensor<3x2xf32>,
   %3 = "thunder.convert_element_type"(%a) : (tensor<2x3xf32>) -> tensor<2x3xf16>
   %4 = "thunder.reshape"(%a) : (tensor<2x3xf32>) -> tensor<6xf32>
   return %0, %1, %2, %3, %4 : tensor<3x2xf32>, tensor<2x3xf32>, tensor<2x4xf32>, tensor<2x3xf16>, tensor<6xf32>
+}
+
+// Random bits: rng_bit_generator (THREE_FRY) with state [seed, stream << 40] (stream 3:
+// 3 * 2^40), unsigned bits bitcast to the prim's signless type.
+// CHECK-LABEL: func.func @random
+// CHECK-SAME:    (%[[SEED:.*]]: tensor<i64>)
+// CHECK:         %[[U:.*]] = stablehlo.bitcast_convert %[[SEED]] : (tensor<i64>) -> tensor<ui64>
+// CHECK-NEXT:    %[[KEY:.*]] = stablehlo.reshape %[[U]] : (tensor<ui64>) -> tensor<1xui64>
+// CHECK-NEXT:    %[[CTR:.*]] = stablehlo.constant dense<3298534883328> : tensor<1xui64>
+// CHECK-NEXT:    %[[STATE:.*]] = stablehlo.concatenate %[[KEY]], %[[CTR]], dim = 0 : (tensor<1xui64>, tensor<1xui64>) -> tensor<2xui64>
+// CHECK-NEXT:    %{{.*}}, %[[BITS:.*]] = stablehlo.rng_bit_generator %[[STATE]], algorithm = THREE_FRY : (tensor<2xui64>) -> (tensor<2xui64>, tensor<2x3xui32>)
+// CHECK-NEXT:    %[[R:.*]] = stablehlo.bitcast_convert %[[BITS]] : (tensor<2x3xui32>) -> tensor<2x3xi32>
+// CHECK:         stablehlo.rng_bit_generator %{{.*}}, algorithm = THREE_FRY : (tensor<2xui64>) -> (tensor<2xui64>, tensor<4xui64>)
+// CHECK-NEXT:    stablehlo.bitcast_convert %{{.*}} : (tensor<4xui64>) -> tensor<4xi64>
+// CHECK:         return %[[R]]
+// Two draws of one program have distinct streams: CSE keeps both.
+// CSE-LABEL: func.func @random
+// CSE-COUNT-3: stablehlo.rng_bit_generator
+func.func @random(%seed: tensor<i64>) -> (tensor<2x3xi32>, tensor<4xi64>, tensor<4xi64>) {
+  %0 = "thunder.rng_bits"(%seed) {stream = 3 : i64} : (tensor<i64>) -> tensor<2x3xi32>
+  %1 = "thunder.rng_bits"(%seed) {stream = 4 : i64} : (tensor<i64>) -> tensor<4xi64>
+  %2 = "thunder.rng_bits"(%seed) {stream = 5 : i64} : (tensor<i64>) -> tensor<4xi64>
+  return %0, %1, %2 : tensor<2x3xi32>, tensor<4xi64>, tensor<4xi64>
 }
 
 // The plan function @computation is not lowered: its executor calls stay; regions are.

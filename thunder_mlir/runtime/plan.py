@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 import torch
 from torch_mlir import ir
 
+from ..rng import SEED_ATTR
 from . import dlpack
 from .xla import compile_stablehlo, jax_device
 
@@ -39,15 +40,18 @@ class Plan:
 
     ``run(inputs)`` takes the flat list of input tensors (in ``@computation`` argument
     order) and returns the flat list of output tensors (torch, on the program's device).
+    A ``seeded`` plan (a program with random ops) takes one input fewer than its function:
+    ``run`` appends a seed drawn from torch's generator (``draw_seed``).
     """
 
     def __init__(self, steps: Sequence, n_slots: int, n_inputs: int,
-                 outputs: Sequence[int], device: torch.device):
+                 outputs: Sequence[int], device: torch.device, seeded: bool = False):
         self.steps = list(steps)
         self.n_slots = n_slots
         self.n_inputs = n_inputs
         self.outputs = tuple(outputs)
         self.device = device
+        self.seeded = seeded
         self._jax_device = jax_device(device)
         self._on_cpu = device.type == "cpu"
         # inputs passed again unchanged (parameters, repeated arguments) keep their buffer
@@ -58,8 +62,12 @@ class Plan:
         only = self.steps[0] if len(self.steps) == 1 else None
         self._single = (type(only) is XlaStep and all(i < n_inputs for i in only.inputs)
                         and only.outputs == self.outputs)
-        if self._single:
-            self._order = only.inputs
+        # A program with random ops takes a seed as its last input, drawn here at each call
+        # (programs without keep their run methods untouched).
+        self._order = only.inputs if self._single else ()
+        if seeded:
+            self.run = self._run_single_seeded if self._single else self._run_seeded
+        elif self._single:
             self.run = (self._run_single if only.inputs == tuple(range(n_inputs))
                         else self._run_single_permuted)
 
@@ -72,6 +80,20 @@ class Plan:
         imp, on_cpu, to_torch = self._import, self._on_cpu, dlpack.to_torch
         res = self.steps[0].executable.execute_sharded([imp(inputs[i]) for i in self._order])
         return [to_torch(r[0], on_cpu) for r in res.disassemble_into_single_device_arrays()]
+
+    def _seed(self):
+        # imported directly, not through the ImportCache: a new tensor at every call
+        return dlpack.to_xla(draw_seed(self.device), self._jax_device)
+
+    def _run_single_seeded(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        imp, on_cpu, to_torch = self._import, self._on_cpu, dlpack.to_torch
+        seed, last = self._seed(), self.n_inputs - 1  # the seed is the last input
+        args = [seed if i == last else imp(inputs[i]) for i in self._order]
+        res = self.steps[0].executable.execute_sharded(args)
+        return [to_torch(r[0], on_cpu) for r in res.disassemble_into_single_device_arrays()]
+
+    def _run_seeded(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        return Plan.run(self, [*inputs, self._seed()])  # slots hold XLA buffers too
 
     def run(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         slots: list = [None] * self.n_slots
@@ -97,6 +119,12 @@ class Plan:
         return sum(1 for s in self.steps if type(s) is TorchStep)
 
 
+def draw_seed(device: torch.device) -> torch.Tensor:
+    """A 0-d int64 seed in [0, 2^63) from torch's default generator of ``device`` (so
+    ``torch.manual_seed`` governs it; each draw advances the generator)."""
+    return torch.empty((), dtype=torch.int64, device=device).random_()
+
+
 def region_module_text(module: ir.Module, name: str) -> str:
     """The StableHLO of region ``name`` as a standalone module with entry ``@main``."""
     with module.context, ir.Location.unknown():
@@ -119,6 +147,10 @@ def build_plan(module: ir.Module, side_table: Sequence[Callable], device: torch.
                     if op.operation.name == "func.func"
                     and ir.StringAttr(op.operation.attributes["sym_name"]).value == func_name)
         block = comp.regions[0].blocks[0]
+        seeded = SEED_ATTR in comp.attributes
+        if seeded and ir.IntegerAttr(comp.attributes[SEED_ATTR]).value != \
+                len(block.arguments) - 1:
+            raise RuntimeError(f"plan: the seed must be the last argument of @{func_name}")
         slot: dict[ir.Value, int] = {}
         for a in block.arguments:
             slot[a] = len(slot)
@@ -146,4 +178,4 @@ def build_plan(module: ir.Module, side_table: Sequence[Callable], device: torch.
             else:
                 raise RuntimeError(f"plan: unexpected op {op.name} in @{func_name}; run "
                                    "decompose and partition first")
-    return Plan(steps, len(slot), n_inputs, outputs, device), texts
+    return Plan(steps, len(slot), n_inputs, outputs, device, seeded), texts

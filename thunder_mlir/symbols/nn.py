@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import prims
+from ..symbol import Symbol
 from ..lang import canonical_dim, expand_to, lift
 from ..proxy import TensorProxy
 from .registry import T, register
@@ -129,27 +130,116 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return prims.convert_element_type(out, input.tdtype)
 
 
-@register("batch_norm", F.batch_norm)
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
-               momentum=0.1, eps=1e-5):
-    """Inference batch norm over channel dim 1 with the running statistics. Training mode
-    (batch statistics, in-place update of the running ones) runs on the torch executor."""
-    if training or running_mean is None or running_var is None:
-        raise Fallback("batch_norm in training mode updates its running statistics in place")
+def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
+    """Batch norm over channel dim 1, as ATen's CPU kernel (``batch_norm_cpu``).
+
+    ``out = x * alpha + beta`` per channel with ``alpha = invstd * weight`` and
+    ``beta = bias - mean * alpha``, in float32 for 16-bit inputs. Eval: ``mean``,
+    ``invstd = 1 / sqrt(var + eps)`` from the running statistics. Training: the batch's
+    mean and biased variance; returns ``(out, new_running_mean, new_running_var)`` with
+    ``new = momentum * batch + (1 - momentum) * running``, the variance term unbiased
+    (var_sum / (n - 1)) — just ``out`` without running statistics. When a 16-bit input's
+    parameters share its dtype, ATen keeps the batch statistics in that dtype: they are
+    rounded where it rounds them (mean, the variance sum, var_sum / n, invstd)."""
     acc = _acc_dtype(input.tdtype)
     shape = input.tshape
-
-    def per_channel(t):
-        return prims.broadcast_in_dim(prims.convert_element_type(t, acc), shape, [1])
+    c = shape[1]
     x = prims.convert_element_type(input, acc)
-    rstd = prims.elementwise("rsqrt", prims.elementwise(
-        "add", per_channel(running_var), prims.full(shape, eps, acc)))
-    out = prims.elementwise("mul", prims.elementwise("sub", x, per_channel(running_mean)), rstd)
-    if weight is not None:
-        out = prims.elementwise("mul", out, per_channel(weight))
-    if bias is not None:
-        out = prims.elementwise("add", out, per_channel(bias))
-    return prims.convert_element_type(out, input.tdtype)
+    params = [t for t in (weight, bias, running_mean, running_var) if t is not None]
+    low = input.tdtype != acc and all(t.tdtype == input.tdtype for t in params)
+
+    def stat(v):  # a statistic as ATen stores it
+        return prims.convert_element_type(prims.convert_element_type(v, input.tdtype), acc) \
+            if low else v
+
+    def vec(t, default):
+        if t is None:
+            return prims.full((c,), default, acc)
+        return prims.convert_element_type(t, acc)
+
+    def div(a, n):
+        return prims.elementwise("div", a, prims.full(a.tshape, n, acc))
+
+    def invstd(var):
+        return prims.elementwise("div", prims.full(var.tshape, 1.0, acc), prims.elementwise(
+            "sqrt", prims.elementwise("add", var, prims.full(var.tshape, eps, acc))))
+    if training:
+        dims = [d for d in range(len(shape)) if d != 1]
+        n = math.prod(shape) // c
+        mean_f = div(prims.reduce("reduce_sum", x, dims), n)
+        centered = prims.elementwise("sub", x, prims.broadcast_in_dim(mean_f, shape, [1]))
+        var_sum = stat(prims.reduce("reduce_sum", prims.elementwise("mul", centered, centered),
+                                    dims))
+        mean = stat(mean_f)
+        rstd = stat(invstd(stat(div(var_sum, n))))
+    else:
+        mean, rstd = vec(running_mean, 0), invstd(vec(running_var, 1))
+    alpha = prims.elementwise("mul", rstd, vec(weight, 1))
+    beta = prims.elementwise("sub", vec(bias, 0), prims.elementwise("mul", mean, alpha))
+    out = prims.elementwise("add", prims.elementwise(
+        "mul", x, prims.broadcast_in_dim(alpha, shape, [1])), prims.broadcast_in_dim(beta, shape, [1]))
+    out = prims.convert_element_type(out, input.tdtype)
+    if not training or running_mean is None:
+        return out
+
+    def update(running, batch):
+        r = prims.convert_element_type(running, acc)
+        new = prims.elementwise("add", prims.elementwise(
+            "mul", batch, prims.full(r.tshape, momentum, acc)), prims.elementwise(
+            "mul", r, prims.full(r.tshape, 1 - momentum, acc)))
+        return prims.convert_element_type(new, running.tdtype)
+    return out, update(running_mean, mean), update(running_var, stat(div(var_sum, n - 1)))
+
+
+_batch_norm_symbol = Symbol("ltorch.batch_norm", _batch_norm)
+
+
+@register("batch_norm", F.batch_norm, composite=False)
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """F.batch_norm. In training mode the running statistics (when given) are updated in
+    place, like eager: the composite returns their new values and the traced tensors are
+    rebound to them (``write_inplace``), so program inputs (module buffers) are written back
+    after the run."""
+    from .registry import check_writable, write_inplace
+
+    shape = input.tshape
+    if math.prod(shape) == 0:  # ATen: nothing to normalize, statistics unchanged
+        return input
+    if not training:
+        if eps < 0:
+            raise _error(ValueError, f"batch_norm eps must be non-negative, but got {eps}")
+        if running_mean is None or running_var is None:
+            raise _error(RuntimeError, "batch_norm: running_mean and running_var must be "
+                                       "defined in evaluation mode")
+        return _batch_norm_symbol(input, running_mean, running_var, weight, bias, False,
+                                  momentum, eps)
+    if shape[0] * math.prod(shape[2:]) == 1:  # F.batch_norm's _verify_batch_size
+        raise _error(ValueError, f"Expected more than 1 value per channel when training, got "
+                                 f"input size {list(shape)}")
+    if eps <= 0:
+        raise _error(ValueError, f"batch_norm eps must be positive during training, but got "
+                                 f"{eps}")
+    if momentum is None:
+        raise Fallback("batch_norm with momentum=None (a cumulative average needs the batch "
+                       "count as a number)")
+    if (running_mean is None) != (running_var is None):
+        raise Fallback("batch_norm with only one of running_mean and running_var")
+    if running_mean is None:
+        return _batch_norm_symbol(input, None, None, weight, bias, True, momentum, eps)
+    check_writable(running_mean, "batch_norm (running_mean update)")
+    check_writable(running_var, "batch_norm (running_var update)")
+    out, new_mean, new_var = _batch_norm_symbol(input, running_mean, running_var, weight, bias,
+                                                True, momentum, eps)
+    write_inplace(running_mean, new_mean, "batch_norm (running_mean update)")
+    write_inplace(running_var, new_var, "batch_norm (running_var update)")
+    return out
+
+
+def _error(cls, msg: str):
+    from ..tracing import describe_frame, user_frame
+
+    return cls(f"{describe_frame(user_frame())}\n  {msg}")
 
 
 @register("embedding", F.embedding)
@@ -167,14 +257,6 @@ def embedding_aten(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sp
     if scale_grad_by_freq:
         raise Fallback("embedding with scale_grad_by_freq (its gradient counts indices)")
     return prims.take(weight, indices, 0)
-
-
-@register("dropout", F.dropout, torch.dropout, F.dropout1d, F.dropout2d, F.dropout3d,
-          F.alpha_dropout, F.feature_alpha_dropout)
-def dropout(input, p=0.5, training=True, inplace=False):
-    if not training or p == 0:
-        return input
-    raise Fallback("dropout in training mode needs a random mask (runs on the torch executor)")
 
 
 def attention_probs(q: TensorProxy, k: TensorProxy, attn_mask, is_causal: bool,
@@ -212,8 +294,6 @@ def attention_probs(q: TensorProxy, k: TensorProxy, attn_mask, is_causal: bool,
 @register("scaled_dot_product_attention", F.scaled_dot_product_attention)
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
-    if dropout_p > 0:
-        raise Fallback("scaled_dot_product_attention with dropout needs random numbers")
     q, k, v = query, key, value
     L, S, E = q.tshape[-2], k.tshape[-2], q.tshape[-1]
     if enable_gqa and len(q.tshape) >= 3 and q.tshape[-3] != k.tshape[-3]:
@@ -234,6 +314,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     acc = _acc_dtype(out_dtype)
     q, k, v = (prims.convert_element_type(t, acc) for t in (q, k, v))
     attn = attention_probs(q, k, attn_mask, is_causal, scale_factor)
+    if dropout_p > 0:
+        from .random import attention_dropout
+
+        attn = attention_dropout(attn, dropout_p)
     return prims.convert_element_type(matmul(attn, v), out_dtype)
 
 

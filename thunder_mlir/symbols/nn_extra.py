@@ -74,7 +74,9 @@ def prelu(input, weight):
 @register("rrelu", F.rrelu, torch.rrelu)
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     if training:
-        raise Fallback("rrelu in training mode draws random slopes")
+        from .random import rrelu_training
+
+        return rrelu_training(input, lower, upper)
     return leaky_relu(input, (lower + upper) / 2)
 
 
