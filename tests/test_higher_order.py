@@ -410,3 +410,36 @@ def test_grad_through_a_cond_inside_a_checkpoint(sign):
     w.grad = None
     reference(x, w).backward()
     torch.testing.assert_close(grad, w.grad)
+
+
+# ------------------------------------------------------- factories and random numbers
+def test_factory_calls_inside_branches_are_traced():
+    def fn(x):
+        return torch.cond(x.sum() > 0, lambda a: a + torch.ones(3),
+                          lambda a: a - torch.arange(3.0), (x,))
+
+    for sign in (1.0, -1.0):
+        assert_close_to_eager(fn, torch.rand(3) * sign)
+
+
+def test_dropout_inside_a_checkpoint_recomputes_the_forward_mask():
+    def fn(x, w):
+        return checkpoint(lambda a: F.dropout(a * w, 0.5, training=True), x,
+                          use_reentrant=False)
+
+    x, w = torch.randn(2000), torch.randn(2000, requires_grad=True)
+    jfn = thunder_mlir.jit(fn)
+    y = jfn(x, w)
+    y.sum().backward()
+    kept = (y != 0).float()
+    assert 0.4 < kept.mean().item() < 0.6
+    torch.testing.assert_close(w.grad, kept * 2 * x)  # the backward saw the same mask
+    assert thunder_mlir.fallback_ops(jfn) == []
+
+
+def test_random_op_inside_a_loop_body_is_an_error():
+    def fn(xs):
+        return scan(lambda c, x: (c + torch.rand(()), c), torch.zeros(()), xs)
+
+    with pytest.raises(thunder_mlir.TraceError, match="same numbers in every iteration"):
+        thunder_mlir.jit(fn)(torch.zeros(5))

@@ -37,7 +37,7 @@ from . import dtypes, prims
 from .errors import TraceError
 from .proxy import TensorProxy
 from .region_utils import defined_inside, is_inside, nested_ops, operand_sites
-from .tracing import current_trace, describe_frame, user_frame
+from .tracing import current_trace, describe_frame, user_code_mode, user_frame
 
 _HOLDER = "thunder_internal.holder"
 SCOPE = "thunder_internal.checkpoint_scope"
@@ -68,7 +68,7 @@ def _trace_into(block: ir.Block, fn: Callable, args: Sequence, role: str):
     """Call ``fn(*args)`` with the trace's insertion point in ``block``; terminate the
     block with ``thunder.yield`` of the tensor outputs. Returns (outputs, pytree spec)."""
     trace = current_trace()
-    with trace.insertion_point(ir.InsertionPoint(block)):
+    with trace.insertion_point(ir.InsertionPoint(block)), user_code_mode():
         out = fn(*args)
         leaves, spec = torch_pytree.tree_flatten(out)
         for i, x in enumerate(leaves):
@@ -112,7 +112,8 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands: Sequence = ()):
     """
     operands = tuple(operands)
     if not isinstance(pred, torch.Tensor):
-        return true_fn(*operands) if pred else false_fn(*operands)
+        with user_code_mode():
+            return true_fn(*operands) if pred else false_fn(*operands)
     p = _as_predicate(pred, "the predicate of torch.cond")
     holder = _holder(2)
     try:
@@ -166,7 +167,7 @@ def while_loop(cond_fn: Callable, body_fn: Callable, carried: Sequence,
     try:
         blocks = [holder.regions[i].blocks.append(*types) for i in range(2)]
         cond_args = [trace.make_proxy(a) for a in blocks[0].arguments]
-        with trace.insertion_point(ir.InsertionPoint(blocks[0])):
+        with trace.insertion_point(ir.InsertionPoint(blocks[0])), user_code_mode():
             keep_going = cond_fn(*cond_args, *additional)
             if not isinstance(keep_going, torch.Tensor):
                 raise TraceError(
@@ -288,7 +289,16 @@ def close_regions(func_op) -> None:
         outside, escaping = _escaping(func_op, op)
         if op.name == SCOPE:
             _make_checkpoint(op, outside, escaping)
-        elif escaping:
+            continue
+        if op.name == "thunder.while" and any(o.name == "thunder.rng_bits"
+                                              for o in nested_ops(op)):
+            origin = ir.StringAttr(op.attributes["origin"]).value
+            raise TraceError(
+                f"a random op is inside the {origin} at {op.location}: its program would "
+                "draw the same numbers in every iteration (one stream per op, not per "
+                "iteration). Draw them before the loop (e.g. one tensor with a leading "
+                "iteration dim, passed in as xs) instead")
+        if escaping:
             user = next(u for u, _, v in outside if v in escaping)
             what = "torch.cond" if op.name == "thunder.cond" else "while_loop"
             where = ("the program's outputs (an updated input)" if user.name == "func.return"

@@ -228,10 +228,20 @@ class Trace:
 
 # ------------------------------------------------------------------------ dispatch
 class _TracingMode(TorchFunctionMode):
-    """Routes every torch call made while tracing (factories included) to ``dispatch``."""
+    """Routes every torch call made while tracing (factories included) to ``dispatch``.
+
+    torch disables a mode while its ``__torch_function__`` runs, so code that ``dispatch``
+    calls back into — user functions of higher-order operators — runs under a fresh
+    instance (:func:`user_code_mode`), or its factory calls would escape as real tensors.
+    """
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         return dispatch(func, args, kwargs or {})
+
+
+def user_code_mode() -> TorchFunctionMode:
+    """The tracing mode, re-entered to call user code from inside ``dispatch``."""
+    return _TracingMode()
 
 
 _T = torch.Tensor
