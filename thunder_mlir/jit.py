@@ -330,12 +330,16 @@ def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
     Options: ``sharp_edges`` ("allow" | "warn" | "error"): what a non-functional call
     (Python's ``random``, ``time``) does — its value is constant-folded; "warn" (default)
     warns, "error" raises SharpEdgeError. (torch's random ops are compiled: they draw from a
-    seed taken from torch's generator at every call, see ``thunder_mlir/rng.py``.) ``cache`` ("constant values" | "no caching"): "no caching"
-    re-traces on every call. ``recompile_limit``: recompiles of one function past this warn
+    seed taken from torch's generator at every call, see ``thunder_mlir/rng.py``.)
+    ``cache`` ("constant values" | "no caching"): "no caching" re-traces on every call.
+    ``recompile_limit``: recompiles of one function past this warn
     (RecompileWarning) naming the changing value. ``executors``: user executors
     (``thunder_mlir.extend.OperatorExecutor``) in priority order, ahead of the built-in
     ``xla`` and ``torch``; their ops show as ``thunder.executor_call`` in the plan and
     ``last_traces`` gains an ``execution`` stage (docs/extend.md).
+
+    Functions are accepted inputs, specialized on and guarded by identity; a jitted function
+    called while another is traced is inlined into it (docs/sharp_edges.md).
 
     Raises ``UnsupportedInputError`` (a ValueError) for inputs of unsupported types and
     ``TraceError`` subclasses for programs that cannot be traced, naming the user's line.

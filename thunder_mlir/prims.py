@@ -384,6 +384,8 @@ def dynamic_update_index(x: TensorProxy, update: TensorProxy, index: TensorProxy
     """``x`` with ``x[index] = update`` along dim 0 (``update``: shape ``x.shape[1:]``, x's
     dtype; ``index``: 0-d int64, clamped; stablehlo.dynamic_update_slice)."""
     _check(update.tshape == x.tshape[1:] and update.tdtype == x.tdtype,
-           f"dynamic_update_index: update {update.tshape}/{update.tdtype} into {x.tshape}/{x.tdtype}")
-    _check(index.tshape == () and index.tdtype == torch.int64, "dynamic_update_index: 0-d i64 index")
+           f"dynamic_update_index: update {update.tshape}/{update.tdtype} into "
+           f"{x.tshape}/{x.tdtype}")
+    _check(index.tshape == () and index.tdtype == torch.int64,
+           "dynamic_update_index: 0-d i64 index")
     return _emit("dynamic_update_index", (x, update, index), x.tshape, x.tdtype)
