@@ -270,7 +270,12 @@ def main() -> int:
             try:
                 compiled = make(system, jfn if system == "jax.jit" else fn)
                 if system == "jax.jit":
-                    f, s, out = measure(compiled, jargs, iters, repeats, sync=jax.block_until_ready)
+                    # each call waits for its result, as the torch systems' calls return
+                    # finished tensors (unsynchronized calls would overlap dispatch with
+                    # the previous call's execution, which a torch caller cannot do)
+                    def synced(*a, _f=compiled):
+                        return jax.block_until_ready(_f(*a))
+                    f, s, out = measure(synced, jargs, iters, repeats)
                     out = torch.from_numpy(jax.device_get(out).copy())
                 else:
                     with torch.no_grad():

@@ -67,16 +67,15 @@ def jax_branches(x):
     return jax.lax.cond(x.sum() > 0, lambda t: jnp.cos(t) * 2, lambda t: jnp.sin(t) + 1, x)
 
 
-def timed(fn, args, iters, repeats=7, sync=lambda o: o):
+def timed(fn, args, iters, repeats=7):
     t = time.perf_counter()
-    out = sync(fn(*args))
+    out = fn(*args)
     first = time.perf_counter() - t
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         for _ in range(iters):
             r = fn(*args)
-        sync(r)
         times.append((time.perf_counter() - t) / iters)
     return first, statistics.median(times), out
 
@@ -90,7 +89,8 @@ def main():
     scale = 4 if opts.quick else 1
     h0, xs, w = torch.randn(B, H), torch.randn(T, B, H), torch.randn(H, H) * 0.1
     x = torch.randn(256, 256)
-    jsync = lambda o: jax.block_until_ready(o)  # noqa: E731
+    def synced(f):  # each call waits for its result, as torch calls return finished tensors
+        return lambda *a: jax.block_until_ready(f(*a))
     rows = []
     with torch.no_grad():
         ref = rnn_loop(h0, xs, w)
@@ -98,8 +98,8 @@ def main():
             "eager": timed(rnn_loop, (h0, xs, w), 40 // scale),
             "torch.compile": timed(torch.compile(rnn_loop), (h0, xs, w), 40 // scale),
             "thunder_mlir": timed(thunder_mlir.jit(rnn_scan), (h0, xs, w), 40 // scale),
-            "jax.jit": timed(jax.jit(jax_rnn), tuple(jnp.asarray(t.numpy()) for t in (h0, xs, w)),
-                             40 // scale, sync=jsync),
+            "jax.jit": timed(synced(jax.jit(jax_rnn)),
+                             tuple(jnp.asarray(t.numpy()) for t in (h0, xs, w)), 40 // scale),
         }
         rows.append((f"rnn scan T={T} B={B} H={H} [ms]", cells, ref))
         xa = jnp.asarray(x.numpy())
@@ -107,7 +107,7 @@ def main():
             "eager": timed(eager_branches, (x,), 400 // scale),
             "torch.compile": timed(torch.compile(eager_branches), (x,), 400 // scale),
             "thunder_mlir": timed(thunder_mlir.jit(branches), (x,), 400 // scale),
-            "jax.jit": timed(jax.jit(jax_branches), (xa,), 400 // scale, sync=jsync),
+            "jax.jit": timed(synced(jax.jit(jax_branches)), (xa,), 400 // scale),
         }
         rows.append(("cond 256x256 [ms]", cells, eager_branches(x)))
     print(f"{'row':34} {'eager':>8} {'compile':>8} {'thunder':>8} {'jax':>8}   "
