@@ -27,6 +27,7 @@ from thunder_mlir.region_utils import copy_block, values_defined_above
 
 
 def checkpoint_vjp(bt, op, ct: dict, active: set) -> None:
+    """Recompute ``op``'s body at ``bt``'s insertion point and differentiate the copy."""
     from .grad import accumulate, backprop
 
     yielded, recomputed = copy_block(op, 0, [], bt.ip)
@@ -37,6 +38,9 @@ def checkpoint_vjp(bt, op, ct: dict, active: set) -> None:
 
 
 def cond_vjp(bt, op, ct: dict, active: set) -> None:
+    """Emit a ``thunder.cond`` on ``op``'s predicate whose branches recompute and
+    differentiate the forward branches; accumulate its results into the cotangents of the
+    captured differentiable values. Raises GradError past 8 runs of their types."""
     from .grad import GradError, _is_float, accumulate, backprop
 
     captured = [v for v in values_defined_above(op) if v in active and _is_float(v.type)]
@@ -79,6 +83,7 @@ def cond_vjp(bt, op, ct: dict, active: set) -> None:
 
 
 def while_vjp(bt, op, ct: dict, active: set) -> None:
+    """Raise GradError: a data-dependent loop is not differentiated (module docstring)."""
     from .grad import GradError
 
     origin = (ir.StringAttr(op.attributes["origin"]).value if "origin" in op.attributes
