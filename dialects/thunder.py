@@ -322,9 +322,37 @@ def load_dialect(context: ir.Context | None = None) -> None:
         return
     with ctx:
         Thunder.load()
+        _register_dense_elements_caster()
     _stablehlo.register_dialect(ctx)
     ctx.allow_unregistered_dialects = True
     _LOADED.append(ctx)
+
+
+def _dense_elements_caster(attr: ir.Attribute) -> ir.Attribute:
+    element = ir.ShapedType(attr.type).element_type
+    if isinstance(element, ir.IntegerType):
+        return ir.DenseIntElementsAttr(attr)
+    if isinstance(element, ir.ComplexType):
+        return ir.DenseElementsAttr(attr)
+    return ir.DenseFPElementsAttr(attr)
+
+
+def _register_dense_elements_caster() -> None:
+    """Make reading a complex ``dense<...>`` attribute give a ``DenseElementsAttr``.
+
+    The bindings' own downcast of dense elements knows integer and float element types
+    only: reading a complex constant's ``value`` raises ``TypeError: Can't cast unknown
+    element type`` (and aborts the process when it happens inside an attribute iterator).
+    The caster is process-wide and keyed by the attribute's TypeID; registering it again
+    replaces it.
+    """
+    import numpy as np
+
+    with ir.Location.unknown():
+        probe = ir.DenseElementsAttr.get(
+            np.zeros(1, np.complex64), type=ir.RankedTensorType.get(
+                [1], ir.ComplexType.get(ir.F32Type.get())))
+    ir.register_type_caster(probe.typeid, replace=True)(_dense_elements_caster)
 
 
 _LOADED: list[ir.Context] = []  # contexts are long-lived; a list keeps them alive too

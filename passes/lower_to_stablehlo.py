@@ -20,7 +20,7 @@ from thunder_mlir.dialects import PRIM_OPS
 from thunder_mlir.errors import LoweringError
 from thunder_mlir.region_utils import nested_ops
 
-from .lowerings import LOWERINGS, hlo
+from .lowerings import LOWERINGS, hlo, splat
 
 NAME = "lower-to-stablehlo"
 PLAN_FUNCTIONS = ("computation", "forward", "backward")
@@ -45,8 +45,22 @@ def _patterns():
 
 def _adapt(fn):
     def pattern(op, adaptor, type_converter, rewriter):
+        if _empty_result(op):
+            with rewriter.ip:
+                empty = splat(op.results[0].type, 0, op.location)
+            rewriter.replace_op(op, [empty])
+            return
         fn(op, list(adaptor.operands), rewriter)
     return pattern
+
+
+def _empty_result(op) -> bool:
+    """One result with no elements: it lowers to an empty constant, whatever the op (XLA
+    rejects some ops on empty operands, e.g. a gather with slice size 1 from a 0-length
+    dim, and an empty result holds no values to compute)."""
+    results = list(op.results)
+    return len(results) == 1 and isinstance(results[0].type, ir.RankedTensorType) and \
+        0 in ir.RankedTensorType(results[0].type).shape
 
 
 def _target() -> rewrite.ConversionTarget:

@@ -36,7 +36,17 @@ def _is_unsigned(e: ir.Type) -> bool:
     return isinstance(e, ir.IntegerType) and (e.is_unsigned or e.width == 1)
 
 
+def complex_splat(t: ir.RankedTensorType, value) -> ir.Attribute:
+    """A splat DenseElementsAttr of complex type ``t`` (the bindings have no complex
+    scalar attribute: a one-element NumPy array of the element's width makes the splat)."""
+    import numpy as np
+    width = ir.FloatType(ir.ComplexType(t.element_type).element_type).width
+    arr = np.array([complex(value)], dtype=np.complex64 if width == 32 else np.complex128)
+    return ir.DenseElementsAttr.get(arr, type=t)
+
+
 def scalar_attr(e: ir.Type, value) -> ir.Attribute:
+    """The scalar attribute of real element type ``e`` holding ``value``."""
     if _is_float(e):
         return ir.FloatAttr.get(e, float(value))
     if isinstance(e, ir.IntegerType) and e.width == 1:
@@ -47,7 +57,10 @@ def scalar_attr(e: ir.Type, value) -> ir.Attribute:
 def splat(t: ir.Type, value, loc) -> ir.Value:
     """stablehlo.constant of type ``t`` with every element equal to ``value``."""
     t = ir.RankedTensorType(t)
-    attr = ir.DenseElementsAttr.get_splat(t, scalar_attr(t.element_type, value))
+    if isinstance(t.element_type, ir.ComplexType):
+        attr = complex_splat(t, value)
+    else:
+        attr = ir.DenseElementsAttr.get_splat(t, scalar_attr(t.element_type, value))
     return hlo("stablehlo.constant", [], [t], {"value": attr}, loc).result
 
 
@@ -106,7 +119,8 @@ _DIRECTIONS = {"eq": "EQ", "ne": "NE", "lt": "LT", "le": "LE", "gt": "GT", "ge":
 def compare(x: ir.Value, y: ir.Value, direction: str, loc) -> ir.Value:
     """stablehlo.compare with the comparison type implied by the element type."""
     e = _elem(x.type)
-    kind = "FLOAT" if _is_float(e) else ("UNSIGNED" if _is_unsigned(e) else "SIGNED")
+    kind = "FLOAT" if _is_float(e) or isinstance(e, ir.ComplexType) else (
+        "UNSIGNED" if _is_unsigned(e) else "SIGNED")
     rt = ir.RankedTensorType.get(ir.RankedTensorType(x.type).shape, ir.IntegerType.get_signless(1))
     return hlo("stablehlo.compare", [x, y], [rt], {
         "comparison_direction": shlo.ComparisonDirectionAttr.get(direction),

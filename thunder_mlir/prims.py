@@ -184,9 +184,13 @@ def iota(shape: Sequence[int], dtype: torch.dtype, dim: int) -> TensorProxy:
 
 def full(shape: Sequence[int], value, dtype: torch.dtype) -> TensorProxy:
     """A tensor of ``shape`` filled with the Python number ``value`` (stablehlo.constant)."""
+    if dtype.is_complex:  # no complex scalar attribute: a splat constant
+        import numpy as np
+        rtype = dtypes.tensor_type(shape, dtype)
+        arr = np.array([complex(value)], dtype=np.complex64 if dtype == torch.complex64
+                       else np.complex128)
+        return _constant_op(ir.DenseElementsAttr.get(arr, type=rtype), rtype, shape, dtype)
     trace = current_trace()
-    if dtype.is_complex:
-        raise NotImplementedError("full: complex fill values")
     if dtype.is_floating_point:
         attr = ir.FloatAttr.get_f64(float(value))
     else:
@@ -200,17 +204,21 @@ def constant(data: torch.Tensor) -> TensorProxy:
     """A literal tensor (``torch.tensor([...])`` written in the program)."""
     import numpy as np
 
-    trace = current_trace()
     rtype = dtypes.tensor_type(data.shape, data.dtype)
     arr = data.detach().cpu()
     if data.dtype == torch.bfloat16:
         arr = arr.float()
     np_arr = np.ascontiguousarray(arr.numpy())
     attr = ir.DenseElementsAttr.get(np_arr, type=rtype.element_type, shape=list(data.shape))
+    return _constant_op(attr, rtype, data.shape, data.dtype)
+
+
+def _constant_op(attr: ir.Attribute, rtype: ir.Type, shape, dtype) -> TensorProxy:
+    trace = current_trace()
     with trace.ip:
         op = PRIM_OPS["constant"](result=rtype)
     op.operation.attributes["value"] = attr
-    return TensorProxy(op.result, tuple(data.shape), data.dtype, trace.device)
+    return TensorProxy(op.result, tuple(int(s) for s in shape), dtype, trace.device)
 
 
 def rng_bits(seed: TensorProxy, stream: int, shape: Sequence[int],

@@ -289,11 +289,15 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
             "or torch.cond for control flow that depends on tensor values.")
     _check_no_foreign_tensors(func, args, kwargs)
     from .symbols.nn import Fallback
+    from .symbols.complex_support import COMPLEX_SYMBOLS, involves_complex
 
     with trace.location_of_user_line():
         sym = SYMBOLS.get(func)
         if sym is not None:
             try:
+                if sym.name not in COMPLEX_SYMBOLS and involves_complex(args, kwargs):
+                    raise Fallback(f"{sym.name} is not verified on complex numbers "
+                                   "(symbols/complex_support.py)")
                 return sym(*args, **kwargs)
             except Fallback:
                 pass

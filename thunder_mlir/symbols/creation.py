@@ -88,17 +88,20 @@ def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=F
 
 
 @register("arange", torch.arange)
-def arange(*args, dtype=None, device=None, layout=None, requires_grad=False, pin_memory=False,
-           out=None):
+def arange(*args, start=None, end=None, step=None, dtype=None, device=None, layout=None,
+           requires_grad=False, pin_memory=False, out=None):
+    """torch.arange(end), (start, end[, step]), positional or by keyword."""
     _check_device(device)
+    if len(args) == 1 and end is None:
+        args = (0, args[0])
     nums = list(args) + [None] * (3 - len(args))
-    if len(args) == 1:
-        start, end, step = 0, nums[0], 1
-    else:
-        start, end, step = nums[0], nums[1], nums[2] if nums[2] is not None else 1
+    start = nums[0] if start is None else start
+    end = nums[1] if end is None else end
+    step = (nums[2] if nums[2] is not None else 1) if step is None else step
+    start = 0 if start is None else start
     n, out_dtype = _arange_size(start, end, step, dtype)
     if n is None:  # unusual arguments: ask torch's meta kernel
-        m = _meta_factory(torch.arange, *args, dtype=dtype)
+        m = _meta_factory(torch.arange, start, end, step, dtype=dtype)
         n, out_dtype = m.shape[0], m.dtype
     if out_dtype.is_floating_point or isinstance(start, float) or isinstance(step, float):
         idx = prims.iota((n,), torch.float64, 0)

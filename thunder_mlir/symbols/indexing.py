@@ -141,15 +141,25 @@ def index_select(input, dim, index):
 
 @register("gather", torch.gather, T.gather)
 def gather(input, dim, index, *, sparse_grad=False):
+    if _numel(index) == 0:  # ATen skips its checks (rank included) for an empty index
+        return prims.full(index.tshape, 0, input.tdtype)
+    if len(input.tshape) == 0:  # a 0-d input gathers as one element of a 1-d tensor
+        n = _numel(index)
+        flat = prims.take_along(prims.reshape(input, (1,)), prims.reshape(
+            prims.convert_element_type(index, torch.int64), (n,)), 0)
+        return prims.reshape(flat, index.tshape)
     d = canonical_dim(dim, len(input.tshape))
     return prims.take_along(input, prims.convert_element_type(index, torch.int64), d)
 
 
 @register("take_along_dim", torch.take_along_dim, T.take_along_dim)
 def take_along_dim(input, indices, dim=None):
+    """torch.take_along_dim: negative indices count from the end (ATen wraps them)."""
     if dim is None:
-        flat = prims.reshape(input, (max(1, _numel(input)),))
-        return prims.take(flat, prims.reshape(indices, (_numel(indices),)), 0)
+        n = _numel(input)
+        flat = prims.reshape(input, (max(1, n),))
+        return prims.take(flat, _as_index_tensor(
+            prims.reshape(indices, (_numel(indices),)), n), 0)
     d = canonical_dim(dim, len(input.tshape))
     shape = list(torch.broadcast_shapes(
         tuple(1 if i == d else s for i, s in enumerate(input.tshape)),
@@ -157,7 +167,7 @@ def take_along_dim(input, indices, dim=None):
     xs = list(shape); xs[d] = input.tshape[d]
     ishape = list(shape); ishape[d] = indices.tshape[d]
     return prims.take_along(expand_to(input, xs),
-                            expand_to(prims.convert_element_type(indices, torch.int64), ishape), d)
+                            expand_to(_as_index_tensor(indices, input.tshape[d]), ishape), d)
 
 
 def _numel(x):

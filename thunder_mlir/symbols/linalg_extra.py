@@ -99,7 +99,14 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     if ord in (math.inf, -math.inf, 1, -1):
         sum_dim, red_dim = (d1, d0) if ord in (math.inf, -math.inf) else (d0, d1)
         s = rsum(prims.elementwise("abs", A), sum_dim, True)
-        out = (amax if ord > 0 else amin)(s, red_dim, True)
+        if A.tshape[red_dim] == 0:  # ATen: 0 for a max over nothing, an error for a min
+            if ord < 0:
+                raise RuntimeError(f"amin(): Expected reduction dim {red_dim} to have "
+                                   "non-zero size.")
+            out = prims.full(tuple(1 if i == red_dim else n for i, n in enumerate(s.tshape)),
+                             0, s.tdtype)
+        else:
+            out = (amax if ord > 0 else amin)(s, red_dim, True)
         if not keepdim:
             out = prims.reshape(out, tuple(x for i, x in enumerate(A.tshape) if i not in (d0, d1)))
         return out

@@ -163,10 +163,17 @@ def _var(input, dim, correction, keepdim):
     mb = prims.broadcast_in_dim(prims.reshape(m, keep_shape), input.tshape,
                                 list(range(len(input.tshape))))
     c = prims.elementwise("sub", x, mb)
-    ss = prims.reduce("reduce_sum", prims.elementwise("mul", c, c), dims)
+    if acc.is_complex:  # |c|^2 = re^2 + im^2: the variance of complex numbers is real
+        re, im = prims.elementwise("real", c), prims.elementwise("imag", c)
+        sq = prims.elementwise("add", prims.elementwise("mul", re, re),
+                               prims.elementwise("mul", im, im))
+    else:
+        sq = prims.elementwise("mul", c, c)
+    ss = prims.reduce("reduce_sum", sq, dims)
     denom = max(n - correction, 0)
-    v = prims.elementwise("div", ss, prims.full(ss.tshape, denom if denom else math.nan, acc))
-    v = prims.convert_element_type(v, input.tdtype)
+    v = prims.elementwise("div", ss, prims.full(ss.tshape, denom if denom else math.nan,
+                                                ss.tdtype))
+    v = prims.convert_element_type(v, input.tdtype.to_real())
     m = prims.convert_element_type(m, input.tdtype)
     return _keep(input, v, dims, keepdim), _keep(input, m, dims, keepdim)
 
@@ -240,27 +247,36 @@ def logsumexp(input, dim, keepdim=False):
 
 @register("vector_norm", torch.linalg.vector_norm)
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """torch.linalg.vector_norm; float16/bfloat16 compute in float32 and round once, as
+    ATen's norm kernel (opmath accumulation) does: a sum of float16 squares overflows."""
     if dtype is not None:
         x = prims.convert_element_type(x, dtype)
     dims = canonical_dims(dim, len(x.tshape))
     a = prims.elementwise("abs", x)
+    out_dtype = a.tdtype
+    a = prims.convert_element_type(a, _acc_dtype(out_dtype))
+    return _keep(x, prims.convert_element_type(_norm(a, ord, dims), out_dtype), dims, keepdim)
+
+
+def _norm(a, ord, dims):
+    """The ``ord``-norm over ``dims`` of the absolute values ``a``."""
     if ord == math.inf:
-        return _keep(x, prims.reduce("reduce_max", a, dims), dims, keepdim)
+        return prims.reduce("reduce_max", a, dims)
     if ord == -math.inf:
-        return _keep(x, prims.reduce("reduce_min", a, dims), dims, keepdim)
+        return prims.reduce("reduce_min", a, dims)
     if ord == 0:
-        nz = prims.convert_element_type(prims.elementwise("ne", a, prims.full(a.tshape, 0, a.tdtype)),
-                                        a.tdtype)
-        return _keep(x, prims.reduce("reduce_sum", nz, dims), dims, keepdim)
+        nz = prims.convert_element_type(
+            prims.elementwise("ne", a, prims.full(a.tshape, 0, a.tdtype)), a.tdtype)
+        return prims.reduce("reduce_sum", nz, dims)
     if ord == 1:
-        return _keep(x, prims.reduce("reduce_sum", a, dims), dims, keepdim)
+        return prims.reduce("reduce_sum", a, dims)
     if ord == 2:
         s = prims.reduce("reduce_sum", prims.elementwise("mul", a, a), dims)
-        return _keep(x, prims.elementwise("sqrt", s), dims, keepdim)
+        return prims.elementwise("sqrt", s)
     p = prims.full(a.tshape, float(ord), a.tdtype)
     s = prims.reduce("reduce_sum", prims.elementwise("pow", a, p), dims)
     inv = prims.full(s.tshape, 1.0 / float(ord), a.tdtype)
-    return _keep(x, prims.elementwise("pow", s, inv), dims, keepdim)
+    return prims.elementwise("pow", s, inv)
 
 
 @register("norm", torch.norm, T.norm)

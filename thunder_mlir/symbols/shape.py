@@ -341,6 +341,8 @@ def cpu(input, *args, **kwargs):
 @register("diff", torch.diff, T.diff)
 def diff(input, n=1, dim=-1, prepend=None, append=None):
     d = canonical_dim(dim, len(input.tshape))
+    if n == 0:  # ATen returns the input as is, without prepend/append
+        return input
     x = input
     if prepend is not None or append is not None:
         parts = [p if type(p) is TensorProxy else prims.full(
@@ -349,6 +351,8 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
         x = cat(parts, d)
     for _ in range(n):
         m = x.tshape[d]
+        if m == 0:
+            break
         hi, lo = _slice_along(x, d, 1, m), _slice_along(x, d, 0, m - 1)
         if x.tdtype is torch.bool:
             x = prims.elementwise("bitwise_xor", hi, lo)

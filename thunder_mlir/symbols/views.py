@@ -207,9 +207,8 @@ def meshgrid(*tensors, indexing=None):
         ts[0], ts[1] = ts[1], ts[0]
     shape = tuple(t.tshape[0] for t in ts)
     out = [prims.broadcast_in_dim(t, shape, [i]) for i, t in enumerate(ts)]
-    if indexing == "xy" and len(ts) >= 2:
+    if indexing == "xy" and len(ts) >= 2:  # as ATen: swap the inputs, then the grids back
         out[0], out[1] = out[1], out[0]
-        out = [S.transpose(o, 0, 1) for o in out]
     return tuple(out)
 
 
