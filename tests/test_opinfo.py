@@ -18,7 +18,10 @@ of the program (as a user writes them). Values are compared with
 ``torch.testing.assert_close`` (``equal_nan=True``) at its default tolerances for the
 dtype, or at the OpInfo's own ``toleranceOverride`` for the tests that compare an
 alternative implementation against eager (``TestCommon``, ``TestDecomp``, reference
-numerics) where it declares one — never looser.
+numerics) where it declares one — never looser. A floating-point result outside that
+tolerance still passes if it is no farther from the op computed in float64 than eager's
+result is (PyTorch's rule for another implementation, ``_closer_than_eager``); the report
+counts those samples per op.
 
 Random ops are a declared category, ``RANDOM_OPS`` (op -> reason and value check). On XLA
 their values come from the program's seed, not torch's generator, so they cannot equal
@@ -59,7 +62,8 @@ import thunder_mlir
 FULL = os.environ.get("THUNDER_OPINFO_FULL") == "1"
 F32_SAMPLES = None if FULL else 3
 OTHER_SAMPLES = None if FULL else 1
-OTHER_DTYPES = (torch.float64, torch.int64, torch.bool, torch.bfloat16)
+OTHER_DTYPES = (torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+                torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64)
 MAX_TRIES = 12  # samples drawn per op to find eager-valid ones (default subset)
 REPORT = "/tmp/thunder_opinfo_report_{}.txt"
 SEED = int(os.environ.get("THUNDER_OPINFO_SEED", "0"))
@@ -87,6 +91,7 @@ class OpResult:
     samples: int = 0
     seconds: float = 0.0
     fallbacks: set = field(default_factory=set)
+    closer: int = 0  # samples accepted by the precise-reference rule (_closer_than_eager)
 
 
 def _tolerance(op, dtype) -> dict:
@@ -444,6 +449,51 @@ def _ties_equivalent(op, sample, actual, expected, tol) -> bool:
         return False
 
 
+_PRECISE = {torch.float32: torch.float64, torch.float16: torch.float64,
+            torch.bfloat16: torch.float64, torch.complex64: torch.complex128}
+CLOSER = "closer to the float64 result than eager"
+
+
+def _distance(a, b) -> float:
+    """Sum of absolute differences of two pytrees of results (NaN == NaN)."""
+    total = 0.0
+    for x, y in zip(pytree.tree_leaves(a), pytree.tree_leaves(b)):
+        x, y = torch.as_tensor(x), torch.as_tensor(y)
+        if x.dtype is torch.bool:
+            total += (x ^ y.to(torch.bool)).sum().item()
+            continue
+        same = (x == y) | (torch.isnan(x) & torch.isnan(y)) if x.is_floating_point() or \
+            x.is_complex() else x == y
+        total += torch.where(same, 0, (x.to(y.dtype) - y).abs()).sum().item()
+    return total
+
+
+def _closer_than_eager(op, sample, actual, expected, dtype) -> bool:
+    """PyTorch's acceptance rule for another implementation of an op whose result is not
+    close to eager's (``TestCommon._ref_test_helper``, test/test_ops.py): it passes if it is
+    no farther from the op computed eagerly in float64 than eager's own result is (sum of
+    absolute differences). Only for floating dtypes, and only with matching shapes and
+    dtypes."""
+    precise = _PRECISE.get(dtype)
+    if precise is None:
+        return False
+    try:
+        _metadata(actual, expected)
+    except AssertionError:
+        return False
+
+    def up(x):
+        if isinstance(x, torch.dtype):
+            return precise if x is dtype else x
+        return x.to(precise) if isinstance(x, torch.Tensor) and x.dtype is dtype else x
+
+    try:
+        reference = _eager(op, sample.transform(up))
+        return _distance(actual, reference) <= _distance(expected, reference)
+    except Exception:  # noqa: BLE001 - no float64 reference: the mismatch stands
+        return False
+
+
 def _eager(op, sample, seed=0):
     with torch.random.fork_rng(), _NoReseed():
         torch.random.manual_seed(seed)
@@ -471,8 +521,9 @@ def sample_program(op, leaves, spec, pos):
     return program
 
 
-def run_sample(op, sample, tol) -> tuple[str, str, list[str]]:
-    """(status, reason, fallback op names) for one sample whose eager run succeeded."""
+def run_sample(op, sample, tol, dtype=None) -> tuple[str, str, list[str]]:
+    """(status, reason, fallback op names) for one sample whose eager run succeeded; the
+    reason is ``CLOSER`` for a sample accepted by ``_closer_than_eager`` (at ``dtype``)."""
     leaves, spec = pytree.tree_flatten(((sample.input, *sample.args), sample.kwargs))
     bad = _unsupported_leaf(leaves)
     if bad:
@@ -510,6 +561,8 @@ def run_sample(op, sample, tol) -> tuple[str, str, list[str]]:
                 elif _differ(expected, _eager(op, sample, 1), tol):
                     raise AssertionError("eager output depends on the seed: declare the op in "
                                          f"RANDOM_OPS with a value check ({e})") from None
+                elif _closer_than_eager(op, sample, actual, expected, dtype):
+                    return status, CLOSER, fallbacks
                 else:
                     raise
     except AssertionError as e:
@@ -546,10 +599,13 @@ def run_op(op, dtype, max_samples) -> OpResult:
             continue
         res.samples += 1
         try:
-            status, reason, fb = run_sample(op, sample, tol)
+            status, reason, fb = run_sample(op, sample, tol, dtype)
         except Exception as e:  # noqa: BLE001
             status, reason, fb = "error", f"harness: {type(e).__name__}: {e}"[:200], []
         res.fallbacks.update(fb)
+        if reason == CLOSER:
+            res.closer += 1
+            reason = ""
         if worst is None or _RANK[status] > _RANK[worst]:
             worst = status
             if reason:
@@ -602,13 +658,18 @@ def summarize(results: list[OpResult], title: str, seconds: float) -> tuple[str,
             f"{counts['xla'] + counts['fallback']} "
             f"({100 * (counts['xla'] + counts['fallback']) / ran:.1f}%)  "
             f"mismatch: {counts['mismatch']}  error: {counts['error']}  time: {seconds:.1f}s")
+        closer = [r for r in results if r.closer]
+        lines.append(f"samples not close to eager but closer to the float64 result (PyTorch's "
+                     f"rule for another implementation): {sum(r.closer for r in closer)} "
+                     f"in {len(closer)} ops")
     lines.append(f"{'op':40} {'status':11} {'n':>2} {'sec':>6}  reason")
     order = {"mismatch": 0, "error": 1, "fallback": 2, "xla": 3, "eager-fails": 4,
              "unsupported-dtype": 5}
     for r in sorted(results, key=lambda r: (order[r.status], r.name)):
         if r.status == "unsupported-dtype":
             continue
-        lines.append(f"{r.name:40} {r.status:11} {r.samples:>2} {r.seconds:6.2f}  {r.reason}")
+        reason = r.reason or (f"{r.closer} sample(s) {CLOSER}" if r.closer else "")
+        lines.append(f"{r.name:40} {r.status:11} {r.samples:>2} {r.seconds:6.2f}  {reason}")
     return "\n".join(lines), counts
 
 
@@ -643,7 +704,8 @@ def test_opinfo_float32():
 
 @pytest.mark.filterwarnings("ignore")
 def test_opinfo_other_dtypes():
-    """A lighter pass over float64, int64, bool, bfloat16: zero mismatches."""
+    """A lighter pass over the other dtypes of issue 3 (``OTHER_DTYPES``): zero
+    mismatches."""
     bad = []
     for dtype, (counts, results) in _run_and_report(OTHER_DTYPES, OTHER_SAMPLES,
                                                     "other").items():

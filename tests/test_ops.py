@@ -472,3 +472,14 @@ def test_sdpa_low_precision_computes_in_float32():
     for causal in (False, True):
         assert_close_to_eager(lambda a, b, c: F.scaled_dot_product_attention(
             a, b, c, is_causal=causal), q, k, v, atol=1e-3, rtol=2e-3)
+
+
+def test_opmath_symbols_compute_low_precision_in_float32_and_round_once():
+    # ATen's CPU kernels for these ops load float16 into float32 and round each output once
+    # (at::opmath_type); rounding the product before scaling and adding differs in the last
+    # float16 bit, past the default tolerance.
+    i, a, b = torch.randn(4, 8, 8).half(), torch.randn(4, 8, 32).half(), torch.randn(4, 32, 8).half()
+    jfn = assert_close_to_eager(lambda i, a, b: (torch.baddbmm(i, a, b, beta=0.7, alpha=0.3),
+                                                 F.linear(a, b[0].t(), i[0, 0])), i, a, b)
+    prims = thunder_mlir.last_traces(jfn)[1].text
+    assert "tensor<4x8x32xf16>) -> tensor<4x8x32xf32>" in prims  # operands upcast once

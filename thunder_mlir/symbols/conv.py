@@ -254,7 +254,7 @@ def adaptive_max(input, output_size, n, return_indices=False):
 
 for _n in (1, 2, 3):
     register(f"adaptive_avg_pool{_n}d", getattr(F, f"adaptive_avg_pool{_n}d"),
-             *([torch.adaptive_avg_pool1d] if _n == 1 else []))(
+             *([torch.adaptive_avg_pool1d] if _n == 1 else []), opmath=True)(
         lambda input, output_size, _n=_n: adaptive_avg(input, output_size, _n))
     register(f"adaptive_max_pool{_n}d", getattr(F, f"adaptive_max_pool{_n}d"))(
         lambda input, output_size, return_indices=False, _n=_n:

@@ -67,7 +67,7 @@ def _floor_div(a, b):
 
 
 @register("div", *_fns(torch.div, torch.divide, torch.true_divide, T.div, T.divide,
-                       T.true_divide, T.__truediv__, _r("__div__")))
+                       T.true_divide, T.__truediv__, _r("__div__")), opmath=True)
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is None:
         return elementwise_binary("div", input, other, Kind.INT_TO_FLOAT)

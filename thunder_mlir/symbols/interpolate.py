@@ -89,7 +89,7 @@ def _apply_matrix(x, d, w):
     return prims.transpose(y, list(range(d)) + [r - 1] + list(range(d, r - 1)))
 
 
-@register("interpolate", F.interpolate)
+@register("interpolate", F.interpolate, opmath=True)
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     if antialias:
@@ -134,7 +134,7 @@ def upsample_nearest(input, size=None, scale_factor=None):
     return interpolate(input, size, scale_factor, "nearest")
 
 
-@register("upsample_bilinear", F.upsample_bilinear)
+@register("upsample_bilinear", F.upsample_bilinear, opmath=True)
 def upsample_bilinear(input, size=None, scale_factor=None):
     return interpolate(input, size, scale_factor, "bilinear", True)
 
@@ -154,6 +154,8 @@ def linspace(start, end, steps, *, out=None, dtype=None, layout=None, device=Non
     dt = dtype or torch.get_default_dtype()
     if not dt.is_floating_point or any(isinstance(v, complex) for v in (start, end)):
         raise Fallback("integer or complex linspace")
+    if dt is torch.float16:  # ATen rounds the step and each product and sum to float16
+        raise Fallback("float16 linspace (ATen's float16 arithmetic order)")
     if steps == 0:
         return prims.full((0,), 0, dt)
     if steps == 1:
@@ -260,7 +262,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     return _beta_alpha(input, prod, beta, alpha)
 
 
-@register("addr", torch.addr, T.addr)
+@register("addr", torch.addr, T.addr, opmath=True)
 def addr(input, vec1, vec2, *, beta=1, alpha=1):
     from .linalg import _beta_alpha, outer
     if input.tdtype is torch.bool:
@@ -326,6 +328,12 @@ def einsum(equation, *operands):
     dt = operands[0].tdtype
     if any(o.tdtype != dt for o in operands):
         raise Fallback("einsum of mixed dtypes")
+    alone = [ch for ch in set(lhs.replace(",", "")) if ch not in out
+             and sum(ch in sp for sp in specs) == 1]
+    if alone and not (dt.is_floating_point or dt.is_complex or dt is torch.int64):
+        # ATen sums such labels with Tensor.sum, which promotes integers to int64 (and
+        # then can refuse its own contraction): its dtype rules are eager's alone
+        raise Fallback("integer einsum summing a label of one operand")
     sizes = {}
     for s, o in zip(specs, operands):
         for ch, n in zip(s, o.tshape):

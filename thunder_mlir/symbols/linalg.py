@@ -82,17 +82,17 @@ def _beta_alpha(inp, prod, beta, alpha):
     return add(i, p)
 
 
-@register("addmm", torch.addmm, T.addmm)
+@register("addmm", torch.addmm, T.addmm, opmath=True)
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     return _beta_alpha(input, mm(mat1, mat2), beta, alpha)
 
 
-@register("baddbmm", torch.baddbmm, T.baddbmm)
+@register("baddbmm", torch.baddbmm, T.baddbmm, opmath=True)
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     return _beta_alpha(input, bmm(batch1, batch2), beta, alpha)
 
 
-@register("addmv", torch.addmv, T.addmv)
+@register("addmv", torch.addmv, T.addmv, opmath=True)
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     return _beta_alpha(input, mv(mat, vec), beta, alpha)
 
@@ -107,7 +107,7 @@ def outer(input, vec2):
     return prims.convert_element_type(out, res)
 
 
-@register("linear", torch.nn.functional.linear)
+@register("linear", torch.nn.functional.linear, opmath=True)
 def linear(input, weight, bias=None):
     _same_dtype(input, weight)
     if len(weight.tshape) == 1:

@@ -66,7 +66,7 @@ def _reduce_nll(loss, w, reduction):
     return prims.elementwise("div", s, prims.reduce("reduce_sum", w, dims))
 
 
-@register("nll_loss", F.nll_loss)
+@register("nll_loss", F.nll_loss, opmath=True)
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
@@ -128,7 +128,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return prims.elementwise("add", a, b)
 
 
-@register("binary_cross_entropy", F.binary_cross_entropy)
+@register("binary_cross_entropy", F.binary_cross_entropy, opmath=True)
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)

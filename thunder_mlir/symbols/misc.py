@@ -108,7 +108,7 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     return torch.cumsum(t, d)
 
 
-@register("renorm", torch.renorm, T.renorm)
+@register("renorm", torch.renorm, T.renorm, opmath=True)
 def renorm(input, p, dim, maxnorm):
     d = canonical_dim(dim, len(input.tshape))
     others = [i for i in range(len(input.tshape)) if i != d]
@@ -219,6 +219,8 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     x = input if len(input.tshape) == 2 else prims.reshape(input, (1, _numel(input.tshape)))
     if not x.tdtype.is_floating_point:
         x = prims.convert_element_type(x, torch.get_default_dtype())
+    if aweights is not None:  # the result promotes with the observation weights (ATen)
+        x = prims.convert_element_type(x, torch.promote_types(x.tdtype, aweights.tdtype))
     n = x.tshape[1]
     w = None
     if fweights is not None:
@@ -312,7 +314,7 @@ def safe_softmax(input, dim, dtype=None):
 
 
 @register("softmax_backward_data", torch.ops.aten._softmax_backward_data.default,
-          torch.ops.aten._softmax_backward_data, torch._softmax_backward_data)
+          torch.ops.aten._softmax_backward_data, torch._softmax_backward_data, opmath=True)
 def softmax_backward_data(grad_output, output, dim, input_dtype):
     """grad_input = output * (grad - sum(grad * output, dim)) (torch._decomp)."""
     g = mul(grad_output, output)

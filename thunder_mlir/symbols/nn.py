@@ -71,7 +71,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 @register("log_softmax", F.log_softmax, torch.log_softmax, T.log_softmax,
-          torch.special.log_softmax)
+          torch.special.log_softmax, opmath=True)
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     dim, dtype = _dim_dtype(dim, _stacklevel, dtype)
     return _softmax(input, dim, dtype, log=True)
@@ -436,7 +436,7 @@ def logsigmoid(input):
     return prims.elementwise("neg", softplus(prims.elementwise("neg", input)))
 
 
-@register("glu", F.glu)
+@register("glu", F.glu, opmath=True)
 def glu(input, dim=-1):
     from .shape import chunk
     a, b = chunk(input, 2, dim)

@@ -388,7 +388,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     return _reduce(loss, _reduction(size_average, reduce, reduction))
 
 
-@register("embedding_bag", F.embedding_bag)
+@register("embedding_bag", F.embedding_bag, opmath=True)
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                   scale_grad_by_freq=False, mode="mean", sparse=False,
                   per_sample_weights=None, include_last_offset=False, padding_idx=None):

@@ -7,6 +7,7 @@ name per op whichever spelling the user wrote.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import optree
@@ -22,7 +23,7 @@ BY_NAME: dict[str, Symbol] = {}
 
 
 def register(name: str, *torch_fns: Callable, composite: bool = True, view: bool = False,
-             inplace_flag: bool = False):
+             inplace_flag: bool = False, opmath: bool = False):
     """Decorator: make ``impl`` the Symbol ``ltorch.<name>`` for ``torch_fns``.
 
     With ``composite=False`` the impl runs inline (no composite op): for pure metadata or
@@ -31,8 +32,13 @@ def register(name: str, *torch_fns: Callable, composite: bool = True, view: bool
     in-place update of a view or of its base is refused instead of silently diverging.
     ``inplace_flag=True``: the op has an ``inplace`` argument (``F.dropout(x, inplace=True)``);
     when it is true, the result is also written into the first argument (``write_inplace``).
+    ``opmath=True``: ATen computes the op in one CPU kernel whose arithmetic is in float32
+    for float16/bfloat16 inputs (``at::opmath_type``), rounding once at the output; the
+    decomposition then does the same (``with_opmath``).
     """
     def deco(impl: Callable):
+        if opmath:
+            impl = with_opmath(impl)
         cls = Symbol if composite else _Inline
         if view:
             cls = _ViewSymbol if composite else _InlineView
@@ -46,6 +52,33 @@ def register(name: str, *torch_fns: Callable, composite: bool = True, view: bool
             SYMBOLS[fn] = sym
         return sym
     return deco
+
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def with_opmath(impl: Callable) -> Callable:
+    """``impl`` computing in float32 when its floating-point tensor arguments all have one
+    16-bit dtype: those arguments are converted to float32 (exactly), and float32 results
+    are rounded back to that dtype once. Calls with mixed float dtypes (where promotion
+    decides the result dtype) run ``impl`` unchanged. Mirrors ATen's CPU kernels, which
+    load 16-bit floats into ``at::opmath_type`` (float32) and round each output once."""
+    from .. import prims
+
+    @functools.wraps(impl)
+    def wrapped(*args, **kwargs):
+        floats = {x.tdtype for x in optree.tree_leaves((args, kwargs), none_is_leaf=True)
+                  if type(x) is TensorProxy and x.tdtype.is_floating_point}
+        if len(floats) != 1 or (low := next(iter(floats))) not in _LOW_PRECISION:
+            return impl(*args, **kwargs)
+        up = lambda x: prims.convert_element_type(x, torch.float32) \
+            if type(x) is TensorProxy and x.tdtype is low else x  # noqa: E731
+        out = impl(*optree.tree_map(up, args, none_is_leaf=True),
+                   **optree.tree_map(up, kwargs, none_is_leaf=True))
+        down = lambda y: prims.convert_element_type(y, low) \
+            if type(y) is TensorProxy and y.tdtype is torch.float32 else y  # noqa: E731
+        return optree.tree_map(down, out, none_is_leaf=True)
+    return wrapped
 
 
 class _Inline(Symbol):
