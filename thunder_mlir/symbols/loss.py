@@ -14,7 +14,7 @@ from .. import prims
 from ..lang import expand_to
 from ..proxy import TensorProxy
 from .registry import register
-from .nn import log_softmax
+from .nn import Fallback, log_softmax
 
 
 def _class_dim(x: TensorProxy) -> int:
@@ -78,6 +78,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                   reduce=None, reduction="mean", label_smoothing=0.0):
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    if input.tdtype is torch.float16:
+        # ATen rounds log_softmax's row sums and its output to float16 before nll_loss
+        raise Fallback("float16 cross_entropy (ATen's float16 rounding order)")
     cd = _class_dim(input)
     n_classes = input.tshape[cd]
     logp = log_softmax(input, cd)
@@ -174,6 +177,11 @@ def _pointwise_loss(kind):
              delta=1.0, weight=None):
         from .elementwise import sub
         red = _legacy_reduction(size_average, reduce, reduction)
+        low = input.tdtype if input.tdtype in (torch.float16, torch.bfloat16) and \
+            target.tdtype is input.tdtype else None
+        if low is not None:  # ATen's pointwise kernel computes in float32 (opmath)
+            input, target = (prims.convert_element_type(t, torch.float32)
+                             for t in (input, target))
         d = sub(input, target)
         a = prims.elementwise("abs", d)
         if kind == "l1":
@@ -183,15 +191,19 @@ def _pointwise_loss(kind):
             if k == 0:
                 loss = a
             else:
-                quad = prims.elementwise("mul", prims.full(a.tshape, 0.5, a.tdtype),
-                                         prims.elementwise("mul", d, d))
+                # ATen's order (PointwiseOpsKernel.cpp): 0.5 * z * z [/ beta],
+                # delta * (z - 0.5 * delta)
+                quad = prims.elementwise("mul", prims.elementwise(
+                    "mul", prims.full(a.tshape, 0.5, a.tdtype), a), a)
                 lin = prims.elementwise("sub", a, prims.full(a.tshape, 0.5 * k, a.tdtype))
                 if kind == "smooth_l1":
                     quad = prims.elementwise("div", quad, prims.full(a.tshape, k, a.tdtype))
                 else:
-                    lin = prims.elementwise("mul", lin, prims.full(a.tshape, k, a.tdtype))
+                    lin = prims.elementwise("mul", prims.full(a.tshape, k, a.tdtype), lin)
                 loss = prims.where(prims.elementwise("lt", a, prims.full(a.tshape, k, a.tdtype)),
                                    quad, lin)
+        if low is not None:  # rounded once per element, then reduced as ATen does
+            loss = prims.convert_element_type(loss, low)
         return _reduce(loss, red)
     return impl
 

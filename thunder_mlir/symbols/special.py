@@ -223,14 +223,19 @@ def i1e(input):
 
 @register("mvlgamma", *_fns("mvlgamma"), torch.special.multigammaln)
 def mvlgamma(input, p):
-    """sum_{i<p} lgamma(x - i/2) + p(p-1)/4 log(pi) (torch._refs.mvlgamma)."""
+    """sum_{i<p} lgamma(x - i/2) + p(p-1)/4 log(pi), in ATen's order: the terms from
+    i = p-1 down to 0, summed with float32 accumulation for 16-bit floats, then the
+    constant added (UnaryOps.cpp ``mvlgamma``)."""
     if not input.tdtype.is_floating_point:
         raise RuntimeError("mvlgamma: input must be floating point")
     s, dt = input.tshape, input.tdtype
-    out = _c(s, p * (p - 1) / 4 * math.log(math.pi), dt)
-    for i in range(p):
-        out = E("add", out, E("lgamma", E("sub", input, _c(s, i / 2, dt))))
-    return out
+    acc = torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
+    total = None
+    for i in reversed(range(p)):
+        term = prims.convert_element_type(E("lgamma", E("sub", input, _c(s, i / 2, dt))), acc)
+        total = term if total is None else E("add", total, term)
+    total = prims.convert_element_type(total, dt)
+    return E("add", total, _c(s, p * (p - 1) / 4 * math.log(math.pi), dt))
 
 
 # ----------------------------------------------------------------- binary
