@@ -48,12 +48,34 @@ def mul(input, other):
     return elementwise_binary("mul", input, other)
 
 
+def _floor_div_floating(a, b):
+    """Python's float floor division, as ATen computes it (c10 ``div_floor_floating``):
+    (a - fmod(a, b)) / b, stepped down where fmod's sign differs from b's, then floored and
+    rounded to the nearest integer; a / b where b == 0. 16-bit floats compute in float32."""
+    dt = a.tdtype
+    if dt in (torch.float16, torch.bfloat16):
+        a, b = (prims.convert_element_type(t, torch.float32) for t in (a, b))
+    E = prims.elementwise
+    c = lambda v: prims.full(a.tshape, v, a.tdtype)  # noqa: E731
+    quotient = E("div", a, b)
+    mod = E("fmod", a, b)
+    div = E("div", E("sub", a, mod), b)
+    step = E("bitwise_and", E("ne", mod, c(0)), E("ne", E("lt", b, c(0)), E("lt", mod, c(0))))
+    div = prims.where(step, E("sub", div, c(1)), div)
+    floor = E("floor", div)
+    floor = prims.where(E("gt", E("sub", div, floor), c(0.5)), E("add", floor, c(1)), floor)
+    zero = prims.where(E("lt", quotient, c(0)), c(-0.0), c(0.0))  # copysign(0, a / b)
+    out = prims.where(E("ne", div, c(0)), floor, zero)
+    out = prims.where(E("eq", b, c(0)), quotient, out)
+    return prims.convert_element_type(out, dt)
+
+
 def _floor_div(a, b):
     comp, res = promote(a, b)
     shape = broadcast_shape(a, b)
     a, b = lift(a, comp, shape), lift(b, comp, shape)
     if comp.is_floating_point:
-        q = prims.elementwise("floor", prims.elementwise("div", a, b))
+        q = _floor_div_floating(a, b)
     else:  # stablehlo.divide truncates; step down where the signs differ and it is inexact
         q = prims.elementwise("div", a, b)
         r = prims.elementwise("fmod", a, b)

@@ -22,6 +22,7 @@ from ..lang import promote
 from ..proxy import TensorProxy
 from .registry import T, register
 from .nn import Fallback
+from .reduction import sum_accumulated
 
 
 def _numel(shape):
@@ -304,13 +305,6 @@ def rmatmul(input, other):
     return matmul(other, input)
 
 
-def _sum_dims(x, dims):
-    """Tensor.sum over ``dims``: 16-bit floats accumulate in float32 and round once."""
-    acc = _acc(x.tdtype)
-    s = prims.reduce("reduce_sum", prims.convert_element_type(x, acc), dims)
-    return prims.convert_element_type(s, x.tdtype)
-
-
 @register("einsum", torch.einsum)
 def einsum(equation, *operands):
     """Pairwise contraction left to right: each step is one dot_general whose batch dims
@@ -351,7 +345,7 @@ def einsum(equation, *operands):
         later = set(out) | set("".join(specs[k:]))
         drop = [i for i, ch in enumerate(cur_s) if ch not in later]
         if drop and k == len(operands):
-            cur = _sum_dims(cur, drop)
+            cur = sum_accumulated(cur, drop)
             cur_s = "".join(ch for i, ch in enumerate(cur_s) if i not in drop)
         if k == len(operands):
             break
@@ -360,11 +354,11 @@ def einsum(equation, *operands):
         # sum labels of one side that nothing else uses
         d1 = [i for i, ch in enumerate(cur_s) if ch not in later and ch not in nxt_s]
         if d1:
-            cur = _sum_dims(cur, d1)
+            cur = sum_accumulated(cur, d1)
             cur_s = "".join(ch for i, ch in enumerate(cur_s) if i not in d1)
         d2 = [i for i, ch in enumerate(nxt_s) if ch not in later and ch not in cur_s]
         if d2:
-            nxt = _sum_dims(nxt, d2)
+            nxt = sum_accumulated(nxt, d2)
             nxt_s = "".join(ch for i, ch in enumerate(nxt_s) if i not in d2)
         common = [ch for ch in cur_s if ch in nxt_s]
         batch = [ch for ch in common if ch in later]

@@ -28,6 +28,14 @@ def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
     return dtype
 
 
+def sum_accumulated(x: TensorProxy, dims) -> TensorProxy:
+    """``x`` summed over ``dims`` in its own dtype, 16-bit floats accumulating in float32
+    and rounding once (ATen's sum kernel)."""
+    acc = _acc_dtype(x.tdtype)
+    s = prims.reduce("reduce_sum", prims.convert_element_type(x, acc), dims)
+    return prims.convert_element_type(s, x.tdtype)
+
+
 def _sum_dtype(x: TensorProxy, dtype) -> torch.dtype:
     if dtype is not None:
         return dtype
@@ -240,7 +248,7 @@ def logsumexp(input, dim, keepdim=False):
     finite = prims.elementwise("isfinite", m)
     m = prims.where(finite, m, prims.full(m.tshape, 0, x.tdtype))
     mb = prims.broadcast_in_dim(prims.reshape(m, keep_shape), x.tshape, list(range(len(x.tshape))))
-    s = prims.reduce("reduce_sum", prims.elementwise("exp", prims.elementwise("sub", x, mb)), dims)
+    s = sum_accumulated(prims.elementwise("exp", prims.elementwise("sub", x, mb)), dims)
     out = prims.elementwise("add", prims.elementwise("log", s), m)
     return _keep(x, out, dims, keepdim)
 
