@@ -103,11 +103,14 @@ def arange(*args, start=None, end=None, step=None, dtype=None, device=None, layo
     if n is None:  # unusual arguments: ask torch's meta kernel
         m = _meta_factory(torch.arange, start, end, step, dtype=dtype)
         n, out_dtype = m.shape[0], m.dtype
-    if out_dtype.is_floating_point or isinstance(start, float) or isinstance(step, float):
+    if out_dtype.is_floating_point:
         idx = prims.iota((n,), torch.float64, 0)
         vals = prims.elementwise("add", prims.elementwise(
             "mul", idx, prims.full((n,), step, torch.float64)), prims.full((n,), start, torch.float64))
         return prims.convert_element_type(vals, out_dtype)
+    # integer dtypes: ATen converts start and step to int64 first (truncating), the length
+    # comes from the unconverted values
+    start, step = int(start), int(step)
     idx = prims.iota((n,), torch.int64, 0)
     if step != 1:
         idx = prims.elementwise("mul", idx, prims.full((n,), step, torch.int64))

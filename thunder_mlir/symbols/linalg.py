@@ -75,6 +75,9 @@ def dot(input, other):
 
 
 def _beta_alpha(inp, prod, beta, alpha):
+    if not (prod.tdtype.is_floating_point or prod.tdtype.is_complex):
+        # ATen converts the scalars to the integer type first (Scalar::to<int>, truncating)
+        beta, alpha = (int(v) if isinstance(v, float) else v for v in (beta, alpha))
     p = prod if alpha == 1 else mul(prod, alpha)
     if beta == 0:
         return p

@@ -77,6 +77,11 @@ def matrix_power(A, n):
 def vander(x, *, N=None):
     if len(x.tshape) == 0:
         raise Fallback("vander of a 0-d tensor")
+    if x.tdtype is torch.bool:
+        raise RuntimeError("linalg.vander supports floating point, complex, and integer "
+                           "tensors, but got Bool")
+    if not (x.tdtype.is_floating_point or x.tdtype.is_complex):
+        x = prims.convert_element_type(x, torch.int64)  # ATen's cumprod promotes integers
     n = x.tshape[-1]
     N = n if N is None else N
     if N == 0:

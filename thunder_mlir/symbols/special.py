@@ -313,9 +313,18 @@ def nextafter(input, other):
 
 @register("zeta", torch.special.zeta)
 def zeta(input, other):
-    """Hurwitz zeta(x, q) (chlo.zeta)."""
+    """Hurwitz zeta(x, q) (chlo.zeta) with the domain rules of Cephes' zeta, which ATen
+    uses, checked in its order: x == 1 -> inf; x < 1 -> NaN; q a non-positive integer
+    -> inf; q <= 0 and x not an integer -> NaN (chlo.zeta differs at some of these)."""
     (a, b), comp, res, s = _args(input, other, kind=Kind.INT_TO_FLOAT)
-    return prims.convert_element_type(E("zeta", a, b), res)
+    and_ = lambda p, q: E("bitwise_and", p, q)  # noqa: E731
+    q_le_0 = E("le", b, _c(s, 0, comp))
+    out = E("zeta", a, b)
+    out = prims.where(and_(q_le_0, E("ne", a, E("floor", a))), _c(s, math.nan, comp), out)
+    out = prims.where(and_(q_le_0, E("eq", b, E("floor", b))), _c(s, math.inf, comp), out)
+    out = prims.where(E("lt", a, _c(s, 1, comp)), _c(s, math.nan, comp), out)
+    out = prims.where(E("eq", a, _c(s, 1, comp)), _c(s, math.inf, comp), out)
+    return prims.convert_element_type(out, res)
 
 
 @register("ldexp", *_fns("ldexp"))

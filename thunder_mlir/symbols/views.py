@@ -229,12 +229,11 @@ def sum_to_size(input, *size):
     lead = len(input.tshape) - len(size)
     dims = list(range(lead)) + [lead + i for i, s in enumerate(size)
                                 if s == 1 and input.tshape[lead + i] != 1]
-    if dims:
-        out = rsum(input, dims, keepdim=True)
-    else:  # nothing to reduce: still sum's result dtype (bool/int -> int64)
-        from .reduction import _sum_dtype
-        out = prims.convert_element_type(input, _sum_dtype(input, None))
-    return prims.reshape(out, size)
+    if not size:  # ATen's sum_to: a 0-d target is the sum of everything
+        return rsum(input)
+    if not dims:  # nothing to reduce: ATen returns the tensor itself (dtype kept)
+        return prims.reshape(input, size)
+    return prims.reshape(rsum(input, dims, keepdim=True), size)
 
 
 @register("adjoint", T.H.__get__, T.mH.__get__, T.adjoint, torch.adjoint)
