@@ -330,6 +330,20 @@ class RandomOp:
     reason: str
     values: Callable = _finite
     when: Callable = _always
+    # on the torch fallback: how its result is compared with eager's under the same seed
+    # (equality by default)
+    same: Callable | None = None
+
+
+def _same_low_rank_product(actual, expected, tol) -> None:
+    """(U, S, V) of svd_lowrank/pca_lowrank: the product U diag(S) V^H is compared, not the
+    factors. The OpInfo factors a @ b.mT, which XLA computes and rounds differently from
+    ATen; the randomized SVD turns those last-bit differences into rotated singular
+    vectors (seen: 1e-2 in U for 5e-5 in S on a complex 3x2 sample)."""
+    def product(usv):
+        u, s, v = usv
+        return (u * s.to(u.dtype).unsqueeze(-2)) @ v.mH
+    _compare(product(actual), product(expected), tol)
 
 
 RANDOM_OPS: dict[str, RandomOp] = {
@@ -384,8 +398,10 @@ RANDOM_OPS: dict[str, RandomOp] = {
     "nn.functional.multi_head_attention_forward": RandomOp("attention dropout"),
     "nn.functional.fractional_max_pool2d": RandomOp("random pooling regions"),
     "nn.functional.fractional_max_pool3d": RandomOp("random pooling regions"),
-    "pca_lowrank": RandomOp("random projection (torch.randn inside)"),
-    "svd_lowrank": RandomOp("random projection (torch.randn inside)"),
+    "pca_lowrank": RandomOp("random projection (torch.randn inside)",
+                            same=_same_low_rank_product),
+    "svd_lowrank": RandomOp("random projection (torch.randn inside)",
+                            same=_same_low_rank_product),
     "linalg.lstsq": RandomOp("its samples draw random right-hand sides inside the op"),
 }
 
@@ -553,6 +569,8 @@ def run_sample(op, sample, tol, dtype=None) -> tuple[str, str, list[str]]:
             _metadata(actual, expected)
         elif random_op is not None and not fallbacks:
             _check_random(random_op, jfn, tensors, sample, actual, expected, op)
+        elif random_op is not None and random_op.same is not None:
+            random_op.same(actual, expected, tol)
         else:
             try:
                 _compare(actual, expected, tol)
