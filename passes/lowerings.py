@@ -15,6 +15,8 @@ from typing import Callable
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo as shlo
 
+from thunder_mlir.dtypes import complex_splat
+
 Lowering = Callable  # (op, operands, rw) -> None
 
 
@@ -34,15 +36,6 @@ def _is_float(e: ir.Type) -> bool:
 
 def _is_unsigned(e: ir.Type) -> bool:
     return isinstance(e, ir.IntegerType) and (e.is_unsigned or e.width == 1)
-
-
-def complex_splat(t: ir.RankedTensorType, value) -> ir.Attribute:
-    """A splat DenseElementsAttr of complex type ``t`` (the bindings have no complex
-    scalar attribute: a one-element NumPy array of the element's width makes the splat)."""
-    import numpy as np
-    width = ir.FloatType(ir.ComplexType(t.element_type).element_type).width
-    arr = np.array([complex(value)], dtype=np.complex64 if width == 32 else np.complex128)
-    return ir.DenseElementsAttr.get(arr, type=t)
 
 
 def scalar_attr(e: ir.Type, value) -> ir.Attribute:

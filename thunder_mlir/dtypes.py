@@ -51,6 +51,17 @@ def tensor_type(shape, dtype: torch.dtype) -> ir.RankedTensorType:
     return ir.RankedTensorType.get(list(shape), element_type(dtype))
 
 
+def complex_splat(t: ir.RankedTensorType, value) -> ir.Attribute:
+    """A DenseElementsAttr of complex tensor type ``t`` with every element ``value``. The
+    bindings have no complex scalar attribute (``IntegerAttr.get`` on a complex type hangs
+    the process): a one-element NumPy array of the element's width makes the splat."""
+    import numpy as np
+
+    width = ir.FloatType(ir.ComplexType(t.element_type).element_type).width
+    arr = np.array([complex(value)], dtype=np.complex64 if width == 32 else np.complex128)
+    return ir.DenseElementsAttr.get(arr, type=t)
+
+
 def torch_dtype(t: ir.Type) -> torch.dtype:
     """torch dtype of an MLIR element type or ranked tensor type."""
     if isinstance(t, ir.RankedTensorType):

@@ -185,11 +185,8 @@ def iota(shape: Sequence[int], dtype: torch.dtype, dim: int) -> TensorProxy:
 def full(shape: Sequence[int], value, dtype: torch.dtype) -> TensorProxy:
     """A tensor of ``shape`` filled with the Python number ``value`` (stablehlo.constant)."""
     if dtype.is_complex:  # no complex scalar attribute: a splat constant
-        import numpy as np
         rtype = dtypes.tensor_type(shape, dtype)
-        arr = np.array([complex(value)], dtype=np.complex64 if dtype == torch.complex64
-                       else np.complex128)
-        return _constant_op(ir.DenseElementsAttr.get(arr, type=rtype), rtype, shape, dtype)
+        return _constant_op(dtypes.complex_splat(rtype, value), rtype, shape, dtype)
     trace = current_trace()
     if dtype.is_floating_point:
         attr = ir.FloatAttr.get_f64(float(value))
