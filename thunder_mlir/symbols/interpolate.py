@@ -3,10 +3,10 @@ linspace/logspace, and tensor contractions (tensordot, inner, vdot, kron, einsum
 addr, block_diag, cartesian_prod).
 
 Interpolation is separable: each spatial dim is resampled by a gather (nearest modes) or
-by a constant (in, out) weight matrix contracted with stablehlo.dot_general (linear and
-cubic modes). Source coordinates follow ATen's UpSample.h (``area_pixel_compute_
-source_index``, ``nearest_idx``, cubic convolution with A = -0.75), scales computed in
-float32 as ATen's CPU kernels do.
+by 2 (linear) or 4 (cubic) gathered taps times constant weights, added in ATen's order,
+the last dim first. Source coordinates follow ATen's UpSample.h (``area_pixel_compute_
+source_index``, ``nearest_idx``, cubic convolution with A = -0.75), computed in float32
+(float64 for float64 inputs of the linear modes) as ATen's CPU kernels do.
 """
 
 from __future__ import annotations
@@ -32,12 +32,14 @@ def _numel(shape):
     return n
 
 
-def _scale(in_size, out_size, align_corners, scale):
+def _scale(in_size, out_size, align_corners, scale, ft=np.float32):
+    """ATen's ``area_pixel_compute_scale`` in the float type ``ft`` (float32, or float64
+    for float64 inputs of the linear modes: their opmath type)."""
     if align_corners:
-        return (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
-    if scale is not None and scale > 0:
-        return float(np.float32(1.0) / np.float32(scale))
-    return float(np.float32(in_size) / np.float32(out_size))
+        return float(ft(in_size - 1) / ft(out_size - 1)) if out_size > 1 else 0.0
+    if scale is not None and scale > 0:  # 1.0 / scale in double, then rounded (ATen)
+        return float(ft(1.0 / scale))
+    return float(ft(in_size) / ft(out_size))
 
 
 def _nearest_index(L, O, scale, exact):
@@ -49,45 +51,53 @@ def _nearest_index(L, O, scale, exact):
     return idx
 
 
-def _linear_matrix(L, O, scale, align_corners, cubic):
-    w = np.zeros((L, O), dtype=np.float64)
-    s = np.float32(scale)
+def _linear_taps(L, O, scale, align_corners, cubic, ft=np.float32):
+    """Source indices and weights of linear (2 taps) or cubic (4 taps) interpolation from
+    L to O points, as ATen computes them (UpSample.h: ``area_pixel_compute_source_index``,
+    cubic convolution with A = -0.75, indices clamped to [0, L - 1]) in the float type
+    ``ft``: a list of (indices, weights) per tap, each of length O."""
+    taps = [([], []) for _ in range(4 if cubic else 2)]
+    s = ft(scale)
     for o in range(O):
         if align_corners:
-            src = float(np.float32(s * np.float32(o)))
+            src = float(ft(s * ft(o)))
         else:
-            src = float(np.float32(s * np.float32(o + 0.5)) - np.float32(0.5))
+            src = float(ft(s * ft(o + 0.5)) - ft(0.5))
             if not cubic and src < 0:
                 src = 0.0
         i0 = math.floor(src)
-        t = np.float32(src - i0)
-        if cubic:
-            A = -0.75
+        t = ft(src - i0)
+        if cubic:  # ATen's cubic_convolution1/2 in the opmath type
+            A = ft(-0.75)
 
             def c1(x):
-                return ((A + 2) * x - (A + 3)) * x * x + 1
+                return ((A + ft(2)) * x - (A + ft(3))) * x * x + ft(1)
 
             def c2(x):
-                return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
-            coeffs = [c2(t + 1.0), c1(t), c1(1.0 - t), c2(2.0 - t)]
-            for k, c in enumerate(coeffs):
-                j = min(max(i0 - 1 + k, 0), L - 1)
-                w[j, o] += c
+                return ((A * x - ft(5) * A) * x + ft(8) * A) * x - ft(4) * A
+            coeffs = [c2(t + ft(1)), c1(t), c1(ft(1) - t), c2(ft(2) - t)]
+            idx = [min(max(i0 - 1 + k, 0), L - 1) for k in range(4)]
         else:
-            i1 = min(i0 + 1, L - 1)
-            w[min(i0, L - 1), o] += 1.0 - t
-            w[i1, o] += t
-    return w
+            coeffs = [ft(1) - t, t]
+            idx = [min(i0, L - 1), min(i0 + 1, L - 1)]
+        for k in range(len(taps)):
+            taps[k][0].append(idx[k])
+            taps[k][1].append(float(coeffs[k]))
+    return taps
 
 
-def _apply_matrix(x, d, w):
+def _apply_taps(x, d, taps):
+    """sum_k x[..., idx_k, ...] * w_k along dim ``d``, added left to right as ATen's
+    ``interpolate`` / ``cubic_interp1d`` do."""
     from .creation import _literal
-    m = _literal(w.tolist(), x.tdtype) if w.size else prims.full(w.shape, 0, x.tdtype)
-    if w.size and bool((w == w.flat[0]).all()):
-        m = prims.full(w.shape, float(w.flat[0]), x.tdtype)
-    y = prims.dot_general(x, m, [], [], [d], [0])
-    r = len(x.tshape)
-    return prims.transpose(y, list(range(d)) + [r - 1] + list(range(d, r - 1)))
+    from .views import _const_index
+    out = None
+    for idx, w in taps:
+        g = prims.take(x, _const_index(idx), d)
+        wb = prims.broadcast_in_dim(_literal(w, x.tdtype), g.tshape, [d])
+        term = prims.elementwise("mul", g, wb)
+        out = term if out is None else prims.elementwise("add", out, term)
+    return out
 
 
 @register("interpolate", F.interpolate, opmath=True)
@@ -123,9 +133,15 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             raise Fallback("linear interpolation of integers")
         cubic = mode == "bicubic"
         ac = bool(align_corners)
-        for i in range(n):
-            sc = _scale(sp[i], out[i], ac, scales[i])
-            x = _apply_matrix(x, 2 + i, _linear_matrix(sp[i], out[i], sc, ac, cubic))
+        ft = np.float64 if x.tdtype is torch.float64 else np.float32
+        for i in reversed(range(n)):  # the last dim first, as ATen's kernels sum
+            sc = _scale(sp[i], out[i], ac, scales[i], ft)
+            if out[i] == 0 or sp[i] == 0:
+                shape = list(x.tshape)
+                shape[2 + i] = out[i]
+                x = prims.full(shape, 0, x.tdtype)
+                continue
+            x = _apply_taps(x, 2 + i, _linear_taps(sp[i], out[i], sc, ac, cubic, ft))
         return x
     raise Fallback(f"interpolate mode {mode}")
 

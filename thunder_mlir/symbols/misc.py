@@ -215,23 +215,18 @@ def pdist(input, p=2):
 
 @register("cov", torch.cov)
 def cov(input, *, correction=1, fweights=None, aweights=None):
-    """torch.cov's formula (weights, normalization, final squeeze) with dot_general."""
+    """torch.cov's formula (ATen ``cov``: weights, normalization, final squeeze) with
+    dot_general. The weights keep their own dtype, as in ATen: their sums round there."""
     x = input if len(input.tshape) == 2 else prims.reshape(input, (1, _numel(input.tshape)))
     if not x.tdtype.is_floating_point:
         x = prims.convert_element_type(x, torch.get_default_dtype())
-    if aweights is not None:  # the result promotes with the observation weights (ATen)
-        x = prims.convert_element_type(x, torch.promote_types(x.tdtype, aweights.tdtype))
     n = x.tshape[1]
-    w = None
-    if fweights is not None:
-        w = prims.convert_element_type(fweights, x.tdtype)
+    w = fweights
     if aweights is not None:
-        aw = prims.convert_element_type(aweights, x.tdtype)
-        w = aw if w is None else mul(w, aw)
+        w = aweights if w is None else mul(w, aweights)
     if w is None:
         avg = torch.mean(x, 1, True)
         norm = prims.full((), float(n - correction), x.tdtype)
-        xw = None
     else:
         w_sum = rsum(w)
         avg = div(rsum(mul(x, prims.reshape(w, (1, n))), 1, True), w_sum)
@@ -240,7 +235,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         elif aweights is None:
             norm = sub(w_sum, correction)
         else:
-            norm = sub(w_sum, div(mul(rsum(mul(w, aw)), correction), w_sum))
+            norm = sub(w_sum, div(mul(rsum(mul(w, aweights)), correction), w_sum))
     norm = torch.clamp(norm, min=0)
     c = sub(x, avg)
     cw = c if w is None else mul(c, prims.reshape(w, (1, n)))
