@@ -70,29 +70,35 @@ def _trap_parts(y, dim):
     return a, b, d
 
 
-def _trap_terms(y, x, dx, dim):
-    a, b, d = _trap_parts(y, dim)
-    avg = div(add(a, b), 2.0)
-    if x is not None:
-        if len(x.tshape) == 1:
-            xa, xb, _ = _trap_parts(x, 0)
-            dxs = sub(xb, xa)
-            shape = [1] * len(y.tshape)
-            shape[d] = dxs.tshape[0]
-            dxs = prims.reshape(dxs, shape)
-        else:
-            xa, xb, _ = _trap_parts(x, dim)
-            dxs = sub(xb, xa)
-        return mul(avg, dxs), d
-    return mul(avg, 1.0 if dx is None else dx), d
+def _trap_dx(y, x, d):
+    """x.diff() along ``d``, a 1-D ``x`` viewed along ``d`` first (ATen ``trapezoid``)."""
+    if len(x.tshape) == 1:
+        shape = [1] * len(y.tshape)
+        shape[d] = x.tshape[0]
+        x = prims.reshape(x, shape)
+    xa, xb, _ = _trap_parts(x, d)
+    return sub(xb, xa)
 
 
-@register("trapezoid", torch.trapezoid)
-def trapezoid(y, x=None, *, dx=None, dim=-1):
+def _trap_args(y, x, dx):
     if type(x) is not TensorProxy and x is not None:
         dx, x = x, None
-    t, d = _trap_terms(y, x, dx, dim)
-    return rsum(t, d)
+    return x, 1.0 if dx is None else dx
+
+
+# The formulas are ATen's (Integration.cpp), op for op: integer inputs wrap and promote where
+# its ops do, and float results round the same way.
+@register("trapezoid", torch.trapezoid)
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    x, dx = _trap_args(y, x, dx)
+    a, b, d = _trap_parts(y, dim)
+    if x is not None:  # ((left + right) * dx).sum(dim) / 2.
+        return div(rsum(mul(add(a, b), _trap_dx(y, x, d)), d), 2.0)
+    # (y.sum(dim) - (y.select(dim, 0) + y.select(dim, -1)) * 0.5) * dx
+    if y.tshape[d] == 0:
+        return mul(rsum(y, d), dx)
+    first, last = torch.select(y, d, 0), torch.select(y, d, -1)
+    return mul(sub(rsum(y, d), mul(add(first, last), 0.5)), dx)
 
 
 @register("trapz", torch.trapz)
@@ -102,10 +108,11 @@ def trapz(y, x=None, *, dx=None, dim=-1):
 
 @register("cumulative_trapezoid", torch.cumulative_trapezoid)
 def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
-    if type(x) is not TensorProxy and x is not None:
-        dx, x = x, None
-    t, d = _trap_terms(y, x, dx, dim)
-    return torch.cumsum(t, d)
+    x, dx = _trap_args(y, x, dx)
+    a, b, d = _trap_parts(y, dim)
+    if x is not None:  # ((left + right) * dx).cumsum(dim) / 2.
+        return div(torch.cumsum(mul(add(a, b), _trap_dx(y, x, d)), d), 2.0)
+    return torch.cumsum(mul(dx / 2.0, add(a, b)), d)  # (dx / 2. * (left + right)).cumsum
 
 
 @register("renorm", torch.renorm, T.renorm, opmath=True)

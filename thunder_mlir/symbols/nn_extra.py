@@ -34,8 +34,9 @@ from .loss import _legacy_reduction as _reduction, _reduce  # noqa: E402  (share
 # -------------------------------------------------------------- activations
 @register("softmin", F.softmin)
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
-    x = prims.convert_element_type(input, dtype) if dtype is not None else input
-    return softmax(neg(x), dim, dtype=None)
+    """softmax(-input, dim, dtype): negated in the input's dtype first, as F.softmin does
+    (an unsigned input wraps)."""
+    return softmax(neg(input), dim, dtype=dtype)
 
 
 @register("tanhshrink", F.tanhshrink)

@@ -217,14 +217,21 @@ def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def all(input, dim=None, keepdim=False):
     from .elementwise import _as_bool
     dims = canonical_dims(dim, len(input.tshape))
-    return _keep(input, prims.reduce("reduce_and", _as_bool(input), dims), dims, keepdim)
+    out = _keep(input, prims.reduce("reduce_and", _as_bool(input), dims), dims, keepdim)
+    return _uint8_stays(input, out)
 
 
 @register("any", torch.any, T.any)
 def any(input, dim=None, keepdim=False):
     from .elementwise import _as_bool
     dims = canonical_dims(dim, len(input.tshape))
-    return _keep(input, prims.reduce("reduce_or", _as_bool(input), dims), dims, keepdim)
+    out = _keep(input, prims.reduce("reduce_or", _as_bool(input), dims), dims, keepdim)
+    return _uint8_stays(input, out)
+
+
+def _uint8_stays(input, out):
+    """all/any of a uint8 tensor are uint8 (0 or 1) in ATen, for NumPy-era compatibility."""
+    return prims.convert_element_type(out, torch.uint8) if input.tdtype is torch.uint8 else out
 
 
 @register("cumsum", torch.cumsum, T.cumsum)
