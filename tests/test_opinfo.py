@@ -707,6 +707,25 @@ def _run_and_report(dtypes, max_samples, tag) -> dict:
     return all_counts
 
 
+def test_closer_rule_accepts_only_results_nearer_the_float64_one():
+    """The harness's acceptance rule for results outside tolerance (``_closer_than_eager``)
+    can fail: farther than eager, another dtype, or an integer dtype are mismatches."""
+    from types import SimpleNamespace
+
+    from torch.testing._internal.opinfo.core import SampleInput
+
+    x = torch.tensor([1e8, 1.0, -1e8, 3.0], dtype=torch.float32)
+    op = SimpleNamespace(op=lambda t: t.sum(), name="sum")
+    sample = SampleInput(x)
+    expected = x.sum()  # float32 loses the 1.0 and 3.0 (exact: 4.0)
+    exact = torch.tensor(4.0)
+    assert _closer_than_eager(op, sample, exact, expected, torch.float32)
+    assert not _closer_than_eager(op, sample, expected + 8, expected, torch.float32)
+    assert not _closer_than_eager(op, sample, exact.double(), expected, torch.float32)
+    assert not _closer_than_eager(op, SampleInput(x.long()), exact.long(), expected.long(),
+                                  torch.int64)
+
+
 @pytest.mark.filterwarnings("ignore")
 def test_opinfo_float32():
     """Every float32 OpInfo: zero mismatches (a mismatch is a bug); the summary is printed."""
