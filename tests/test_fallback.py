@@ -153,8 +153,41 @@ def test_inplace_on_view_raises():
 
 
 def test_unknown_op_with_data_dependent_shape_raises():
-    with pytest.raises(thunder_mlir.TraceError, match="nonzero"):
+    # no meta kernel: traced by a trial run on zeros (shape (0, 1)), refused when a real
+    # run gives another shape
+    with pytest.raises(RuntimeError, match="nonzero.*depends on the input values"):
         thunder_mlir.jit(lambda a: torch.nonzero(a))(torch.randn(4))
+
+
+def test_ops_without_meta_kernels_run_on_the_fallback_by_a_trial_run():
+    # geqrf, lstsq, histogram and binomial have no meta kernel: their output metadata comes
+    # from one run on zero-filled inputs, checked against every real run
+    a, p = torch.randn(5, 3), torch.rand(4)
+    jfn = assert_close_to_eager(lambda a: (torch.geqrf(a), torch.linalg.lstsq(a, a[:, :2]),
+                                           torch.histogram(a, bins=4)), a, expect_fallback=True)
+    assert {"torch.geqrf", "torch.linalg.lstsq", "torch.histogram"} <= \
+        set(thunder_mlir.fallback_ops(jfn))
+
+
+def test_a_trial_run_leaves_torchs_generator_as_it_was():
+    from types import SimpleNamespace
+
+    import optree
+
+    from thunder_mlir.executors.torch_fallback import _trial_run
+
+    x = SimpleNamespace(tshape=(3,), tdtype=torch.float32)  # what a trial run reads
+    leaves, spec = optree.tree_flatten(((x,), {}))
+    state = torch.get_rng_state()
+    out = _trial_run(lambda t: t + torch.rand(3), leaves, [0], spec, torch.device("cpu"))
+    assert out.shape == (3,) and out.device.type == "meta"
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_python_results_are_not_taken_from_a_trial_run():
+    # allclose computed on zeros would be True whatever the inputs: refused at trace time
+    with pytest.raises(thunder_mlir.TraceError, match="allclose"):
+        thunder_mlir.jit(lambda a, b: torch.allclose(a, b))(torch.randn(3), torch.randn(3))
 
 
 # ------------------------------------------------------------------------ errors

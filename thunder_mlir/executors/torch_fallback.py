@@ -54,18 +54,23 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     for i in positions:
         meta_leaves[i] = leaves[i].meta
     m_args, m_kwargs = optree.tree_unflatten(spec, meta_leaves)
+    trial = False  # metadata from a trial run: checked against every real run
     try:
         with torch._C.DisableTorchFunction(), torch.device("meta"):
             meta_out = func(*m_args, **m_kwargs)
     except Exception as e:
-        from ..tracing import describe_frame, user_frame
+        meta_out = _trial_run(func, leaves, positions, spec, trace.device)
+        if meta_out is None:
+            from ..tracing import describe_frame, user_frame
 
-        raise TraceError(
-            f"{describe_frame(user_frame())}\n  {name} has no thunder_mlir symbol, and the torch "
-            f"fallback cannot run it because its output metadata is not computable on meta "
-            f"tensors ({type(e).__name__}: {e}). Data-dependent output shapes (nonzero, "
-            f"masked_select, unique) cannot be compiled; compute them outside the jitted "
-            f"function.") from None
+            raise TraceError(
+                f"{describe_frame(user_frame())}\n  {name} has no thunder_mlir symbol, and the "
+                f"torch fallback cannot run it because its output metadata is not computable "
+                f"on meta tensors ({type(e).__name__}: {e}) nor by a trial run on zeros. "
+                "Data-dependent output shapes (nonzero, masked_select, unique) and Python "
+                "results (allclose, equal) cannot be compiled; compute them outside the "
+                "jitted function.") from None
+        trial = True
     out_leaves, out_spec = optree.tree_flatten(meta_out, none_is_leaf=True)
     out_pos = [i for i, leaf in enumerate(out_leaves) if isinstance(leaf, torch.Tensor)]
     inplace = _is_inplace(func, args)
@@ -95,8 +100,12 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         if inplace:
             return [vals[positions[0]]]
         flat = optree.tree_leaves(out, none_is_leaf=True)
-        return [x for x in flat if isinstance(x, torch.Tensor)]
+        outs = [x for x in flat if isinstance(x, torch.Tensor)]
+        if trial:
+            _check_trial_metadata(name, outs, traced)
+        return outs
 
+    traced = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in out_pos]
     key = trace.add_impl(run)
     with trace.ip:
         op = ExecutorCallOp(**segment_kwargs("in", [p.value for p in proxies]),
@@ -115,3 +124,45 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         m = out_leaves[i]
         out_leaves[i] = TensorProxy(results[k], tuple(m.shape), m.dtype, trace.device)
     return optree.tree_unflatten(out_spec, out_leaves)
+
+
+def _trial_run(func: Callable, leaves: list, positions: list[int], spec, device):
+    """Output metadata of an op with no meta kernel (geqrf, lstsq, histogram, istft, ...):
+    the op run once on zero-filled (then one-filled) tensors of the inputs' shapes and dtypes,
+    under ``fork_rng`` so that torch's generator is untouched. Returns meta tensors shaped
+    like the outputs, or None when neither run works or the result holds anything but
+    tensors (a Python value computed from zeros would be a wrong constant). An output shape
+    that depends on the values (nonzero) is caught at run time by ``_check_trial_metadata``.
+    """
+    for fill in (0, 1):
+        vals = list(leaves)
+        for i in positions:
+            p = leaves[i]
+            vals[i] = torch.full(p.tshape, fill, dtype=p.tdtype, device=device)
+        a, k = optree.tree_unflatten(spec, vals)
+        try:
+            with torch._C.DisableTorchFunction(), torch.no_grad(), torch.random.fork_rng(
+                    devices=[device] if device.type == "cuda" else []):
+                out = func(*a, **k)
+        except Exception:  # noqa: BLE001 - the caller reports the meta failure
+            continue
+        flat, out_spec = optree.tree_flatten(out, none_is_leaf=True)
+        if not all(x is None or isinstance(x, torch.Tensor) for x in flat):
+            return None
+        return optree.tree_unflatten(out_spec, [
+            x if x is None else torch.empty(x.shape, dtype=x.dtype, device="meta")
+            for x in flat])
+    return None
+
+
+def _check_trial_metadata(name: str, outs: list[torch.Tensor], traced: list) -> None:
+    """Raise RuntimeError if a trial-run op's real outputs differ from its traced metadata
+    (its output shape depends on the input values, which a compiled program cannot
+    follow)."""
+    got = [(tuple(t.shape), t.dtype) for t in outs]
+    if got != traced:
+        raise RuntimeError(
+            f"{name}: its outputs {got} differ from the metadata it was traced with "
+            f"{traced} (learned by a trial run on zeros, as the op has no meta kernel): its "
+            "output shape depends on the input values, which a compiled program cannot "
+            "follow. Compute it outside the jitted function.")
