@@ -732,12 +732,12 @@ def test_opinfo_float32():
     counts, results = _run_and_report([torch.float32], F32_SAMPLES, "float32")[torch.float32]
     bad = [f"{r.name}: {r.reason}" for r in results if r.status == "mismatch"]
     assert not bad, "mismatches against eager:\n" + "\n".join(bad)
-    # regression floors, a little under the measured shares (74.1% XLA, 97.0% eager
+    # regression floors, a little under the measured shares (74.1% XLA, 98.5% eager
     # result at the time of writing); issue 3's targets are 70% and 97%
     ran = sum(counts[s] for s in ("xla", "fallback", "mismatch", "error"))
     if ran > 600:  # the whole database, not a THUNDER_OPINFO_OPS selection
         assert counts["xla"] / ran >= 0.72, f"XLA share fell to {counts['xla'] / ran:.1%}"
-        assert (counts["xla"] + counts["fallback"]) / ran >= 0.96, "eager-result share fell"
+        assert (counts["xla"] + counts["fallback"]) / ran >= 0.97, "eager-result share fell"
 
 
 @pytest.mark.filterwarnings("ignore")

@@ -1,7 +1,9 @@
 """The ``torch`` executor: runs a torch op with no thunder_mlir symbol eagerly.
 
-While tracing, the op runs on meta tensors to learn its outputs' shapes and dtypes, and is
-recorded as ``thunder.executor_call`` with ``executor = "torch"``. The partition pass
+While tracing, the op runs on meta tensors to learn its outputs' shapes and dtypes (an op
+with no meta kernel runs once on zero-filled inputs instead, and every real run is checked
+against what that trial gave), and is recorded as ``thunder.executor_call`` with
+``executor = "torch"``. The partition pass
 leaves it between XLA regions; the runtime calls the real torch function there. So an
 unsupported op costs speed (a region boundary and an eager kernel), never correctness.
 """
