@@ -3,9 +3,9 @@
 While tracing, the op runs on meta tensors to learn its outputs' shapes and dtypes (an op
 with no meta kernel runs once on zero-filled inputs instead, and every real run is checked
 against what that trial gave), and is recorded as ``thunder.executor_call`` with
-``executor = "torch"``. The partition pass
-leaves it between XLA regions; the runtime calls the real torch function there. So an
-unsupported op costs speed (a region boundary and an eager kernel), never correctness.
+``executor = "torch"``. The partition pass leaves it between XLA regions; the runtime calls
+the real torch function there. So an unsupported op costs speed (a region boundary and an
+eager kernel), never correctness.
 """
 
 from __future__ import annotations

@@ -80,7 +80,7 @@ def _trap_dx(y, x, d):
     return sub(xb, xa)
 
 
-def _trap_args(y, x, dx):
+def _trap_args(x, dx):
     if type(x) is not TensorProxy and x is not None:
         dx, x = x, None
     return x, 1.0 if dx is None else dx
@@ -90,7 +90,7 @@ def _trap_args(y, x, dx):
 # its ops do, and float results round the same way.
 @register("trapezoid", torch.trapezoid)
 def trapezoid(y, x=None, *, dx=None, dim=-1):
-    x, dx = _trap_args(y, x, dx)
+    x, dx = _trap_args(x, dx)
     a, b, d = _trap_parts(y, dim)
     if x is not None:  # ((left + right) * dx).sum(dim) / 2.
         return div(rsum(mul(add(a, b), _trap_dx(y, x, d)), d), 2.0)
@@ -108,7 +108,7 @@ def trapz(y, x=None, *, dx=None, dim=-1):
 
 @register("cumulative_trapezoid", torch.cumulative_trapezoid)
 def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
-    x, dx = _trap_args(y, x, dx)
+    x, dx = _trap_args(x, dx)
     a, b, d = _trap_parts(y, dim)
     if x is not None:  # ((left + right) * dx).cumsum(dim) / 2.
         return div(torch.cumsum(mul(add(a, b), _trap_dx(y, x, d)), d), 2.0)
