@@ -63,10 +63,13 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     except Exception as e:
         meta_out = _trial_run(func, leaves, positions, spec, trace.device)
         if meta_out is None:
+            from ..symbols import SYMBOLS
             from ..tracing import describe_frame, user_frame
 
+            why = (f"its symbol {SYMBOLS[func].name} declined this call" if func in SYMBOLS
+                   else "has no thunder_mlir symbol")
             raise TraceError(
-                f"{describe_frame(user_frame())}\n  {name} has no thunder_mlir symbol, and the "
+                f"{describe_frame(user_frame())}\n  {name} {why}, and the "
                 f"torch fallback cannot run it because its output metadata is not computable "
                 f"on meta tensors ({type(e).__name__}: {e}) nor by a trial run on zeros. "
                 "Data-dependent output shapes (nonzero, masked_select, unique) and Python "
