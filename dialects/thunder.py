@@ -188,6 +188,13 @@ _STRUCTURAL_PRIM_FIELDS: dict[str, dict[str, Any]] = {
     # Pure: a function of (seed, stream); distinct streams keep two draws of one program
     # from merging under CSE (see thunder_mlir/rng.py).
     "rng_bits": {"seed": Operand[Tensor], "stream": ir.IntegerAttr, "result": Result[Tensor]},
+    # stop_gradient(x): x itself; its gradient is zero (jax.lax.stop_gradient). What
+    # torch's detach(), .data and ops run under no_grad() mean for autograd.
+    "stop_gradient": {"x": Operand[Tensor], "result": Result[Tensor]},
+    # no_derivative(x) {message}: x itself; differentiating through it is an error with
+    # `message` raised when the backward runs (eager autograd's "derivative for
+    # aten::floor_divide is not implemented").
+    "no_derivative": {"x": Operand[Tensor], "message": ir.StringAttr, "result": Result[Tensor]},
 }
 for _n, _f in _STRUCTURAL_PRIM_FIELDS.items():
     PRIM_OPS[_n] = _make_op(_n, _f)

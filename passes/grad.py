@@ -6,8 +6,10 @@ Input: ``func.func @computation`` (composites allowed: those with a composite-le
 * ``@forward(inputs) -> (outputs..., residuals...)`` — the original ops, plus the values the
   backward needs;
 * ``@backward(cotangents..., residuals...) -> (input grads...)`` — one cotangent per
-  floating-point output (except the trailing ``thunder.num_write_backs`` results, the new
-  values of inputs updated in place), one gradient per differentiated input.
+  differentiable output (``thunder.diff_outputs``; by default the floating-point outputs
+  except the trailing ``thunder.num_write_backs`` results, the new values of inputs
+  updated in place), one gradient per differentiated input some output depends on
+  (``thunder.reached`` says which).
 
 Random ops (``thunder.rng_bits``) have no gradient; a value computed from random bits (a
 dropout mask) reaches the backward as a residual, so it is the forward's value. The seed
@@ -34,13 +36,18 @@ from torch_mlir.dialects import func as func_d
 
 from thunder_mlir import dtypes, prims
 from thunder_mlir.dialects import REGION_OPS
-from thunder_mlir.region_utils import free_values, inline_block, nested_ops, operand_sites
+from thunder_mlir.region_utils import (eliminate_dead_code, free_values, inline_block,
+                                       nested_ops, operand_sites)
 
 from .vjp import NO_GRAD, VJP
 from .vjp_composites import APPLIES, COMPOSITE_VJP
 
 NAME = "grad"
 WRITE_BACKS = "thunder.num_write_backs"  # set by jit: trailing results that update inputs
+DIFF_OUTPUTS = "thunder.diff_outputs"  # set by jit: array<i1>, the outputs that get cotangents
+BACKWARD_ERROR = "thunder.backward_error"  # on @backward: raised when the backward runs
+CUSTOM_VJP_ATTR = "vjp"  # on a composite: side-table index of its VJP rule
+REACHED = "thunder.reached"  # on @backward: per differentiated input, has a gradient
 CHEAP = {"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt",
          "abs", "sign", "maximum", "minimum", "where", "convert_element_type", "eq", "ne",
          "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_not", "isfinite",
@@ -95,6 +102,17 @@ def _executor_call_vjp(bt, side_table, op, x, y, g):
     return [bt.make_proxy(next(results)) if f else None for f in float_in]
 
 
+def _side_table_rule(op):
+    """The VJP rule a composite names by index in the trace's side table (a custom
+    torch.autograd.Function's backward, thunder_mlir/custom_function.py)."""
+    table = SIDE_TABLE.get()
+    if table is None:
+        raise GradError(f"grad: {ir.StringAttr(op.attributes['name']).value} at {op.location} "
+                        "has a VJP rule only the jit that traced it holds (a custom "
+                        "autograd.Function's backward); thunder-opt cannot differentiate it")
+    return table[ir.IntegerAttr(op.attributes[CUSTOM_VJP_ATTR]).value]
+
+
 class GradError(NotImplementedError):
     """An op the grad pass cannot differentiate (named with its source location)."""
 
@@ -143,10 +161,14 @@ def _differentiate(module: ir.Module, fwd) -> None:
     else:
         wrt = [_is_float(a.type) for a in args]
     outputs = list(ret.operands)
-    # trailing write-backs (inputs updated in place, e.g. running statistics) get no cotangent
-    n_diff = len(outputs) - (ir.IntegerAttr(fwd.attributes[WRITE_BACKS]).value
-                             if WRITE_BACKS in fwd.attributes else 0)
-    diff_out = [_is_float(v.type) and i < n_diff for i, v in enumerate(outputs)]
+    if DIFF_OUTPUTS in fwd.attributes:  # set by jit: the outputs eager's autograd tracks
+        diff_out = [bool(ir.BoolAttr(a).value) for a in ir.ArrayAttr(fwd.attributes[DIFF_OUTPUTS])]
+    else:
+        # trailing write-backs (inputs updated in place, e.g. running statistics) get no
+        # cotangent
+        n_diff = len(outputs) - (ir.IntegerAttr(fwd.attributes[WRITE_BACKS]).value
+                                 if WRITE_BACKS in fwd.attributes else 0)
+        diff_out = [_is_float(v.type) and i < n_diff for i, v in enumerate(outputs)]
     device = torch.device(ir.StringAttr(fwd.attributes["thunder.device"]).value) \
         if "thunder.device" in fwd.attributes else torch.device("cpu")
 
@@ -157,16 +179,17 @@ def _differentiate(module: ir.Module, fwd) -> None:
         for v, c in zip([v for v, d in zip(outputs, diff_out) if d], cots):
             accumulate(ct, v, bt.make_proxy(c))
         backprop(bt, body, ct, {a for a, w in zip(args, wrt) if w})
-        grads = []
+        # a differentiated input no output depends on gets no gradient (eager leaves its
+        # .grad None): @backward returns the gradients of the reached inputs only
+        grads, reached = [], []
         for a, w in zip(args, wrt):
-            if not w:
-                continue
-            g = ct.get(a)
-            if g is None:
-                p = bt.make_proxy(a)
-                g = prims.full(p.tshape, 0, p.tdtype)
-            grads.append(g.value)
+            if w:
+                g = ct.get(a)
+                reached.append(g is not None)
+                if g is not None:
+                    grads.append(g.value)
         bt.finish(grads)
+        bt.func_op.attributes[REACHED] = ir.ArrayAttr.get([ir.BoolAttr.get(r) for r in reached])
     # grad transforms (thunder_mlir.extend) emit their own forward and mark the op they
     # replace: drop it (in a region too, or in a region's copy recomputed in the backward),
     # and take the forward's ops and outputs as they are now
@@ -177,6 +200,8 @@ def _differentiate(module: ir.Module, fwd) -> None:
     outputs = list(ret.operands)
 
     bwd = bt.func_op.operation
+    # rules emit cotangents for every operand; those of inactive operands are unused
+    eliminate_dead_code(bwd.regions[0].blocks[0])
     residuals = _split(fwd, bwd, body)
     # forward returns outputs + residuals
     with ir.InsertionPoint(ret):
@@ -188,7 +213,10 @@ def _differentiate(module: ir.Module, fwd) -> None:
     fwd.attributes["thunder.num_outputs"] = ir.IntegerAttr.get(
         ir.IntegerType.get_signless(64), len(outputs))
     fwd.attributes["thunder.requires_grad"] = ir.ArrayAttr.get([ir.BoolAttr.get(w) for w in wrt])
+    fwd.attributes[DIFF_OUTPUTS] = ir.ArrayAttr.get([ir.BoolAttr.get(d) for d in diff_out])
     bwd.attributes["thunder.device"] = ir.StringAttr.get(str(device))
+    if bt.backward_errors:
+        bwd.attributes[BACKWARD_ERROR] = ir.StringAttr.get(bt.backward_errors[0])
 
 
 def accumulate(ct: dict, v: ir.Value, c) -> None:
@@ -208,7 +236,7 @@ def backprop(bt, body: list, ct: dict, active: set) -> None:
     from .vjp_regions import REGION_VJP
 
     for op in body:
-        if any(v in active for v in free_values(op)):
+        if op.name != "thunder.stop_gradient" and any(v in active for v in free_values(op)):
             active.update(r for r in op.results if _is_float(r.type))
     for op in reversed(body):
         if not any(r in active for r in op.results):
@@ -224,7 +252,15 @@ def backprop(bt, body: list, ct: dict, active: set) -> None:
         short = op.name[len("thunder."):] if op.name.startswith("thunder.") else op.name
         if short in NO_GRAD:
             continue
-        if short == "composite":
+        if short == "no_derivative":  # eager raises when its backward reaches this op
+            bt.backward_errors.append(ir.StringAttr(op.attributes["message"]).value)
+            for v in op.operands:
+                if v in active:
+                    accumulate(ct, v, ct[op.results[0]])
+            continue
+        if short == "composite" and CUSTOM_VJP_ATTR in op.attributes:
+            fn = _side_table_rule(op)
+        elif short == "composite":
             short = ir.StringAttr(op.attributes["name"]).value
             fn = COMPOSITE_VJP[short]
         elif short == "executor_call" and SIDE_TABLE.get() is not None:
@@ -266,7 +302,8 @@ def _inline_composites_without_rules(block) -> None:
                     _inline_composites_without_rules(region.blocks[0])
                 continue
             name = _composite_name(op)
-            if name is None or (name in COMPOSITE_VJP and APPLIES[name](op)):
+            if name is None or (name in COMPOSITE_VJP and APPLIES[name](op)) \
+                    or CUSTOM_VJP_ATTR in op.attributes:
                 continue
             yielded, _ = inline_block(op, 0, list(op.operands), op)
             for r, v in zip(op.results, yielded):
@@ -329,6 +366,24 @@ def _split(fwd, bwd, body) -> list[ir.Value]:
     bwd.attributes["thunder.num_residuals"] = ir.IntegerAttr.get(
         ir.IntegerType.get_signless(64), len(residuals))
     return residuals
+
+
+def reached_inputs(module: ir.Module) -> list[bool]:
+    """Per differentiated input of ``@forward``, whether ``@backward`` returns its gradient
+    (False: no output depends on it)."""
+    with module.context:
+        return [bool(ir.BoolAttr(a).value)
+                for a in ir.ArrayAttr(_func(module, "backward").attributes[REACHED])]
+
+
+def backward_error(module: ir.Module) -> str | None:
+    """The message of eager's error for differentiating through a ``thunder.no_derivative``
+    that ``@backward`` reaches (raised when the backward runs), or None."""
+    with module.context:
+        bwd = _func(module, "backward")
+        if bwd is None or BACKWARD_ERROR not in bwd.attributes:
+            return None
+        return ir.StringAttr(bwd.attributes[BACKWARD_ERROR]).value
 
 
 def residual_bytes(module: ir.Module) -> int:

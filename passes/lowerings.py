@@ -186,6 +186,11 @@ def lower_constant(op, operands, rw):
     rw.replace_op(op, r.results)
 
 
+def lower_identity(op, operands, rw):
+    """stop_gradient / no_derivative: autograd markers with no run-time effect."""
+    rw.replace_op(op, [operands[0]])
+
+
 def lower_concatenate(op, operands, rw):
     with rw.ip:
         r = hlo("stablehlo.concatenate", operands, [op.result.type],
@@ -433,6 +438,8 @@ LOWERINGS: dict[str, Lowering] = {
     "pad": _with_attrs("stablehlo.pad", {"low": "edge_padding_low", "high": "edge_padding_high",
                                          "interior": "interior_padding"}),
     "concatenate": lower_concatenate,
+    "stop_gradient": lower_identity,
+    "no_derivative": lower_identity,
     "iota": lower_iota,
     "full": lower_full,
     "constant": lower_constant,

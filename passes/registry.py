@@ -8,7 +8,7 @@ from typing import Callable
 
 from torch_mlir import ir
 
-from . import decompose, grad, lower_to_stablehlo, partition
+from . import decompose, grad, joint, lower_to_stablehlo, partition
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,8 @@ class Pass:
 PASSES: dict[str, Pass] = {p.name: p for p in (
     Pass(decompose.NAME, decompose.run, "inline composites into their prim decompositions"),
     Pass(grad.NAME, grad.run, "reverse-mode AD: @computation -> @forward + @backward"),
+    Pass(joint.NAME, joint.run, "@forward + @backward -> @computation returning the gradients "
+         "for ones cotangents, dead code eliminated (thunder_mlir.grad)"),
     Pass(partition.NAME, partition.run, "outline XLA regions; executor calls stay in the plan"),
     Pass(lower_to_stablehlo.NAME, lower_to_stablehlo.run,
          "dialect conversion of each region to StableHLO/CHLO"),

@@ -614,5 +614,5 @@ def _cumprod(op, x, y, g):
 NO_GRAD = {"eq", "ne", "lt", "le", "gt", "ge", "isfinite", "iota", "full", "constant",
            "argmax", "argmin", "argsort", "bitcast", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
            "shift_left", "shift_right_arithmetic", "shift_right_logical", "reduce_and",
-           "reduce_or", "rng_bits"}
+           "reduce_or", "rng_bits", "stop_gradient"}
 

@@ -69,6 +69,8 @@ class ThunderAutogradFunction(torch.autograd.Function):
     @staticmethod
     def _backward(ctx, *grads):
         entry = ctx.entry
+        if entry.backward_error is not None:
+            raise RuntimeError(entry.backward_error)
         cots = []
         for g, d, o in zip(grads, entry.diff_outputs, range(len(grads))):
             if not d:
@@ -85,5 +87,8 @@ class ThunderAutogradFunction(torch.autograd.Function):
 
 def run_with_autograd(entry, tensors) -> list[torch.Tensor]:
     """Run ``entry``'s forward plan under autograd; returns the outputs (a list)."""
-    out = ThunderAutogradFunction.apply(entry, *tensors)
+    # grad mode was on where the program's outputs were computed (the call's mode, or an
+    # enable_grad() region inside the program): the Function must record its node
+    with torch.enable_grad():
+        out = ThunderAutogradFunction.apply(entry, *tensors)
     return list(out)

@@ -76,12 +76,24 @@ class CacheEntry:
     diff_outputs: list[bool] = field(default_factory=list)
     wrt: list[int] = field(default_factory=list)  # tensor-input indices that get gradients
     residual_bytes: int = 0
+    backward_error: str | None = None  # eager's error for a derivative it does not implement
 
     def rebuild(self, outs: list):
         """The user-visible output from the plan's flat output tensors."""
         if self._rebuild is None:
             self._rebuild = self._make_rebuild()
         return self._rebuild(outs)
+
+    def set_joint_layout(self, keep_outputs: bool, n_grads: int) -> None:
+        """A gradient program's plan returns [outputs (keep_outputs)] + [n_grads
+        gradients] (write-backs already removed by the caller): ``rebuild`` gives
+        (outputs, [gradients]) or the gradients alone."""
+        n_out = len(self.out_tensor_positions) if keep_outputs else 0
+        plain = self._make_rebuild()
+        if keep_outputs:
+            self._rebuild = lambda outs: (plain(outs[:n_out]), list(outs[n_out:]))
+        else:
+            self._rebuild = lambda outs: list(outs[n_out:n_out + n_grads])
 
     def _make_rebuild(self):
         import torch.utils._pytree as torch_pytree

@@ -13,7 +13,8 @@ function calls the operator directly instead, so ``torch.cond``/``while_loop`` r
 tracer's symbols however the user imported them. Likewise the context generator of
 non-reentrant ``torch.utils.checkpoint.checkpoint`` and the ``CheckpointFunction`` of the
 reentrant one open a checkpoint scope (``higher_order.checkpoint_scope``). torch looks all
-three up at call time.
+three up at call time. ``torch.autograd.Function.apply`` traces a custom Function's forward
+and records its backward as the VJP rule (``custom_function.py``).
 """
 
 from __future__ import annotations
@@ -70,10 +71,22 @@ def _checkpoint_function(original):
     return CheckpointFunction
 
 
+def _function_apply(original):
+    def apply(cls, *args, **kwargs):
+        if getattr(_local, "trace", None) is None:
+            return original.__func__(cls, *args, **kwargs)
+        from .custom_function import apply as traced_apply
+
+        return traced_apply(cls, *args, **kwargs)
+    apply.__wrapped__ = original
+    return classmethod(apply)
+
+
 _TORCH_HOOKS = (("torch._higher_order_ops.utils", "_hop_compile_and_call", _hop_call),
                 ("torch.utils.checkpoint", "_checkpoint_without_reentrant_generator",
                  _checkpoint_generator),
-                ("torch.utils.checkpoint", "CheckpointFunction", _checkpoint_function))
+                ("torch.utils.checkpoint", "CheckpointFunction", _checkpoint_function),
+                ("torch.autograd.function", "Function.apply", _function_apply))
 
 
 def install() -> None:
@@ -83,8 +96,12 @@ def install() -> None:
 
     for modname, attr, wrap in _TORCH_HOOKS:
         if f"{modname}.{attr}" not in _PATCHED:
-            mod = importlib.import_module(modname)
-            setattr(mod, attr, wrap(getattr(mod, attr)))
+            owner = importlib.import_module(modname)
+            *path, name = attr.split(".")
+            for p in path:
+                owner = getattr(owner, p)
+            # vars(): a classmethod is patched as the descriptor, not the bound method
+            setattr(owner, name, wrap(vars(owner)[name] if path else getattr(owner, name)))
             _PATCHED.add(f"{modname}.{attr}")
     for modname in ("transformers.masking_utils", "transformers.modeling_utils",
                     "transformers.utils.import_utils", "transformers.integrations.sdpa_attention"):

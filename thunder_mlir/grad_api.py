@@ -1,9 +1,12 @@
 """Functional gradients, as in Lightning Thunder: ``grad(jfn)(*args)`` returns the gradients
-of every floating-point tensor input, with a cotangent of ones for every floating-point
+of every floating-point tensor input, with a cotangent of ones for every differentiable
 output (Thunder's extend notebook: ``grad(cfoo)(a, b, c, d)`` -> ``[ga, gb, gc, gd]``).
 
-Both run the compiled forward and backward plans of ``jfn`` (the grad pass) through
-torch.autograd; inputs are not modified and their ``.grad`` is left untouched.
+For a function, both compile one *gradient program* (the ``joint`` pass after ``grad``):
+forward and backward fused, so ``grad`` computes only what the gradients need — outputs
+nobody reads and their executor calls are eliminated. For a jitted ``nn.Module`` they run
+its forward and backward plans through torch.autograd. Inputs are not modified (except
+in-place updates the function itself makes, as eagerly) and their ``.grad`` is untouched.
 """
 
 from __future__ import annotations
@@ -39,23 +42,57 @@ def _run(jfn: Callable, args, kwargs):
     return out, grads
 
 
+def _joint(jfn: Callable, mode: str):
+    """The gradient-program ThunderFunction of ``jfn`` for ``mode``, made once per jfn."""
+    from .jit import ThunderFunction
+
+    if not isinstance(jfn, ThunderFunction):
+        return ThunderFunction(jfn, _joint=mode)
+    cache = jfn.__dict__.setdefault("_joint_functions", {})
+    if mode not in cache:
+        cache[mode] = ThunderFunction(jfn.fn, sharp_edges=jfn.sharp_edges,
+                                      executors=jfn.executors, _joint=mode)
+    return cache[mode]
+
+
 def grad(jfn: Callable) -> Callable:
     """``grad(jfn)(*args, **kwargs)`` -> list of gradients, one per floating-point tensor
     input in flattened argument order (zeros for inputs the outputs do not depend on).
 
-    Cotangents are ones for every floating-point output (the gradient of the sum of all
+    Cotangents are ones for every differentiable output (the gradient of the sum of all
     outputs). ``jfn`` is a ``thunder_mlir.jit`` result or a plain function (jitted here).
     Raises thunder_mlir.passes.grad.GradError for an op without a VJP rule.
     """
-    def grad_fn(*args, **kwargs):
-        return _run(jfn, args, kwargs)[1]
-    return grad_fn
+    from .module import ThunderModule
+
+    if isinstance(jfn, ThunderModule):
+        return lambda *args, **kwargs: _run(jfn, args, kwargs)[1]
+    return _gradient_program_caller(jfn, "grad")
 
 
 def value_and_grad(jfn: Callable) -> Callable:
-    """``value_and_grad(jfn)(*args)`` -> (outputs, gradients) (see ``grad``)."""
-    def vg(*args, **kwargs):
-        out, grads = _run(jfn, args, kwargs)
-        return torch_pytree.tree_map(lambda o: o.detach() if isinstance(o, torch.Tensor) else o,
-                                     out), grads
-    return vg
+    """``value_and_grad(jfn)(*args)`` -> (outputs, gradients) (see ``grad``); the outputs
+    do not require grad."""
+    from .module import ThunderModule
+
+    if isinstance(jfn, ThunderModule):
+        def vg(*args, **kwargs):
+            out, grads = _run(jfn, args, kwargs)
+            return torch_pytree.tree_map(
+                lambda o: o.detach() if isinstance(o, torch.Tensor) else o, out), grads
+        return vg
+    return _gradient_program_caller(jfn, "value_and_grad")
+
+
+def _gradient_program_caller(jfn: Callable, mode: str) -> Callable:
+    from .jit import ThunderFunction
+
+    program = _joint(jfn, mode)
+
+    def call(*args, **kwargs):
+        with torch.enable_grad():
+            out = program(*args, **kwargs)
+        if isinstance(jfn, ThunderFunction):  # last_traces(jfn) shows the gradient program
+            jfn.last = program.last
+        return out
+    return call

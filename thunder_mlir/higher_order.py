@@ -94,10 +94,20 @@ def _holder(n_regions: int):
     return ir.Operation.create(_HOLDER, regions=n_regions, loc=trace.loc, ip=False)
 
 
-def _results(op, like: Sequence[TensorProxy]) -> list[TensorProxy]:
+def _results(op, like: Sequence[TensorProxy], *sources: Sequence[TensorProxy]
+             ) -> list[TensorProxy]:
+    """Proxies of ``op``'s results, typed like ``like``. A result requires grad (eager's
+    rule, in grad mode) when the value it comes from does in any of ``sources`` (the
+    branch outputs; the carried inputs and the loop body's outputs), whose ops were
+    tracked where they were traced (captured tensors that require grad included)."""
     trace = current_trace()
-    return [TensorProxy(r, x.tshape, x.tdtype, trace.device)
-            for r, x in zip(op.operation.results, like)]
+    grad_on = torch.is_grad_enabled()
+    out = []
+    for k, (r, x) in enumerate(zip(op.operation.results, like)):
+        rg = grad_on and (x.tdtype.is_floating_point or x.tdtype.is_complex) and \
+            any(src[k].requires_grad for src in sources)
+        out.append(TensorProxy(r, x.tshape, x.tdtype, trace.device, rg))
+    return out
 
 
 def cond(pred, true_fn: Callable, false_fn: Callable, operands: Sequence = ()):
@@ -140,7 +150,7 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands: Sequence = ()):
             holder.regions[i].blocks[0].append_to(op.operation.regions[i])
     finally:
         holder.erase()
-    return torch_pytree.tree_unflatten(_results(op, t_out), t_spec)
+    return torch_pytree.tree_unflatten(_results(op, t_out, t_out, f_out), t_spec)
 
 
 def while_loop(cond_fn: Callable, body_fn: Callable, carried: Sequence,
@@ -195,7 +205,7 @@ def while_loop(cond_fn: Callable, body_fn: Callable, carried: Sequence,
             blocks[i].append_to(op.operation.regions[i])
     finally:
         holder.erase()
-    return tuple(_results(op, carried))
+    return tuple(_results(op, carried, carried, out))
 
 
 def scan(combine_fn: Callable, init: Sequence, xs: Sequence, additional: Sequence = ()):

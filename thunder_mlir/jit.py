@@ -95,9 +95,10 @@ class ThunderFunction:
 
     def __init__(self, fn: Callable, *, sharp_edges: str = "warn",
                  cache: str = "constant values", recompile_limit: int = 8,
-                 executors=None):
+                 executors=None, _joint: str | None = None):
         from .extend import OperatorExecutor
 
+        self.joint = _joint  # "grad" | "value_and_grad": the gradient program (grad_api.py)
         self.executors = tuple(executors or ())
         if not all(isinstance(e, OperatorExecutor) for e in self.executors):
             raise TypeError("executors must be thunder_mlir.extend.OperatorExecutor objects")
@@ -140,7 +141,7 @@ class ThunderFunction:
             with COMPILE_LOCK:
                 full_leaves, full_spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
                 entry = compile_function(self.fn, args, kwargs, full_leaves, full_spec,
-                                         self.sharp_edges, self.executors)
+                                         self.sharp_edges, self.executors, self.joint)
                 cache.insert(key, entry, _paths(args, kwargs), entry.guards)
         else:
             cache.hits += 1
@@ -177,8 +178,10 @@ def _program_device(tensors) -> torch.device:
     return devices.pop() if devices else torch.device("cpu")
 
 
-def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn"):
-    """Trace ``fn`` on proxies for the tensor leaves.
+def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
+                   grad_inputs: list[bool] | None = None):
+    """Trace ``fn`` on proxies for the tensor leaves (requiring grad as the tensors do, or
+    as ``grad_inputs`` says per tensor).
 
     Returns (trace, out_spec, out_leaves, monitor). Raises TraceError subclasses naming the
     user's line; a program that escapes the functional contract raises SharpEdgeError.
@@ -192,9 +195,11 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn"):
         arg_types = [dtypes.tensor_type(t.shape, t.dtype) for t in tensors]
         values = iter(trace.begin(arg_types))
         proxy_leaves = []
+        rg = iter(grad_inputs if grad_inputs is not None else
+                  [x.requires_grad for x in tensors])
         for x in leaves:
             if isinstance(x, torch.Tensor):
-                p = trace.make_proxy(next(values), x.requires_grad)
+                p = trace.make_proxy(next(values), next(rg))
                 trace.inputs.append(p)
                 proxy_leaves.append(p)
             else:
@@ -231,29 +236,40 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn"):
 
 
 def compile_function(fn: Callable, args, kwargs, leaves, spec,
-                     sharp_edges: str = "warn", executors=()) -> CacheEntry:
+                     sharp_edges: str = "warn", executors=(), joint: str | None = None
+                     ) -> CacheEntry:
     """Trace, transform, lower and compile ``fn`` for these inputs (under COMPILE_LOCK).
-    ``executors``: user executors (thunder_mlir.extend), in priority order."""
+    ``executors``: user executors (thunder_mlir.extend), in priority order. ``joint``:
+    "grad" or "value_and_grad" compiles the gradient program of ``thunder_mlir.grad``
+    (passes/joint.py) instead of the function."""
     from .extend import compiling
 
     with compiling(executors) as ext:
-        return _compile(fn, leaves, spec, sharp_edges, ext)
+        return _compile(fn, leaves, spec, sharp_edges, ext, joint)
 
 
-def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext) -> CacheEntry:
+def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
+             joint: str | None = None) -> CacheEntry:
     from thunder_mlir.passes import PASSES
-    from thunder_mlir.passes.grad import SIDE_TABLE as GRAD_SIDE_TABLE
+    from thunder_mlir.passes.grad import DIFF_OUTPUTS, SIDE_TABLE as GRAD_SIDE_TABLE, \
+        backward_error, reached_inputs
 
     from .runtime.plan import build_plan
 
     stages: list[Stage] = []
     t0 = time.perf_counter()
-    trace, out_spec, out_leaves, monitor = trace_function(fn, leaves, spec, sharp_edges)
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    floats = [t.is_floating_point() or t.is_complex() for t in tensors]
+    # joint: the gradient of every floating-point input (thunder_mlir.grad)
+    wrt = floats if joint else [t.requires_grad and f for t, f in zip(tensors, floats)]
+    trace, out_spec, out_leaves, monitor = trace_function(
+        fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None)
     module = trace.module
     stages.append(Stage("initial", _asm(module), time.perf_counter() - t0))
-    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
-    wrt = [t.requires_grad and (t.is_floating_point() or t.is_complex()) for t in tensors]
-    needs_grad = torch.is_grad_enabled() and any(wrt)
+    # the outputs eager's autograd would track (differentiability.py): grad mode at the
+    # call and inside the program (no_grad/enable_grad regions), detach, op derivatives
+    diff_outputs = [x.requires_grad for x in out_leaves if type(x) is TensorProxy]
+    needs_grad = any(diff_outputs) or joint is not None
     if needs_grad and any(tensors[i].requires_grad for i in trace.mutated_inputs):
         names = [_paths_of_tensors(leaves, spec)[i] for i in sorted(trace.mutated_inputs)
                  if tensors[i].requires_grad]
@@ -266,7 +282,12 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext) -> CacheEntry:
         extra = len(trace.entry.arguments) - len(tensors)  # the seed: not differentiated
         trace.func_op.attributes["thunder.requires_grad"] = ir.ArrayAttr.get(
             [ir.BoolAttr.get(w, trace.ctx) for w in wrt + [False] * extra], trace.ctx)
+        trace.func_op.attributes[DIFF_OUTPUTS] = ir.ArrayAttr.get(
+            [ir.BoolAttr.get(d, trace.ctx)
+             for d in diff_outputs + [False] * len(trace.mutated_inputs)], trace.ctx)
         pipeline.append(("grad", "grad"))
+    if joint:
+        pipeline.append(("joint", "joint"))
     if ext.executors:  # after grad: executors also claim the backward's ops
         pipeline.append(("execution", "execution-transform"))
     pipeline += [("prims", "decompose"), ("plan", "partition"),
@@ -282,11 +303,15 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext) -> CacheEntry:
                     PASSES[pass_name].run(module)
                 finally:
                     GRAD_SIDE_TABLE.reset(token)
+            elif pass_name == "joint":
+                from thunder_mlir.passes import joint as joint_pass
+
+                joint_pass.run(module, keep_outputs=joint == "value_and_grad")
             else:
                 PASSES[pass_name].run(module)
         stages.append(Stage(stage_name, _asm(module), time.perf_counter() - t))
     t = time.perf_counter()
-    if needs_grad:
+    if needs_grad and not joint:
         from thunder_mlir.passes.grad import residual_bytes
 
         plan, texts = build_plan(module, trace.side_table, trace.device, "forward")
@@ -300,14 +325,16 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext) -> CacheEntry:
     consts = [None if type(x) is TensorProxy else x for x in out_leaves]
     entry = CacheEntry(plan, out_spec, consts, positions, stages, list(trace.fallbacks),
                        sorted(trace.mutated_inputs), guards=list(monitor.guards))
-    if needs_grad:
+    if joint:
+        entry.set_joint_layout(joint == "value_and_grad", sum(wrt))
+    elif needs_grad:
         entry.backward_plan = bwd
         # the forward's outputs: the program's, then the write-backs (not differentiable)
         entry.num_outputs = len(positions) + len(trace.mutated_inputs)
-        entry.diff_outputs = [out_leaves[i].tdtype.is_floating_point
-                              or out_leaves[i].tdtype.is_complex for i in positions]
-        entry.diff_outputs += [False] * len(trace.mutated_inputs)
-        entry.wrt = [i for i, w in enumerate(wrt) if w]
+        entry.diff_outputs = diff_outputs + [False] * len(trace.mutated_inputs)
+        entry.backward_error = backward_error(module)
+        reached = iter(reached_inputs(module))
+        entry.wrt = [i for i, w in enumerate(wrt) if w and next(reached)]
         entry.residual_bytes = residual_bytes(module)
     return entry
 

@@ -93,6 +93,20 @@ def bitcast(x: TensorProxy, dtype: torch.dtype) -> TensorProxy:
     return _emit("bitcast", (x,), x.tshape, dtype)
 
 
+# ---------------------------------------------------------------- autograd
+def stop_gradient(x: TensorProxy) -> TensorProxy:
+    """``x`` with a zero gradient (jax.lax.stop_gradient): torch's ``detach()``, ``.data``
+    and the results of ops run under ``no_grad()``. Lowers to ``x`` itself."""
+    return _emit("stop_gradient", (x,), x.tshape, x.tdtype)
+
+
+def no_derivative(x: TensorProxy, message: str) -> TensorProxy:
+    """``x``, whose derivative is not implemented in eager PyTorch: a backward that reaches
+    it raises RuntimeError(``message``) when it runs, as torch.autograd's NotImplemented
+    node does. Lowers to ``x`` itself."""
+    return _emit("no_derivative", (x,), x.tshape, x.tdtype, ir.StringAttr.get(message))
+
+
 # -------------------------------------------------------------------- shapes
 def broadcast_in_dim(x: TensorProxy, shape: Sequence[int], dims: Sequence[int]) -> TensorProxy:
     """stablehlo.broadcast_in_dim: x.shape[i] is 1 or shape[dims[i]]; dims increasing."""

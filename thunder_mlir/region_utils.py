@@ -8,6 +8,7 @@ region's single block.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Iterator
 
 from torch_mlir import ir
@@ -117,3 +118,22 @@ def copy_block(op: ir.Operation, region_index: int, args,
         return inline_block(clone, region_index, args, clone)
     finally:
         clone.erase()
+
+
+def eliminate_dead_code(block) -> int:
+    """Erase, last to first, the ops of ``block`` whose results are all unused (every
+    thunder op is free of side effects). Returns the number of ops erased."""
+    ops = [o.operation for o in block.operations]
+    uses: Counter = Counter()
+    for op in ops:
+        for _, _, v in operand_sites(op):
+            uses[v] += 1
+    erased = 0
+    for op in reversed(ops[:-1]):
+        if any(uses[r] for r in op.results):
+            continue
+        for _, _, v in operand_sites(op):
+            uses[v] -= 1
+        op.erase()
+        erased += 1
+    return erased

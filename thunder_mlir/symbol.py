@@ -19,7 +19,7 @@ from torch_mlir import ir
 from thunder_mlir.dialects import CompositeOp, YieldOp, fits_in_runs, segment_kwargs
 
 from .proxy import TensorProxy
-from .tracing import current_trace
+from .tracing import current_trace, user_op
 
 
 def to_attribute(value: Any) -> ir.Attribute | None:
@@ -73,7 +73,7 @@ class Symbol:
         self.signature = inspect.signature(self.impl)
 
     def __call__(self, *args, **kwargs):
-        return emit_composite(self, args, kwargs)
+        return user_op(None, args, kwargs, lambda: emit_composite(self, args, kwargs))
 
     def __repr__(self):
         return f"Symbol({self.name})"

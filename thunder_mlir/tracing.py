@@ -26,6 +26,7 @@ from torch_mlir.dialects import func as func_d
 from . import dtypes
 from .context import get_context
 from .errors import DataDependentControlFlowError, SharpEdgeError, TraceError
+from .differentiability import track
 from .proxy import TensorProxy
 
 _local = threading.local()
@@ -129,6 +130,7 @@ class Trace:
         self.mutated_inputs: dict[int, TensorProxy] = {}  # input index -> proxy (write-back)
         self.monitor = None  # the SharpEdgeMonitor of this trace, if any
         self.region_ops = 0  # cond/while/checkpoint scopes built (higher_order.py)
+        self.backward_errors: list[str] = []  # (grad pass) no_derivative ops reached
         self._rng_seed: TensorProxy | None = None  # the seed input, once a random op needs it
         self._rng_streams = 0  # random ops emitted so far (each gets its own stream)
         self.loc = ir.Location.unknown(self.ctx)
@@ -239,9 +241,31 @@ class _TracingMode(TorchFunctionMode):
         return dispatch(func, args, kwargs or {})
 
 
-def user_code_mode() -> TorchFunctionMode:
-    """The tracing mode, re-entered to call user code from inside ``dispatch``."""
-    return _TracingMode()
+@contextmanager
+def user_code_mode():
+    """The tracing mode, re-entered to call user code from inside ``dispatch`` (the user
+    code's own op calls are user-level again, see :func:`user_op`)."""
+    depth = getattr(_local, "op_depth", 0)
+    _local.op_depth = 0
+    try:
+        with _TracingMode():
+            yield
+    finally:
+        _local.op_depth = depth
+
+
+def user_op(func: Callable | None, args: tuple, kwargs: dict, run: Callable[[], Any]) -> Any:
+    """Run ``run()``, the traced form of an op the *user's code* called (``func(*args,
+    **kwargs)``: a torch function, or None for a thunder Symbol called directly), giving
+    its results eager's autograd meaning (differentiability.track). Ops that ops call in
+    turn (a symbol's decomposition) are not user-level and are not tracked again."""
+    if getattr(_local, "op_depth", 0):
+        return run()
+    _local.op_depth = 1
+    try:
+        return track(func, args, kwargs, run)
+    finally:
+        _local.op_depth = 0
 
 
 _T = torch.Tensor
@@ -260,6 +284,10 @@ _DATA_DEPENDENT = {
     _T.data_ptr: "tensor.data_ptr()", _T.__array__: "numpy.asarray(tensor)",
     _T.untyped_storage: "tensor.untyped_storage()",
 }
+# Autograd attributes and in-place autograd methods (autograd_attributes.py).
+AUTOGRAD_ATTRIBUTES = {_T.requires_grad.__set__, _T.is_leaf.__get__, _T.grad_fn.__get__,
+                       _T.grad.__get__, _T.grad.__set__, _T.data.__set__, _T.requires_grad_,
+                       _T.detach_, _T.retain_grad, _T.register_hook}
 # Properties whose value is computed from the tensor: they are ops, not metadata.
 _OP_PROPERTIES = {_T.T.__get__, _T.mT.__get__, _T.H.__get__, _T.mH.__get__,
                   _T.real.__get__, _T.imag.__get__}
@@ -274,6 +302,10 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
     from .symbols import SYMBOLS
     from .executors.torch_fallback import emit_fallback
 
+    if func in AUTOGRAD_ATTRIBUTES:
+        from .autograd_attributes import handle
+
+        return handle(func, args, kwargs)
     if func in _METADATA_METHODS or (
             type(func).__name__ == "method-wrapper" and func not in _OP_PROPERTIES
             and func not in SYMBOLS):
@@ -291,7 +323,13 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
     from .symbols.nn import Fallback
     from .symbols.complex_support import COMPLEX_SYMBOLS, involves_complex
 
-    with trace.location_of_user_line():
+    if kwargs.get("requires_grad") is True:
+        raise NotImplementedError(
+            f"{describe_frame(user_frame())}\n  a tensor created with requires_grad=True "
+            "inside a jitted function is a new autograd leaf whose .grad the caller cannot "
+            "reach. Create it outside the function and pass it as an input.")
+
+    def run():
         sym = SYMBOLS.get(func)
         if sym is not None:
             try:
@@ -302,6 +340,9 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
             except Fallback:
                 pass
         return emit_fallback(trace, func, args, kwargs)
+
+    with trace.location_of_user_line():
+        return user_op(func, args, kwargs, run)
 
 
 def _check_no_foreign_tensors(func, args, kwargs) -> None:

@@ -232,6 +232,8 @@ func.func @structural(%x: tensor<2x3xf32>, %p: tensor<2x3xi1>, %s: tensor<f32>, 
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.cholesky"(%{{[a-z0-9#]+}}) {lower = 1 : i64} : (tensor<3x3xf32>) -> tensor<3x3xf32>
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.triangular_solve"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {left_side = 1 : i64, lower = 1 : i64, transpose_a = 0 : i64, unit_diagonal = 0 : i64} : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.rng_bits"(%{{[a-z0-9#]+}}) {stream = 3 : i64} : (tensor<i64>) -> tensor<2x3xi32>
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.stop_gradient"(%{{[a-z0-9#]+}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.no_derivative"(%{{[a-z0-9#]+}}) {message = "derivative for aten::floor_divide is not implemented"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
 // CHECK-NEXT:  return %{{[a-z0-9#]+}} : tensor<2x3xf32>
 func.func @extra_prims(%x: tensor<2x3xf32>, %m: tensor<3x3xf32>, %coords: tensor<2x2xi64>, %upd: tensor<2xf32>, %img: tensor<1x2x5xf32>, %w: tensor<4x2x3xf32>, %s: tensor<f32>, %seed: tensor<i64>) -> tensor<2x3xf32> {
   %0 = "thunder.bessel_i1e"(%x) : (tensor<2x3xf32>) -> tensor<2x3xf32>
@@ -248,6 +250,8 @@ func.func @extra_prims(%x: tensor<2x3xf32>, %m: tensor<3x3xf32>, %coords: tensor
   %11 = "thunder.cholesky"(%m) {lower = 1 : i64} : (tensor<3x3xf32>) -> tensor<3x3xf32>
   %12 = "thunder.triangular_solve"(%m, %m) {left_side = 1 : i64, lower = 1 : i64, transpose_a = 0 : i64, unit_diagonal = 0 : i64} : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
   %13 = "thunder.rng_bits"(%seed) {stream = 3 : i64} : (tensor<i64>) -> tensor<2x3xi32>
+  %14 = "thunder.stop_gradient"(%x) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %15 = "thunder.no_derivative"(%x) {message = "derivative for aten::floor_divide is not implemented"} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
 

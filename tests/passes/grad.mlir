@@ -51,3 +51,34 @@ module @checkpoint {
     return %0 : tensor<4xf32>
   }
 }
+
+// -----
+
+// stop_gradient: x * stop_gradient(x) differentiates only the first factor (torch's
+// x * x.detach()); the backward multiplies the cotangent by x, not 2x.
+// CHECK-LABEL: module @stop_gradient
+// CHECK:       func.func @backward(%[[G:[a-z0-9]+]]: tensor<3xf32>, %[[X:[a-z0-9]+]]: tensor<3xf32>)
+// CHECK-NEXT:    %[[R:.*]] = "thunder.mul"(%[[G]], %[[X]])
+// CHECK-NEXT:    return %[[R]]
+module @stop_gradient {
+  func.func @computation(%x: tensor<3xf32>) -> tensor<3xf32> {
+    %0 = "thunder.stop_gradient"(%x) : (tensor<3xf32>) -> tensor<3xf32>
+    %1 = "thunder.mul"(%x, %0) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    return %1 : tensor<3xf32>
+  }
+}
+
+// -----
+
+// no_derivative: the backward is built, and carries eager's error for the runtime to
+// raise when it runs.
+// CHECK-LABEL: module @no_derivative
+// CHECK:       func.func @backward
+// CHECK-SAME:    thunder.backward_error = "derivative for aten::floor_divide is not implemented"
+module @no_derivative {
+  func.func @computation(%x: tensor<3xf32>) -> tensor<3xf32> {
+    %0 = "thunder.floor"(%x) : (tensor<3xf32>) -> tensor<3xf32>
+    %1 = "thunder.no_derivative"(%0) {message = "derivative for aten::floor_divide is not implemented"} : (tensor<3xf32>) -> tensor<3xf32>
+    return %1 : tensor<3xf32>
+  }
+}

@@ -146,6 +146,18 @@ func.func @random(%seed: tensor<i64>) -> (tensor<2x3xi32>, tensor<4xi64>, tensor
   return %0, %1, %2 : tensor<2x3xi32>, tensor<4xi64>, tensor<4xi64>
 }
 
+// Autograd markers lower to their operand: no op in the StableHLO.
+// CHECK-LABEL: func.func @autograd_markers
+// CHECK-SAME:    (%[[X:.*]]: tensor<3xf32>)
+// CHECK-NEXT:    %[[Y:.*]] = stablehlo.multiply %[[X]], %[[X]]
+// CHECK-NEXT:    return %[[Y]]
+func.func @autograd_markers(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %0 = "thunder.stop_gradient"(%x) : (tensor<3xf32>) -> tensor<3xf32>
+  %1 = "thunder.no_derivative"(%0) {message = "derivative for aten::floor_divide is not implemented"} : (tensor<3xf32>) -> tensor<3xf32>
+  %2 = "thunder.mul"(%1, %x) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %2 : tensor<3xf32>
+}
+
 // The plan function @computation is not lowered: its executor calls stay; regions are.
 // CHECK-LABEL: func.func @computation
 // CHECK:         call @xla_region_0

@@ -106,7 +106,9 @@ class OperatorSymbol(Symbol):
 
     def __call__(self, *args, **kwargs):
         if self.meta is not None:
-            return _emit_meta_operator(self, args, kwargs)
+            from ..tracing import user_op
+
+            return user_op(None, args, kwargs, lambda: _emit_meta_operator(self, args, kwargs))
         return super().__call__(*args, **kwargs)
 
     def __repr__(self):

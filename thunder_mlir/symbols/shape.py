@@ -167,7 +167,7 @@ def broadcast_to(input, size):
     return expand(input, tuple(size))
 
 
-@register("contiguous", T.contiguous, T.detach_, T.requires_grad_, composite=False)
+@register("contiguous", T.contiguous, composite=False)
 def contiguous(input, *args, **kwargs):
     return input  # values are immutable SSA values: layout changes are no-ops (same tensor)
 
