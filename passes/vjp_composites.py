@@ -316,3 +316,113 @@ def _sdpa(op, x, y, g):
         else:
             out["attn_mask"] = None
     return [out[n] for n in _names(op)]
+
+
+def _py_attr(op, name, default=None):
+    """A composite's attribute as a Python value (int, float, bool, str or list), or
+    ``default`` when the call left the argument out."""
+    if name not in op.attributes:
+        return default
+
+    def conv(a):  # (the bindings return attributes as their concrete classes)
+        if isinstance(a, (ir.BoolAttr, ir.IntegerAttr, ir.FloatAttr, ir.StringAttr)):
+            return a.value
+        if isinstance(a, ir.ArrayAttr):
+            return [conv(b) for b in a]
+        raise TypeError(f"attribute {name} = {a} has no Python value")
+    return conv(op.attributes[name])
+
+
+def _real_float_operand(op, i: int = 0) -> bool:
+    t = ir.RankedTensorType(op.operands[i].type).element_type
+    return isinstance(t, (ir.F32Type, ir.F64Type, ir.F16Type, ir.BF16Type))
+
+
+def _vector_norm_applies(op) -> bool:
+    if not _real_float_operand(op) or _names(op) != ["x"]:
+        return False
+    ord_ = _py_attr(op, "ord", 2)
+    return isinstance(ord_, (int, float)) and not isinstance(ord_, bool)
+
+
+@composite_rule("ltorch.vector_norm", applies=_vector_norm_applies)
+def _vector_norm(op, x, y, g):
+    """``linalg_vector_norm`` backward as PyTorch's ``norm_backward``
+    (torch/csrc/autograd/FunctionsManual.cpp), which defines the subgradient at a zero
+    norm as 0 (the chain rule through ``sqrt(sum(x^2))`` gives 0 * inf = NaN there):
+
+    * ord 0: no gradient (zeros); ord 1: ``sgn(x) g``;
+    * ord 2: ``g * x / norm``, 0 where the norm is 0;
+    * ord +-inf: ``sgn(x) g / count * mask``, mask = ``|x| == norm`` or NaN (ties share);
+    * ord < 1: ``sgn(x) |x|^(ord-1) g norm^(1-ord)``, with ``|x|^(ord-1)`` := 0 at x = 0;
+    * 1 < ord < 2: ``sgn(x) |x|^(ord-1) g / norm^(ord-1)``, 0 where the norm is 0;
+    * ord > 2: ``x |x|^(ord-2) g / norm^(ord-1)``, 0 where the norm is 0.
+
+    ``dtype=`` computes in that dtype (the input is converted first, as the forward does)
+    and the gradient is converted back to the input's dtype."""
+    import math
+
+    from thunder_mlir.lang import canonical_dims
+
+    xin = x[0]
+    p = float(_py_attr(op, "ord", 2))
+    dims = canonical_dims(_py_attr(op, "dim"), len(xin.tshape))
+    norm, gy = y[0], g[0]
+    a = xin if xin.tdtype == norm.tdtype else prims.convert_element_type(xin, norm.tdtype)
+
+    def full(v):
+        return prims.full(a.tshape, v, a.tdtype)
+
+    gb, nb = _bcast(gy, a, dims), _bcast(norm, a, dims)
+    zero = full(0.0)
+    norm_zero = _e("eq", nb, zero)
+    if p == 0.0:
+        out = zero
+    elif p == 1.0:
+        out = _e("mul", _e("sign", a), gb)
+    elif p == 2.0:
+        out = _e("mul", gb, prims.where(norm_zero, zero, _e("div", a, nb)))
+    elif math.isinf(p):
+        absx = _e("abs", a)
+        mask = _e("bitwise_or", _e("eq", absx, nb), _e("ne", absx, absx))
+        maskf = prims.convert_element_type(mask, a.tdtype)
+        count = _bcast(prims.reduce("reduce_sum", maskf, dims), a, dims)
+        out = _e("mul", _e("sign", a), _e("mul", _e("div", gb, count), maskf))
+    elif p < 1.0:
+        scaled = prims.where(_e("eq", a, zero), zero,
+                             _e("pow", _e("abs", a), full(p - 1.0)))
+        out = _e("mul", _e("mul", _e("mul", _e("sign", a), scaled), gb),
+                 _e("pow", nb, full(1.0 - p)))
+    else:
+        if p < 2.0:
+            scaled = _e("mul", _e("sign", a), _e("pow", _e("abs", a), full(p - 1.0)))
+        else:
+            scaled = _e("mul", a, _e("pow", _e("abs", a), full(p - 2.0)))
+        scale = prims.where(norm_zero, zero, _e("div", gb, _e("pow", nb, full(p - 1.0))))
+        out = _e("mul", scaled, scale)
+    if out.tdtype != xin.tdtype:
+        out = prims.convert_element_type(out, xin.tdtype)
+    return [out]
+
+
+@composite_rule("ltorch.log_ndtr", applies=lambda op: _real_float_operand(op))
+def _log_ndtr(op, x, y, g):
+    """d/dx log(ndtr(x)) = exp(-(log_ndtr(x) + x^2 / 2)) / sqrt(2 pi), from the result
+    (PyTorch's derivatives.yaml, ``special_log_ndtr``, in its order of operations). The
+    chain rule through the decomposition is not used: in the lower tail its ``erfc``
+    underflows and the discarded branches of its ``where`` give 0 * inf = NaN."""
+    import math
+
+    xs, ys = x[0], y[0]
+    if xs.tdtype != ys.tdtype:
+        xs = prims.convert_element_type(xs, ys.tdtype)
+
+    def full(v):
+        return prims.full(ys.tshape, v, ys.tdtype)
+
+    half_sq = _e("div", _e("mul", xs, xs), full(2.0))
+    e = _e("exp", _e("neg", _e("add", ys, half_sq)))
+    out = _e("mul", _e("div", g[0], full(math.sqrt(2 * math.pi))), e)
+    if out.tdtype != x[0].tdtype:
+        out = prims.convert_element_type(out, x[0].tdtype)
+    return [out]
