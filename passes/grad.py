@@ -6,8 +6,10 @@ Input: ``func.func @computation`` (composites allowed: those with a composite-le
 * ``@forward(inputs) -> (outputs..., residuals...)`` — the original ops, plus the values the
   backward needs;
 * ``@backward(cotangents..., residuals...) -> (input grads...)`` — one cotangent per
-  floating-point output (except the trailing ``thunder.num_write_backs`` results, the new
-  values of inputs updated in place), one gradient per differentiated input.
+  differentiable output: a floating-point output that depends on a differentiated input
+  (not the trailing ``thunder.num_write_backs`` results, the new values of inputs updated
+  in place), listed in ``@forward``'s ``thunder.differentiable_outputs``; one gradient
+  per differentiated input.
 
 Random ops (``thunder.rng_bits``) have no gradient; a value computed from random bits (a
 dropout mask) reaches the backward as a residual, so it is the forward's value. The seed
@@ -34,6 +36,7 @@ from torch_mlir.dialects import func as func_d
 
 from thunder_mlir import dtypes, prims
 from thunder_mlir.dialects import REGION_OPS
+from thunder_mlir.executors.torch_fallback import DIFFERENTIABLE
 from thunder_mlir.region_utils import free_values, inline_block, nested_ops, operand_sites
 
 from .vjp import NO_GRAD, VJP
@@ -41,6 +44,8 @@ from .vjp_composites import APPLIES, COMPOSITE_VJP
 
 NAME = "grad"
 WRITE_BACKS = "thunder.num_write_backs"  # set by jit: trailing results that update inputs
+# set on @forward: per program output, whether it is differentiable (gets a cotangent)
+DIFFERENTIABLE_OUTPUTS = "thunder.differentiable_outputs"
 CHEAP = {"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt",
          "abs", "sign", "maximum", "minimum", "where", "convert_element_type", "eq", "ne",
          "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_not", "isfinite",
@@ -54,13 +59,15 @@ CHEAP = {"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "logistic", "s
 SIDE_TABLE: contextvars.ContextVar = contextvars.ContextVar("thunder_side_table", default=None)
 
 
-def _executor_call_vjp(bt, side_table, op, x, y, g):
+def _executor_call_vjp(bt, side_table, active, op, x, y, g):
     """VJP of a torch-fallback op: a backward executor call that re-runs the op's Python
-    implementation under torch.autograd and returns ``torch.autograd.grad`` of it."""
+    implementation under torch.autograd and returns ``torch.autograd.grad`` of it. Only
+    the operands in ``active`` (those depending on a differentiated input) require grad
+    in the re-run: torch refuses grad for some inputs (batch_norm's running statistics)."""
     from thunder_mlir.dialects import ExecutorCallOp, fits_in_runs, segment_kwargs
 
     forward = side_table[ir.IntegerAttr(op.attributes["impl"]).value]
-    float_in = [_is_float(v.type) for v in op.operands]
+    float_in = [_is_float(v.type) and v in active for v in op.operands]
     float_out = [_is_float(r.type) for r in op.results]
     cots = [c for c, f in zip(g, float_out) if f]
     result_types = [v.type for v, f in zip(op.operands, float_in) if f]
@@ -146,7 +153,12 @@ def _differentiate(module: ir.Module, fwd) -> None:
     # trailing write-backs (inputs updated in place, e.g. running statistics) get no cotangent
     n_diff = len(outputs) - (ir.IntegerAttr(fwd.attributes[WRITE_BACKS]).value
                              if WRITE_BACKS in fwd.attributes else 0)
-    diff_out = [_is_float(v.type) and i < n_diff for i, v in enumerate(outputs)]
+    # outputs that depend on a differentiated input get a cotangent; the others (constants,
+    # non-differentiable results) are not differentiable outputs of the program
+    active = {a for a, w in zip(args, wrt) if w}
+    mark_active(body, active)
+    diff_out = [_is_float(v.type) and i < n_diff and v in active
+                for i, v in enumerate(outputs)]
     device = torch.device(ir.StringAttr(fwd.attributes["thunder.device"]).value) \
         if "thunder.device" in fwd.attributes else torch.device("cpu")
 
@@ -156,7 +168,7 @@ def _differentiate(module: ir.Module, fwd) -> None:
         ct: dict[ir.Value, object] = {}
         for v, c in zip([v for v, d in zip(outputs, diff_out) if d], cots):
             accumulate(ct, v, bt.make_proxy(c))
-        backprop(bt, body, ct, {a for a, w in zip(args, wrt) if w})
+        backprop(bt, body, ct, active)
         grads = []
         for a, w in zip(args, wrt):
             if not w:
@@ -188,6 +200,8 @@ def _differentiate(module: ir.Module, fwd) -> None:
     fwd.attributes["thunder.num_outputs"] = ir.IntegerAttr.get(
         ir.IntegerType.get_signless(64), len(outputs))
     fwd.attributes["thunder.requires_grad"] = ir.ArrayAttr.get([ir.BoolAttr.get(w) for w in wrt])
+    fwd.attributes[DIFFERENTIABLE_OUTPUTS] = ir.ArrayAttr.get(
+        [ir.BoolAttr.get(d) for d in diff_out])
     bwd.attributes["thunder.device"] = ir.StringAttr.get(str(device))
 
 
@@ -195,6 +209,25 @@ def accumulate(ct: dict, v: ir.Value, c) -> None:
     """Add cotangent ``c`` to ``ct[v]`` (a value with several uses gets their sum)."""
     prev = ct.get(v)
     ct[v] = c if prev is None else prims.elementwise("add", prev, c)
+
+
+def differentiable_results(op: ir.Operation) -> list[ir.Value]:
+    """The results of ``op`` that can carry a gradient: floating-point (or complex) ones,
+    except those a torch executor call declares non-differentiable (``linalg.lu``'s
+    permutation; see ``torch_fallback.DIFFERENTIABLE``)."""
+    flags = None
+    if DIFFERENTIABLE in op.attributes:
+        flags = [ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes[DIFFERENTIABLE])]
+    return [r for i, r in enumerate(op.results)
+            if _is_float(r.type) and (flags is None or flags[i])]
+
+
+def mark_active(body: list, active: set) -> None:
+    """Extend ``active`` (values depending on a differentiated input) with the
+    differentiable results of the ops of ``body`` that read an active value."""
+    for op in body:
+        if any(v in active for v in free_values(op)):
+            active.update(differentiable_results(op))
 
 
 def backprop(bt, body: list, ct: dict, active: set) -> None:
@@ -207,9 +240,7 @@ def backprop(bt, body: list, ct: dict, active: set) -> None:
     """
     from .vjp_regions import REGION_VJP
 
-    for op in body:
-        if any(v in active for v in free_values(op)):
-            active.update(r for r in op.results if _is_float(r.type))
+    mark_active(body, active)
     for op in reversed(body):
         if not any(r in active for r in op.results):
             continue
@@ -228,7 +259,7 @@ def backprop(bt, body: list, ct: dict, active: set) -> None:
             short = ir.StringAttr(op.attributes["name"]).value
             fn = COMPOSITE_VJP[short]
         elif short == "executor_call" and SIDE_TABLE.get() is not None:
-            fn = functools.partial(_executor_call_vjp, bt, SIDE_TABLE.get())
+            fn = functools.partial(_executor_call_vjp, bt, SIDE_TABLE.get(), active)
         else:
             fn = VJP.get(short)
         if fn is None:
@@ -329,6 +360,15 @@ def _split(fwd, bwd, body) -> list[ir.Value]:
     bwd.attributes["thunder.num_residuals"] = ir.IntegerAttr.get(
         ir.IntegerType.get_signless(64), len(residuals))
     return residuals
+
+
+def differentiable_outputs(module: ir.Module) -> list[bool]:
+    """Per output of ``@forward`` (program outputs, then write-backs; not residuals),
+    whether it is differentiable: it gets a cotangent in ``@backward``."""
+    with module.context:
+        fwd = _func(module, "forward")
+        return [ir.BoolAttr(a).value
+                for a in ir.ArrayAttr(fwd.attributes[DIFFERENTIABLE_OUTPUTS])]
 
 
 def residual_bytes(module: ir.Module) -> int:

@@ -304,9 +304,10 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext) -> CacheEntry:
         entry.backward_plan = bwd
         # the forward's outputs: the program's, then the write-backs (not differentiable)
         entry.num_outputs = len(positions) + len(trace.mutated_inputs)
-        entry.diff_outputs = [out_leaves[i].tdtype.is_floating_point
-                              or out_leaves[i].tdtype.is_complex for i in positions]
-        entry.diff_outputs += [False] * len(trace.mutated_inputs)
+        from thunder_mlir.passes.grad import differentiable_outputs
+
+        # (outputs that depend on no input requiring grad are not differentiable, as in eager)
+        entry.diff_outputs = differentiable_outputs(module)
         entry.wrt = [i for i, w in enumerate(wrt) if w]
         entry.residual_bytes = residual_bytes(module)
     return entry
