@@ -66,6 +66,8 @@ def _executor_call_vjp(bt, side_table, active, op, x, y, g):
     in the re-run: torch refuses grad for some inputs (batch_norm's running statistics)."""
     from thunder_mlir.dialects import ExecutorCallOp, fits_in_runs, segment_kwargs
 
+    from thunder_mlir.executors.torch_fallback import replaying_rng_state
+
     forward = side_table[ir.IntegerAttr(op.attributes["impl"]).value]
     float_in = [_is_float(v.type) and v in active for v in op.operands]
     float_out = [_is_float(r.type) for r in op.results]
@@ -75,13 +77,22 @@ def _executor_call_vjp(bt, side_table, active, op, x, y, g):
     if not result_types:
         return [None] * len(x)
     if not (fits_in_runs([v.type for v in operand_values]) and fits_in_runs(result_types)):
-        raise GradError(f"grad: too many distinct tensor types to differentiate {op.name}")
+        raise GradError(f"grad: too many distinct tensor types to differentiate "
+                        f"{ir.StringAttr(op.attributes['callee']).value} at {op.location}")
+    state = _capture_rng_state(op, side_table, operand_values)
+    if state is not None:
+        operand_values.append(bt.make_proxy(state).value)
+    generators = getattr(forward, "generators", [])
 
     def vjp(*tensors):
         n = len(float_in)
         xs = [t.detach().requires_grad_() if f else t for t, f in zip(tensors[:n], float_in)]
         with torch.enable_grad():
-            outs = forward(*xs)
+            if state is None:
+                outs = forward(*xs)
+            else:  # the forward's draw (see torch_fallback.with_rng_state)
+                outs = replaying_rng_state(generators, tensors[-1], lambda: forward(*xs))
+                tensors = tensors[:-1]
         pairs = [(o, c) for o, c in zip([o for o, f in zip(outs, float_out) if f], tensors[n:])
                  if o.requires_grad]
         wrt = [t for t, f in zip(xs, float_in) if f]
@@ -100,6 +111,47 @@ def _executor_call_vjp(bt, side_table, active, op, x, y, g):
                               impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
     results = iter(call.operation.results)
     return [bt.make_proxy(next(results)) if f else None for f in float_in]
+
+
+def _capture_rng_state(op, side_table, backward_operands) -> ir.Value | None:
+    """Make the forward torch executor call ``op`` also return the state of the generators
+    it may draw from, taken before it runs (``torch_fallback.with_rng_state``), so that its
+    backward re-runs it on the forward's random draw. The call is replaced by one with that
+    extra (non-differentiable, uint8) result; the old call is erased after the backward is
+    built. Returns the state value, or None where it is not needed or not possible: no
+    generators (an in-place call), a call inside a region (its VJP recomputes the region),
+    or too many distinct types for the calls."""
+    from thunder_mlir.dialects import ExecutorCallOp, fits_in_runs, segment_kwargs
+    from thunder_mlir.executors.torch_fallback import rng_state_size, with_rng_state
+
+    forward = side_table[ir.IntegerAttr(op.attributes["impl"]).value]
+    generators = getattr(forward, "generators", None)
+    parent = op.parent
+    if not generators or parent is None or parent.name != "func.func":
+        return None
+    state_type = dtypes.tensor_type((rng_state_size(generators),), torch.uint8)
+    result_types = [r.type for r in op.results] + [state_type]
+    if not (fits_in_runs(result_types)
+            and fits_in_runs([v.type for v in backward_operands] + [state_type])):
+        return None
+    key = len(side_table)
+    side_table.append(with_rng_state(forward, generators))
+    with ir.InsertionPoint(op), op.location:
+        new = ExecutorCallOp(**segment_kwargs("in", list(op.operands)),
+                             **segment_kwargs("out", result_types, type_of=lambda t: t),
+                             executor=op.attributes["executor"],
+                             callee=op.attributes["callee"],
+                             impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
+    flags = [True] * len(op.results)
+    if DIFFERENTIABLE in op.attributes:
+        flags = [ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes[DIFFERENTIABLE])]
+    new.operation.attributes[DIFFERENTIABLE] = ir.ArrayAttr.get(
+        [ir.BoolAttr.get(f) for f in flags + [False]])
+    results = list(new.operation.results)
+    for old, r in zip(op.results, results):
+        old.replace_all_uses_with(r)
+    op.attributes["thunder.erase"] = ir.UnitAttr.get()
+    return results[-1]
 
 
 class GradError(NotImplementedError):

@@ -431,15 +431,20 @@ def _cum_extreme(op, x, y, g):
 @rule("logcumsumexp")
 def _logcumsumexp(op, x, y, g):
     # d x_k = sum_{j >= k} g_j exp(x_k - y_j), in log space for the positive and negative
-    # parts of g separately (torch's logcumsumexp_backward)
+    # parts of g separately (torch's logcumsumexp_backward); its reversed logcumsumexp
+    # accumulates as ATen's scan kernel does (float64 for float32 on CPU)
+    from thunder_mlir.symbols.sort import scan_acc_dtype
+
     d = _attr_int(op, "dim")
     xs, ys, gs = x[0], y[0], g[0]
     ninf = _c(gs, float("-inf"))
+    acc_dtype = scan_acc_dtype(gs.tdtype, gs.tdevice)
 
     def part(mask, mag):
         lg = prims.where(mask, _e("log", prims.where(mask, mag, _c(gs, 1))), ninf)
         rev = prims.reverse(_e("sub", lg, ys), [d])
-        acc = prims.reverse(prims.cumulative("logcumsumexp", rev, d), [d])
+        scan = prims.cumulative("logcumsumexp", prims.convert_element_type(rev, acc_dtype), d)
+        acc = prims.reverse(prims.convert_element_type(scan, gs.tdtype), [d])
         return _e("exp", _e("add", acc, xs))
 
     zero = _c(gs, 0)

@@ -113,6 +113,8 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     traced = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in out_pos]
     differentiable = None if inplace else _output_differentiability(
         func, leaves, positions, spec, trace.device, meta=not trial)
+    if not inplace:  # the generators its backward must replay (see with_rng_state)
+        run.generators = _generators(leaves, trace.device)
     key = trace.add_impl(run)
     with trace.ip:
         op = ExecutorCallOp(**segment_kwargs("in", [p.value for p in proxies]),
@@ -227,3 +229,60 @@ def _check_trial_metadata(name: str, outs: list[torch.Tensor], traced: list) -> 
             f"{traced} (learned by a trial run on zeros, as the op has no meta kernel): its "
             "output shape depends on the input values, which a compiled program cannot "
             "follow. Compute it outside the jitted function.")
+
+
+# ------------------------------------------------------------ random ops and the backward
+# The backward of a fallback op re-runs it under torch.autograd. An op that draws random
+# numbers (fractional_max_pool2d's pooling regions, a dropout inside a torch function, a
+# draw from a user's Generator) would draw again there: another draw than the forward's,
+# so a wrong gradient, and the generator advanced twice. The grad pass therefore makes the
+# forward call also return the state of the generators it may draw from, taken just
+# before it runs (``with_rng_state``), saves it as a residual, and the backward re-runs
+# the op with that state restored (``replaying_rng_state``), leaving the generators as
+# they were.
+
+
+def _generators(leaves: list, device) -> list[torch.Generator]:
+    """The generators a call may draw from: the ``torch.Generator`` arguments it was given,
+    else the default generators of the CPU and, for a CUDA program, of its device."""
+    given = []
+    for x in leaves:
+        if isinstance(x, torch.Generator) and all(x is not g for g in given):
+            given.append(x)
+    if given:
+        return given
+    gens = [torch.default_generator]
+    if device.type == "cuda":
+        gens.append(torch.cuda.default_generators[
+            device.index if device.index is not None else torch.cuda.current_device()])
+    return gens
+
+
+def rng_state_size(generators: list[torch.Generator]) -> int:
+    """Bytes of the concatenated states of ``generators`` (a uint8 vector)."""
+    return sum(g.get_state().numel() for g in generators)
+
+
+def with_rng_state(run: Callable, generators: list[torch.Generator]) -> Callable:
+    """``run`` that also returns, last, the concatenated states (uint8) of ``generators``
+    as they were before it ran."""
+    def forward(*tensors: torch.Tensor) -> list[torch.Tensor]:
+        state = torch.cat([g.get_state() for g in generators])
+        return list(run(*tensors)) + [state]
+    return forward
+
+
+def replaying_rng_state(generators: list[torch.Generator], state: torch.Tensor, fn: Callable):
+    """``fn()`` with ``generators`` set to ``state`` (from ``with_rng_state``), restoring
+    their current states afterwards."""
+    saved = [g.get_state() for g in generators]
+    try:
+        offset = 0
+        for g, old in zip(generators, saved):
+            n = old.numel()
+            g.set_state(state[offset:offset + n].cpu().clone())
+            offset += n
+        return fn()
+    finally:
+        for g, old in zip(generators, saved):
+            g.set_state(old)
