@@ -65,7 +65,6 @@ def _executor_call_vjp(bt, side_table, active, op, x, y, g):
     the operands in ``active`` (those depending on a differentiated input) require grad
     in the re-run: torch refuses grad for some inputs (batch_norm's running statistics)."""
     from thunder_mlir.dialects import ExecutorCallOp, fits_in_runs, segment_kwargs
-
     from thunder_mlir.executors.torch_fallback import replaying_rng_state
 
     forward = side_table[ir.IntegerAttr(op.attributes["impl"]).value]
@@ -76,15 +75,27 @@ def _executor_call_vjp(bt, side_table, active, op, x, y, g):
     operand_values = [p.value for p in x] + [c.value for c in cots]
     if not result_types:
         return [None] * len(x)
-    if not (fits_in_runs([v.type for v in operand_values]) and fits_in_runs(result_types)):
-        raise GradError(f"grad: too many distinct tensor types to differentiate "
-                        f"{ir.StringAttr(op.attributes['callee']).value} at {op.location}")
-    state = _capture_rng_state(op, side_table, operand_values)
+    state = _capture_rng_state(op, side_table)
     if state is not None:
         operand_values.append(bt.make_proxy(state).value)
     generators = getattr(forward, "generators", [])
+    # the call's operands and results in type order: fewest runs of equal types (a
+    # segmented variadic holds 8), restored to their order inside
+    in_order = sorted(range(len(operand_values)), key=lambda i: str(operand_values[i].type))
+    out_order = sorted(range(len(result_types)), key=lambda i: str(result_types[i]))
+    if not (fits_in_runs([operand_values[i].type for i in in_order])
+            and fits_in_runs([result_types[i] for i in out_order])):
+        raise GradError(f"grad: too many distinct tensor types to differentiate "
+                        f"{ir.StringAttr(op.attributes['callee']).value} at {op.location}")
 
-    def vjp(*tensors):
+    def vjp(*sorted_tensors):
+        tensors = [None] * len(sorted_tensors)
+        for k, i in enumerate(in_order):
+            tensors[i] = sorted_tensors[k]
+        grads = _vjp(tensors)
+        return [grads[i] for i in out_order]
+
+    def _vjp(tensors):
         n = len(float_in)
         xs = [t.detach().requires_grad_() if f else t for t, f in zip(tensors[:n], float_in)]
         with torch.enable_grad():
@@ -104,23 +115,69 @@ def _executor_call_vjp(bt, side_table, active, op, x, y, g):
     side_table.append(vjp)
     callee = ir.StringAttr(op.attributes["callee"]).value
     with bt.ip:
-        call = ExecutorCallOp(**segment_kwargs("in", operand_values),
+        call = ExecutorCallOp(**segment_kwargs("in", [operand_values[i] for i in in_order]),
+                              **segment_kwargs("out", [result_types[i] for i in out_order],
+                                               type_of=lambda t: t),
+                              executor=ir.StringAttr.get("torch"),
+                              callee=ir.StringAttr.get(callee + ".vjp"),
+                              impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
+    results = [None] * len(result_types)
+    for k, i in enumerate(out_order):
+        results[i] = call.operation.results[k]
+    results = iter(results)
+    return [bt.make_proxy(next(results)) if f else None for f in float_in]
+
+
+def torch_vjp(callee: str, fn, x: list, g: list) -> list:
+    """Cotangents of the operands ``x`` (proxies) of a prim that the torch function ``fn``
+    computes, given the cotangents ``g`` of its results: a backward torch executor call
+    running ``torch.autograd.grad`` through ``fn`` (for prims whose derivative needs a
+    function no prim computes, e.g. bessel_i1e's needs i0e). Emitted in the trace being
+    built (the backward); GradError where no side table is set (thunder-opt)."""
+    from thunder_mlir.dialects import ExecutorCallOp, fits_in_runs, segment_kwargs
+    from thunder_mlir.tracing import current_trace
+
+    side_table = SIDE_TABLE.get()
+    if side_table is None:
+        raise GradError(f"grad: the VJP of {callee} runs torch.autograd, which needs jit's "
+                        "side table (not available under thunder-opt)")
+    bt = current_trace()
+    wants = [p.tdtype.is_floating_point for p in x]
+    operands = [p.value for p in x] + [c.value for c in g]
+    result_types = [p.value.type for p, w in zip(x, wants) if w]
+    if not (fits_in_runs([v.type for v in operands]) and fits_in_runs(result_types)):
+        raise GradError(f"grad: too many distinct tensor types to differentiate {callee}")
+
+    def vjp(*tensors):
+        n = len(x)
+        xs = [t.detach().requires_grad_(w) for t, w in zip(tensors[:n], wants)]
+        with torch.enable_grad():
+            out = fn(*xs)
+        outs = [out] if isinstance(out, torch.Tensor) else list(out)
+        wrt = [t for t, w in zip(xs, wants) if w]
+        grads = torch.autograd.grad(outs, wrt, list(tensors[n:]), allow_unused=True)
+        return [torch.zeros_like(w) if gr is None else gr for w, gr in zip(wrt, grads)]
+
+    key = len(side_table)
+    side_table.append(vjp)
+    with bt.ip:
+        call = ExecutorCallOp(**segment_kwargs("in", operands),
                               **segment_kwargs("out", result_types, type_of=lambda t: t),
                               executor=ir.StringAttr.get("torch"),
                               callee=ir.StringAttr.get(callee + ".vjp"),
                               impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
     results = iter(call.operation.results)
-    return [bt.make_proxy(next(results)) if f else None for f in float_in]
+    return [bt.make_proxy(next(results)) if w else None for w in wants]
 
 
-def _capture_rng_state(op, side_table, backward_operands) -> ir.Value | None:
+def _capture_rng_state(op, side_table) -> ir.Value | None:
     """Make the forward torch executor call ``op`` also return the state of the generators
     it may draw from, taken before it runs (``torch_fallback.with_rng_state``), so that its
     backward re-runs it on the forward's random draw. The call is replaced by one with that
     extra (non-differentiable, uint8) result; the old call is erased after the backward is
     built. Returns the state value, or None where it is not needed or not possible: no
     generators (an in-place call), a call inside a region (its VJP recomputes the region),
-    or too many distinct types for the calls."""
+    or results of more than 8 distinct types (then the backward draws anew)."""
     from thunder_mlir.dialects import ExecutorCallOp, fits_in_runs, segment_kwargs
     from thunder_mlir.executors.torch_fallback import rng_state_size, with_rng_state
 
@@ -131,8 +188,7 @@ def _capture_rng_state(op, side_table, backward_operands) -> ir.Value | None:
         return None
     state_type = dtypes.tensor_type((rng_state_size(generators),), torch.uint8)
     result_types = [r.type for r in op.results] + [state_type]
-    if not (fits_in_runs(result_types)
-            and fits_in_runs([v.type for v in backward_operands] + [state_type])):
+    if not fits_in_runs(result_types):
         return None
     key = len(side_table)
     side_table.append(with_rng_state(forward, generators))

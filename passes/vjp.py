@@ -621,3 +621,75 @@ NO_GRAD = {"eq", "ne", "lt", "le", "gt", "ge", "isfinite", "iota", "full", "cons
            "shift_left", "shift_right_arithmetic", "shift_right_logical", "reduce_and",
            "reduce_or", "rng_bits"}
 
+
+
+# ------------------------------------------------------- factorizations and solves
+def _mT(t: TensorProxy) -> TensorProxy:
+    """Transpose of the last two dims."""
+    r = len(t.tshape)
+    return prims.transpose(t, list(range(r - 2)) + [r - 1, r - 2])
+
+
+def _bmm(a: TensorProxy, b: TensorProxy) -> TensorProxy:
+    """Batched matrix product of (..., m, k) and (..., k, n) with equal batch dims."""
+    nb = len(a.tshape) - 2
+    batch = list(range(nb))
+    return prims.dot_general(a, b, batch, batch, [nb + 1], [nb])
+
+
+def _triangle(t: TensorProxy, lower: bool, diagonal: bool) -> TensorProxy:
+    """The lower (or upper) triangle of the last two dims of ``t``, with or without its
+    diagonal; zeros elsewhere."""
+    n, m = t.tshape[-2], t.tshape[-1]
+    row = prims.iota((n, m), torch.int64, 0)
+    col = prims.iota((n, m), torch.int64, 1)
+    keep = _e(("ge" if diagonal else "gt") if lower else ("le" if diagonal else "lt"), row, col)
+    keep = prims.broadcast_in_dim(keep, t.tshape, [len(t.tshape) - 2, len(t.tshape) - 1])
+    return prims.where(keep, t, _c(t, 0))
+
+
+@rule("triangular_solve")
+def _triangular_solve(op, x, y, g):
+    """op(a) y = b (left) or y op(a) = b (right), op(a) = a or a^T: gb solves the system
+    with op(a)^T, ga = -gb y^T (left) or -y^T gb (right), transposed back for
+    ``transpose_a``, and kept on the triangle the solve reads (the strict one for a unit
+    diagonal) -- PyTorch's linalg_solve_triangular_backward (FunctionsManual.cpp)."""
+    a, _ = x
+    left, lower, unit, trans = (bool(_attr_int(op, n)) for n in (
+        "left_side", "lower", "unit_diagonal", "transpose_a"))
+    gb = prims.triangular_solve(a, g[0], left, lower, unit, not trans)
+    gm = _e("neg", _bmm(gb, _mT(y[0])) if left else _bmm(_mT(y[0]), gb))
+    if trans:
+        gm = _mT(gm)
+    return [_triangle(gm, lower, not unit), gb]
+
+
+@rule("cholesky")
+def _cholesky(op, x, y, g):
+    """A = L L^T (lower factor; the prim's other triangle is unspecified, so L is read as
+    its lower triangle): gA = L^-T phi(tril(L^T gL)) L^-1 with phi(P) = (P + tril(P, -1)^T)
+    / 2, PyTorch's cholesky_backward (FunctionsManual.cpp, after Murray 2016)."""
+    if not bool(_attr_int(op, "lower")):
+        raise NotImplementedError("VJP of an upper cholesky prim")
+    L = _triangle(y[0], True, True)
+    p = _triangle(_bmm(_mT(L), g[0]), True, True)
+    phi = _e("mul", _e("add", p, _mT(_triangle(p, True, False))), _c(p, 0.5))
+    ga = prims.triangular_solve(L, phi, True, True, False, True)
+    ga = prims.triangular_solve(L, ga, False, True, False, False)
+    return [ga]
+
+
+@rule("bessel_i1e")
+def _bessel_i1e(op, x, y, g):
+    """d/dx i1e(x) = i0e(x) - i1e(x) (sgn(x) + 1/x), 0.5 at 0 (PyTorch's i1e_backward).
+    No prim computes i0e: the backward runs torch.autograd through torch.special.i1e on
+    the torch executor (``grad.torch_vjp``), which is eager's gradient."""
+    from .grad import torch_vjp
+
+    return torch_vjp("torch.special.i1e", torch.special.i1e, x, g)
+
+
+@rule("nextafter")
+def _nextafter(op, x, y, g):
+    """derivatives.yaml: the gradient passes to ``self`` unchanged; ``other`` gets 0."""
+    return [g[0], _c(x[1], 0)]

@@ -426,3 +426,60 @@ def _log_ndtr(op, x, y, g):
     if out.tdtype != x[0].tdtype:
         out = prims.convert_element_type(out, x[0].tdtype)
     return [out]
+
+
+@composite_rule("ltorch.normal")
+def _normal(op, x, y, g):
+    """``torch.normal(mean, std)``: PyTorch defines no reparameterization gradient; its
+    derivatives.yaml gives ``mean`` and ``std`` zero gradients (every overload), which the
+    chain rule through ``mean + std * z`` would not."""
+    return [prims.full(v.tshape, 0, v.tdtype) if v.tdtype.is_floating_point else None
+            for v in x]
+
+
+def _sum_to(t, shape):
+    """``t`` summed to ``shape`` (the inverse of broadcasting ``shape`` to ``t``'s)."""
+    lead = len(t.tshape) - len(shape)
+    dims = list(range(lead)) + [lead + i for i, s in enumerate(shape)
+                                if s == 1 and t.tshape[lead + i] != 1]
+    if not dims:
+        return t
+    return prims.reshape(prims.reduce("reduce_sum", t, dims), tuple(shape))
+
+
+def _matrix_t(t):
+    r = len(t.tshape)
+    return prims.transpose(t, list(range(r - 2)) + [r - 1, r - 2])
+
+
+@composite_rule("ltorch.cholesky_solve",
+                applies=lambda op: _f32_or_f64(op) and _names(op) == ["B", "L"])
+def _cholesky_solve(op, x, y, g):
+    """X = (L L^T)^-1 B (or (U^T U)^-1 B): gB = cholesky_solve(gX, L), and with
+    C = gB X^T + X gB^T, gL = -C L (or -U C) -- PyTorch's cholesky_solve_backward
+    (FunctionsManual.cpp). The gradient of L is a full matrix, as eager's, although the
+    solve reads one triangle of L. Batch dims broadcast in the forward are summed."""
+    from thunder_mlir.symbols.linalg import matmul
+    from thunder_mlir.symbols.linalg_extra import cholesky_solve
+
+    b, lf = x
+    upper = bool(_py_attr(op, "upper", False))
+    gb = cholesky_solve(g[0], lf, upper)
+    c = matmul(gb, _matrix_t(y[0]))
+    c = _e("add", c, _matrix_t(c))
+    gl = _e("neg", matmul(lf, c) if upper else matmul(c, lf))
+    return [_sum_to(gb, b.tshape), _sum_to(gl, lf.tshape)]
+
+
+@composite_rule("ltorch.cholesky_inverse",
+                applies=lambda op: _f32_or_f64(op) and _names(op) == ["L"])
+def _cholesky_inverse(op, x, y, g):
+    """inv = (L L^T)^-1 (or (U^T U)^-1): with C = inv (g + g^T) inv, gL = -C L (or -U C)
+    -- PyTorch's cholesky_inverse_backward (FunctionsManual.cpp); a full matrix, as
+    eager's."""
+    from thunder_mlir.symbols.linalg import matmul
+
+    lf, inv = x[0], y[0]
+    upper = bool(_py_attr(op, "upper", False))
+    c = matmul(inv, matmul(_e("add", g[0], _matrix_t(g[0])), inv))
+    return [_e("neg", matmul(lf, c) if upper else matmul(c, lf))]

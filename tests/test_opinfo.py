@@ -320,6 +320,45 @@ def _dropout_random(sample, training_default=True) -> bool:
     return bool(_training(sample, training_default)) and 0 < _p(sample) < 1
 
 
+def _grad_times_input(sample, tensors, out, cots, grads):
+    """Gradient check of ``y = s * x`` with a drawn elementwise factor ``s`` (dropout's 0 or
+    1 / (1 - p), rrelu's slope): the gradient is ``cotangent * s``, so ``grad * x`` must be
+    ``cotangent * y``."""
+    x, gx = tensors[0].detach().double(), grads[0]
+    if gx is None:
+        return "no gradient for the input"
+    lhs, rhs = gx.double() * x, cots[0].double() * out.double()
+    ok = torch.isclose(lhs, rhs, rtol=1e-4, atol=1e-5)
+    return None if ok.all() else f"grad * x != cotangent * out at {int((~ok).sum())} elements"
+
+
+def _alpha_grad(sample, tensors, out, cots, grads):
+    """Gradient check of alpha dropout: ``a * cotangent`` where the element was kept
+    (``out == a x + b``), 0 where it was dropped."""
+    x, gx = tensors[0].detach().double(), grads[0]
+    if gx is None:
+        return "no gradient for the input"
+    a, b = _alpha_ab(_p(sample))
+    kept = torch.isclose(out.double(), x * a + b, **_default_tol(out.dtype))
+    expect = torch.where(kept, cots[0].double() * a, torch.zeros_like(x))
+    ok = torch.isclose(gx.double(), expect, rtol=1e-4, atol=1e-5)
+    return None if ok.all() else f"gradient is not a * cotangent (kept) / 0 at {int((~ok).sum())}"
+
+
+def _sdpa_grad(sample, tensors, out, cots, grads):
+    """Gradient check of attention with dropout: the output is linear in ``value`` for the
+    drawn mask, so ``sum(out * cotangent) == sum(value * grad_value)`` (Euler's identity);
+    every gradient is finite."""
+    if any(g is not None and not g.isfinite().all() for g in grads):
+        return "a gradient is not finite"
+    v, gv = tensors[2].detach().double(), grads[2]
+    if gv is None:
+        return None
+    lhs, rhs = (out.double() * cots[0].double()).sum(), (v * gv.double()).sum()
+    ok = torch.isclose(lhs, rhs, rtol=1e-4, atol=1e-4)
+    return None if ok else f"sum(out * cotangent) = {lhs.item()} != sum(value * grad) = {rhs.item()}"
+
+
 @dataclass(frozen=True)
 class RandomOp:
     """An op that draws random numbers: ``reason`` (what is random), ``values(sample,
@@ -333,6 +372,11 @@ class RandomOp:
     # on the torch fallback: how its result is compared with eager's under the same seed
     # (equality by default)
     same: Callable | None = None
+    # on XLA, under grad (tests/test_opinfo_grad.py): ``grads(sample, tensors, output,
+    # cotangents, gradients) -> None | problem`` checks the gradients of the jitted
+    # program's own draw (``gradients[i]`` of ``tensors[i]``, None where not required);
+    # None: compared with eager's, for ops whose gradient does not depend on the draw
+    grads: Callable | None = None
 
 
 def _same_low_rank_product(actual, expected, tol) -> None:
@@ -373,28 +417,30 @@ RANDOM_OPS: dict[str, RandomOp] = {
     "randn": RandomOp("standard normal: finite"),
     "nn.functional.dropout": RandomOp("each element dropped (0) or scaled by 1 / (1 - p)",
                                       _elementwise_choice(_dropout_kept, _dropout_dropped),
-                                      _dropout_random),
+                                      _dropout_random, grads=_grad_times_input),
     "nn.functional.dropout2d": RandomOp("channels dropped (0) or scaled by 1 / (1 - p)",
                                         _elementwise_choice(_dropout_kept, _dropout_dropped),
-                                        _dropout_random),
+                                        _dropout_random, grads=_grad_times_input),
     "nn.functional.dropout3d": RandomOp("channels dropped (0) or scaled by 1 / (1 - p)",
                                         _elementwise_choice(_dropout_kept, _dropout_dropped),
-                                        _dropout_random),
+                                        _dropout_random, grads=_grad_times_input),
     "nn.functional.alpha_dropout": RandomOp(
         "each element a * x + b (kept) or SELU's saturation value (dropped)",
         _elementwise_choice(_alpha_kept, _alpha_dropped),
-        lambda s: _dropout_random(s, training_default=False)),
+        lambda s: _dropout_random(s, training_default=False), grads=_alpha_grad),
     "nn.functional.feature_alpha_dropout.with_train": RandomOp(
         "channels a * x + b (kept) or SELU's saturation value (dropped)",
         _elementwise_choice(_alpha_kept, _alpha_dropped),
-        lambda s: _dropout_random(s, training_default=False)),
+        lambda s: _dropout_random(s, training_default=False), grads=_alpha_grad),
     "nn.functional.rrelu": RandomOp("negative inputs times a slope drawn from [lower, upper]",
-                                    _rrelu, lambda s: s.kwargs.get("training", False)),
+                                    _rrelu, lambda s: s.kwargs.get("training", False),
+                                    grads=_grad_times_input),
     "nn.functional.scaled_dot_product_attention": RandomOp(
         "attention dropout (dropout_p > 0): finite", _finite,
-        lambda s: _arg(s, 3, "dropout_p", 0.0) > 0),
-    # random inside torch functions that run on the torch fallback (compared with eager
-    # under the same seed; listed so the gradient harness does not compare them)
+        lambda s: _arg(s, 3, "dropout_p", 0.0) > 0, grads=_sdpa_grad),
+    # random inside torch functions that run on the torch fallback: compared with eager
+    # under the same seed (outputs and, in the gradient harness, gradients: the fallback's
+    # backward replays the forward's draw)
     "nn.functional.multi_head_attention_forward": RandomOp("attention dropout"),
     "nn.functional.fractional_max_pool2d": RandomOp("random pooling regions"),
     "nn.functional.fractional_max_pool3d": RandomOp("random pooling regions"),

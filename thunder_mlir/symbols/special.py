@@ -132,7 +132,8 @@ def sgn(input):
         raise Fallback("complex sgn")
     if input.tdtype is torch.bool:
         return input
-    return E("sign", input)
+    from .elementwise import sign
+    return sign(input)
 
 
 @register("angle", *_fns("angle"))
@@ -225,9 +226,12 @@ def i1e(input):
 def mvlgamma(input, p):
     """sum_{i<p} lgamma(x - i/2) + p(p-1)/4 log(pi), in ATen's order: the terms from
     i = p-1 down to 0, summed with float32 accumulation for 16-bit floats, then the
-    constant added (UnaryOps.cpp ``mvlgamma``)."""
+    constant added (UnaryOps.cpp ``mvlgamma``). Integer and bool inputs compute in the
+    default dtype, as ATen's."""
+    if input.tdtype.is_complex:
+        raise RuntimeError("mvlgamma: input must be real")
     if not input.tdtype.is_floating_point:
-        raise RuntimeError("mvlgamma: input must be floating point")
+        input = prims.convert_element_type(input, torch.get_default_dtype())
     s, dt = input.tshape, input.tdtype
     acc = torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
     total = None
