@@ -97,7 +97,10 @@ def _executor_call_vjp(bt, side_table, active, op, x, y, g):
 
     def _vjp(tensors):
         n = len(float_in)
-        xs = [t.detach().requires_grad_() if f else t for t, f in zip(tensors[:n], float_in)]
+        # the other inputs are copied: an op that updates one in place (instance_norm's
+        # running statistics) already did so in the forward
+        xs = [t.detach().requires_grad_() if f else t.clone()
+              for t, f in zip(tensors[:n], float_in)]
         with torch.enable_grad():
             if state is None:
                 outs = forward(*xs)
