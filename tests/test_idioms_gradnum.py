@@ -23,17 +23,19 @@ from idiom_harness import Step, check_idiom  # noqa: E402
 
 
 def _padding_mask(rows: int, cols: int, padded_row: int) -> torch.Tensor:
-    """A boolean attention mask (True: attend) whose ``padded_row`` attends to nothing."""
-    mask = torch.ones(rows, cols, dtype=torch.bool)
-    mask[padded_row] = False
+    """An additive float attention mask (0: attend, -inf: masked, as Hugging Face-style
+    code builds it) whose ``padded_row`` attends to nothing."""
+    mask = torch.zeros(rows, cols)
+    mask[padded_row] = float("-inf")
     return mask
 
 
 def test_gqa_attention_with_a_fully_padded_query_row():
-    """Grouped-query attention (4 query heads, 2 key/value heads) where a padding query
-    row attends to nothing: eager's math backend uses a safe softmax (zeros, zero
-    gradients). Before: the row's 0/0 inside the decomposition made q's, k's and v's
-    gradients NaN (fix: the double where in ``attention_probs``)."""
+    """Grouped-query attention (4 query heads, 2 key/value heads) with an additive -inf
+    padding mask where a padding query row attends to nothing: eager's math backend uses
+    a safe softmax (zeros, zero gradients). Before: the row's 0/0 inside the
+    decomposition made q's and k's gradients NaN (fix: the double where in
+    ``attention_probs``)."""
     def attend(q, k, v, mask):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
 
@@ -47,15 +49,17 @@ def test_gqa_attention_with_a_fully_padded_query_row():
 
 def test_attention_with_keys_shared_across_heads_and_a_padded_row():
     """Keys and values broadcast over the heads (shape (B, 1, S, E), as multi-query
-    attention is often written), with a padded query row and a causal-style mask.
+    attention is often written), with an additive causal mask whose first query row is
+    padding.
     Before: NaN gradients for the padded row (the composite VJP does not take broadcast
     batch dims, and the decomposition's discarded NaN leaked through ``where``)."""
     def attend(q, k, v, mask):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
     def make_args():
-        mask = torch.ones(4, 4, dtype=torch.bool).tril()
-        mask[0] = False  # the first query is padding
+        mask = torch.zeros(4, 4).masked_fill(torch.ones(4, 4, dtype=torch.bool).triu(1),
+                                             float("-inf"))
+        mask[0] = float("-inf")  # the first query is padding
         return (torch.randn(3, 2, 4, 8, requires_grad=True),
                 torch.randn(3, 1, 4, 8, requires_grad=True),
                 torch.randn(3, 1, 4, 8, requires_grad=True), mask)
@@ -64,16 +68,14 @@ def test_attention_with_keys_shared_across_heads_and_a_padded_row():
 
 
 def test_safe_softmax_over_a_fully_masked_row():
-    """``aten._safe_softmax`` (what attention uses for padding) over scores whose second
-    row is all -inf: eager gives zeros and zero gradients. Before: NaN gradients."""
-    def masked_probs(scores, keep):
-        s = scores.masked_fill(~keep, float("-inf"))
-        return torch.ops.aten._safe_softmax.default(s, -1)
+    """``aten._safe_softmax`` (what attention uses for padding) over scores plus an
+    additive mask whose second row is all -inf: eager gives zeros and zero gradients.
+    Before: NaN gradients (fix: the double where in ``safe_softmax``)."""
+    def masked_probs(scores, mask):
+        return torch.ops.aten._safe_softmax.default(scores + mask, -1)
 
     def make_args():
-        keep = torch.ones(3, 5, dtype=torch.bool)
-        keep[1] = False
-        return torch.randn(3, 5, requires_grad=True), keep
+        return torch.randn(3, 5, requires_grad=True), _padding_mask(3, 5, 1)
 
     check_idiom(masked_probs, make_args)
 
