@@ -483,3 +483,40 @@ def _cholesky_inverse(op, x, y, g):
     upper = bool(_py_attr(op, "upper", False))
     c = matmul(inv, matmul(_e("add", g[0], _matrix_t(g[0])), inv))
     return [_e("neg", matmul(lf, c) if upper else matmul(c, lf))]
+
+
+def _torch_reduce_applies(op) -> bool:
+    return _py_attr(op, "reduce") in ("amax", "amin", "prod") and _real_float_operand(op)
+
+
+def _torch_reduce_rule(torch_fn, source_name: str):
+    """scatter_reduce / index_reduce with amax, amin or prod: PyTorch's
+    scatter_reduce_backward / index_reduce_backward share the gradient among tied
+    extrema (the input's element included unless ``include_self=False``) and handle
+    zeros in products; the backward runs that formula on the torch executor
+    (``grad.torch_vjp``, torch.autograd through the same call). The forward stays on XLA."""
+    def rule(op, x, y, g):
+        from .grad import torch_vjp
+
+        names = _names(op)
+        if names != ["input", "index", source_name]:
+            raise NotImplementedError(f"{torch_fn.__name__} with operands {names}")
+        dim, reduce = _py_attr(op, "dim"), _py_attr(op, "reduce")
+        include_self = bool(_py_attr(op, "include_self", True))
+
+        def call(inp, index, src):
+            return torch_fn(inp, dim, index, src, reduce, include_self=include_self)
+        return torch_vjp(f"torch.{torch_fn.__name__}", call, x, g)
+    return rule
+
+
+def _register_torch_reduce_rules():
+    import torch
+
+    composite_rule("ltorch.scatter_reduce", applies=_torch_reduce_applies)(
+        _torch_reduce_rule(torch.scatter_reduce, "src"))
+    composite_rule("ltorch.index_reduce", applies=_torch_reduce_applies)(
+        _torch_reduce_rule(torch.index_reduce, "source"))
+
+
+_register_torch_reduce_rules()

@@ -139,3 +139,18 @@ def test_unsigned_abs_sign_and_integer_mvlgamma():
     i = torch.tensor([[3, 4], [5, 9]])
     f = lambda t: torch.mvlgamma(t, p=3)  # noqa: E731
     torch.testing.assert_close(thunder_mlir.jit(f)(i), f(i))
+
+
+def test_scatter_reduce_extrema_and_product_gradients():
+    """scatter_reduce / index_reduce with amax (ties share the gradient, the input's
+    element included unless include_self=False), amin and prod (zeros): eager's
+    formulas, run by torch.autograd on the torch executor. Before: NotImplementedError."""
+    x = torch.tensor([[1.0, 5.0, 5.0], [0.0, 2.0, 3.0]], requires_grad=True)
+    src = torch.tensor([[5.0, 1.0, 5.0, 0.0], [2.0, 2.0, 0.0, 4.0]], requires_grad=True)
+    index = torch.tensor([[1, 0, 2, 2], [0, 1, 1, 2]])
+    for reduce in ("amax", "amin", "prod"):
+        for include_self in (True, False):
+            _assert_same(lambda a, s, r=reduce, i=include_self: a.scatter_reduce(
+                1, index, s, r, include_self=i), x, src)
+    _assert_same(lambda a, s: a.index_reduce(0, torch.tensor([1, 1]), s[:, :3], "amax"),
+                 x, src)

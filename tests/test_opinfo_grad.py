@@ -74,17 +74,7 @@ _RANK = {"match": 0, "error": 1, "mismatch": 2}
 
 # Ops whose jitted program raises under grad mode (status ``error``), each with the reason.
 # Asserted exactly: a new error, or a listed op that no longer raises, fails the test.
-_SCATTER_REDUCE = ("the scatter prim has VJP rules for kinds set and add only; {} needs "
-                   "PyTorch's scatter_reduce_backward (ties share the gradient, zeros in "
-                   "products), not written yet: NotImplementedError naming the kind")
-GRAD_ERRORS: dict[str, str] = {
-    "scatter_reduce.amax": _SCATTER_REDUCE.format("amax"),
-    "scatter_reduce.amin": _SCATTER_REDUCE.format("amin"),
-    "scatter_reduce.prod": _SCATTER_REDUCE.format("prod"),
-    "index_reduce.amax": _SCATTER_REDUCE.format("amax"),
-    "index_reduce.amin": _SCATTER_REDUCE.format("amin"),
-    "index_reduce.prod": _SCATTER_REDUCE.format("prod"),
-}
+GRAD_ERRORS: dict[str, str] = {}
 
 
 @dataclass
