@@ -150,7 +150,7 @@ def test_scatter_reduce_extrema_and_product_gradients():
     index = torch.tensor([[1, 0, 2, 2], [0, 1, 1, 2]])
     for reduce in ("amax", "amin", "prod"):
         for include_self in (True, False):
-            _assert_same(lambda a, s, r=reduce, i=include_self: a.scatter_reduce(
-                1, index, s, r, include_self=i), x, src)
-    _assert_same(lambda a, s: a.index_reduce(0, torch.tensor([1, 1]), s[:, :3], "amax"),
-                 x, src)
+            _assert_same(lambda a, s, ix, r=reduce, i=include_self: a.scatter_reduce(
+                1, ix, s, r, include_self=i), x, src, index)
+    _assert_same(lambda a, s, ix: a.index_reduce(0, ix, s[:, :3], "amax"),
+                 x, src, torch.tensor([1, 1]))
