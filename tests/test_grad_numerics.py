@@ -141,6 +141,7 @@ def test_unsigned_abs_sign_and_integer_mvlgamma():
     torch.testing.assert_close(thunder_mlir.jit(f)(i), f(i))
 
 
+@pytest.mark.filterwarnings("ignore:index_reduce")
 def test_scatter_reduce_extrema_and_product_gradients():
     """scatter_reduce / index_reduce with amax (ties share the gradient, the input's
     element included unless include_self=False), amin and prod (zeros): eager's

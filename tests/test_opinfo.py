@@ -356,7 +356,8 @@ def _sdpa_grad(sample, tensors, out, cots, grads):
         return None
     lhs, rhs = (out.double() * cots[0].double()).sum(), (v * gv.double()).sum()
     ok = torch.isclose(lhs, rhs, rtol=1e-4, atol=1e-4)
-    return None if ok else f"sum(out * cotangent) = {lhs.item()} != sum(value * grad) = {rhs.item()}"
+    return None if ok else (f"sum(out * cotangent) = {lhs.item()} != "
+                            f"sum(value * grad) = {rhs.item()}")
 
 
 @dataclass(frozen=True)

@@ -349,10 +349,10 @@ def summarize(results: list[GradResult], seconds: float) -> tuple[str, Counter]:
              f"(forward-fails: {counts['forward-fails']}, "
              f"no eager sample: {counts['no-samples']})"]
     if n:
+        listed = sum(r.name in GRAD_ERRORS for r in results if r.status == "error")
         lines.append(f"match: {counts['match']} ({100 * counts['match'] / n:.1f}%)  "
                      f"mismatch: {counts['mismatch']}  error: {counts['error']} "
-                     f"(allowlisted: {sum(r.name in GRAD_ERRORS for r in results if r.status == 'error')})"
-                     f"  time: {seconds:.1f}s")
+                     f"(allowlisted: {listed})  time: {seconds:.1f}s")
         closer = [r for r in results if r.closer]
         lines.append(f"samples not close to eager but closer to the float64 result (PyTorch's "
                      f"rule for another implementation): {sum(r.closer for r in closer)} "
