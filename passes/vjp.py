@@ -141,12 +141,15 @@ def _abs(op, x, y, g):
 
 @rule("pow")
 def _pow(op, x, y, g):
+    """PyTorch's pow_backward_self / pow_backward_exponent: ga = g b a^(b-1), 0 where
+    b = 0 (0^-1 would give 0 * inf = NaN); gb = g a^b log a, 0 where a = 0 and b >= 0."""
     a, b = x
     one = _c(b, 1)
     ga = _e("mul", g[0], _e("mul", b, _e("pow", a, _e("sub", b, one))))
-    # d/db a^b = a^b log a (0 where a == 0, as torch)
-    loga = prims.where(_e("eq", a, _c(a, 0)), _c(a, 0), _e("log", a))
-    gb = _e("mul", g[0], _e("mul", y[0], loga))
+    ga = prims.where(_e("eq", b, _c(b, 0)), _c(ga, 0), ga)
+    gb = _e("mul", g[0], _e("mul", y[0], _e("log", a)))
+    zero_base = _e("bitwise_and", _e("eq", a, _c(a, 0)), _e("ge", b, _c(b, 0)))
+    gb = prims.where(zero_base, _c(gb, 0), gb)
     return [ga, gb]
 
 
@@ -284,8 +287,42 @@ def _reduce_extreme(op, x, y, g):
 
 @rule("reduce_prod")
 def _reduce_prod(op, x, y, g):
+    """PyTorch's prod_backward: g * prod / x when the input holds no zero; otherwise
+    ``prod_safe_zeros_backward``, g times the product of the other elements of the slice
+    (exclusive products from both ends, no division: the chain rule gave 0 / 0 = NaN).
+    For a reduction over every dim the input is flattened, as eager's ``prod()``; a
+    reduction over several but not all dims (no torch op makes one) keeps the division."""
+    xs = x[0]
     dims = _attr_ints(op, "dims")
-    return [_e("div", _e("mul", _unreduce(g[0], x[0], dims), _unreduce(y[0], x[0], dims)), x[0])]
+    gb, yb = _unreduce(g[0], xs, dims), _unreduce(y[0], xs, dims)
+    divided = _e("div", _e("mul", gb, yb), xs)
+    r = len(xs.tshape)
+    if r == 0 or not dims or (len(dims) > 1 and sorted(dims) != list(range(r))):
+        return [divided]
+    flat = len(dims) > 1 or r == 1
+    t = prims.reshape(xs, (math.prod(xs.tshape),)) if flat else xs
+    d = 0 if flat else dims[0]
+    n = t.tshape[d]
+    if n == 0:
+        return [divided]
+    one = prims.full((), 1, t.tdtype)
+
+    def shifted_cumprod(v):  # prod of the elements before each one (1 for the first)
+        lo = [0] * len(v.tshape)
+        hi = [0] * len(v.tshape)
+        lo[d] = 1
+        hi[d] = -1
+        return prims.cumulative("cumprod", prims.pad(v, one, lo, hi, [0] * len(v.tshape)), d)
+
+    before = shifted_cumprod(t)
+    after = prims.reverse(shifted_cumprod(prims.reverse(t, [d])), [d])
+    others = _e("mul", before, after)
+    if flat:
+        others = prims.reshape(others, xs.tshape)
+    safe = _e("mul", gb, others)
+    has_zero = prims.reduce("reduce_or", _e("eq", xs, _c(xs, 0)), list(range(r)))
+    has_zero = prims.broadcast_in_dim(has_zero, xs.tshape, [])
+    return [prims.where(has_zero, safe, divided)]
 
 
 @rule("cumsum")
@@ -401,9 +438,13 @@ def _polygamma(op, x, y, g):
 
 @rule("atan2")
 def _atan2(op, x, y, g):
+    """PyTorch's atan2_backward: recip = 1 / (a^2 + b^2), 0 where a = b = 0 (the chain
+    rule gave 0 * inf = NaN there); ga = g b recip, gb = g (-a) recip."""
     a, b = x
-    inv = _e("div", g[0], _e("add", _e("mul", a, a), _e("mul", b, b)))
-    return [_e("mul", inv, b), _e("neg", _e("mul", inv, a))]
+    denom = _e("add", _e("mul", a, a), _e("mul", b, b))
+    recip = prims.where(_e("eq", denom, _c(denom, 0)), _c(denom, 0),
+                        _e("div", _c(denom, 1), denom))
+    return [_e("mul", _e("mul", g[0], b), recip), _e("mul", _e("mul", g[0], _e("neg", a)), recip)]
 
 
 @rule("fmod")

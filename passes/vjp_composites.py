@@ -520,3 +520,248 @@ def _register_torch_reduce_rules():
 
 
 _register_torch_reduce_rules()
+
+
+# ------------------------------------------------------------------ activations
+# Rules as PyTorch's derivatives.yaml: the subgradient eager picks at a kink (relu at 0,
+# clamp and hardtanh at their bounds), and no NaN from a discarded branch that overflows
+# (elu's, softplus's exp at large inputs: the chain rule gives 0 * inf there).
+def _float_input(op) -> bool:
+    return _real_float_operand(op) and _names(op)[:1] == ["input"]
+
+
+def _scalar(op, name, default):
+    v = _py_attr(op, name, default)
+    return None if v is None else float(v)
+
+
+def _where(cond, a, b):
+    return prims.where(cond, a, b)
+
+
+def _full_like(t, v):
+    return prims.full(t.tshape, v, t.tdtype)
+
+
+@composite_rule("ltorch.relu", applies=lambda op: _float_input(op))
+def _relu(op, x, y, g):
+    """threshold_backward(grad, result, 0): the gradient where the result is > 0, so 0
+    at x = 0."""
+    return [_where(_e("gt", y[0], _full_like(y[0], 0)), g[0], _full_like(g[0], 0))]
+
+
+def _clamp_applies(op) -> bool:
+    names = _names(op)
+    return _float_input(op) and names == ["input"] and \
+        ir.RankedTensorType(op.results[0].type) == ir.RankedTensorType(op.operands[0].type)
+
+
+def _same_float_operands(op) -> bool:
+    """Every operand and the result: one real floating-point element type."""
+    if not _real_float_operand(op):
+        return False
+    t = [ir.RankedTensorType(v.type).element_type for v in list(op.operands) + [op.results[0]]]
+    return all(e == t[0] for e in t)
+
+
+def _bcast_to(t, shape):
+    if t.tshape == tuple(shape):
+        return t
+    return prims.broadcast_in_dim(t, tuple(shape),
+                                  list(range(len(shape) - len(t.tshape), len(shape))))
+
+
+@composite_rule("ltorch.clamp", applies=lambda op: _names(op)[:1] == ["input"]
+                and set(_names(op)) <= {"input", "min", "max"} and _same_float_operands(op))
+def _clamp(op, x, y, g):
+    """clamp_backward / clamp_backward_min_max (FunctionsManual.cpp): the input gets the
+    gradient where min <= x <= max (1 at the bounds, where the chain rule through max/min
+    would split it in halves); a tensor min gets it where x < min (and min < max), a
+    tensor max where x > max (or max < min). Broadcast bounds get theirs summed."""
+    named = dict(zip(_names(op), x))
+    shape = y[0].tshape
+    xs, gs = _bcast_to(named["input"], shape), g[0]
+    zero = _full_like(gs, 0)
+    lo, hi = named.get("min"), named.get("max")
+    lo_b = _bcast_to(lo, shape) if lo is not None else None
+    hi_b = _bcast_to(hi, shape) if hi is not None else None
+    if lo_b is None and _scalar(op, "min", None) is not None:
+        lo_b = _full_like(xs, _scalar(op, "min", None))
+    if hi_b is None and _scalar(op, "max", None) is not None:
+        hi_b = _full_like(xs, _scalar(op, "max", None))
+    keep = None
+    for bound, cmp in ((lo_b, "ge"), (hi_b, "le")):
+        if bound is not None:
+            c = _e(cmp, xs, bound)
+            keep = c if keep is None else _e("bitwise_and", keep, c)
+    out = {"input": _sum_to(_where(keep, gs, zero), named["input"].tshape)}
+    if lo is not None:
+        below = _e("lt", xs, lo_b)
+        if hi_b is not None:
+            below = _e("bitwise_and", below, _e("lt", lo_b, hi_b))
+        out["min"] = _sum_to(_where(below, gs, zero), lo.tshape)
+    if hi is not None:
+        above = _e("gt", xs, hi_b)
+        if lo_b is not None:
+            above = _e("bitwise_or", above, _e("lt", hi_b, lo_b))
+        out["max"] = _sum_to(_where(above, gs, zero), hi.tshape)
+    return [out[n] for n in _names(op)]
+
+
+def _fmax_rule(cmp: str):
+    def rule(op, x, y, g):
+        """fmax / fmin (derivatives.yaml): ``self`` gets the gradient where self >= other
+        (fmin: <=) or other is NaN, ``other`` elsewhere: ties go to ``self``, where the
+        chain rule through maximum would split them."""
+        a, b = x
+        shape = y[0].tshape
+        ab, bb = _bcast_to(a, shape), _bcast_to(b, shape)
+        to_a = _e("bitwise_or", _e(cmp, ab, bb), _e("ne", bb, bb))
+        zero = _full_like(g[0], 0)
+        return [_sum_to(_where(to_a, g[0], zero), a.tshape),
+                _sum_to(_where(to_a, zero, g[0]), b.tshape)]
+    return rule
+
+
+composite_rule("ltorch.fmax", applies=lambda op: _names(op) == ["input", "other"]
+               and _same_float_operands(op))(_fmax_rule("ge"))
+composite_rule("ltorch.fmin", applies=lambda op: _names(op) == ["input", "other"]
+               and _same_float_operands(op))(_fmax_rule("le"))
+
+
+def _bce_applies(op) -> bool:
+    names = _names(op)
+    return names[:2] == ["input", "target"] and set(names) <= {"input", "target", "weight"} \
+        and _f32_or_f64(op) and _same_float_operands(op) \
+        and "size_average" not in op.attributes and "reduce" not in op.attributes
+
+
+@composite_rule("ltorch.binary_cross_entropy", applies=_bce_applies)
+def _binary_cross_entropy(op, x, y, g):
+    """binary_cross_entropy_backward (CPU): input: g (x - t) / max((1 - x) x, 1e-12) times
+    the weight (0 at x = t = 0 or 1, where the chain rule through the clamped logs gave
+    0 * inf = NaN); target: binary_cross_entropy_target_backward, -logit(x) g times the
+    weight; both divided by the element count for ``mean``."""
+    named = dict(zip(_names(op), x))
+    xs, ts, w = named["input"], named["target"], named.get("weight")
+    reduction = _py_attr(op, "reduction", "mean")
+    gs = g[0] if reduction == "none" else prims.broadcast_in_dim(g[0], xs.tshape, [])
+    if reduction == "mean":
+        n = 1
+        for s_ in xs.tshape:
+            n *= s_
+        gs = _e("div", gs, _full_like(gs, n))
+    tb = _bcast_to(ts, xs.tshape)
+    one = _full_like(xs, 1.0)
+    denom = _e("maximum", _e("mul", _e("sub", one, xs), xs), _full_like(xs, 1e-12))
+    gx = _e("div", _e("mul", gs, _e("sub", xs, tb)), denom)
+    gt = _e("mul", _e("neg", _e("log", _e("div", xs, _e("sub", one, xs)))), gs)
+    if w is not None:
+        wb = _bcast_to(w, xs.tshape)
+        gx, gt = _e("mul", gx, wb), _e("mul", gt, wb)
+    out = {"input": gx, "target": _sum_to(gt, ts.tshape), "weight": None}
+    return [out[n] for n in _names(op)]
+
+
+@composite_rule("ltorch.hardtanh", applies=_clamp_applies)
+def _hardtanh(op, x, y, g):
+    """hardtanh_backward: the gradient where min_val < x < max_val (0 at the bounds)."""
+    xs = x[0]
+    lo, hi = _scalar(op, "min_val", -1.0), _scalar(op, "max_val", 1.0)
+    keep = _e("bitwise_and", _e("gt", xs, _full_like(xs, lo)), _e("lt", xs, _full_like(xs, hi)))
+    return [_where(keep, g[0], _full_like(g[0], 0))]
+
+
+@composite_rule("ltorch.hardsigmoid", applies=_clamp_applies)
+def _hardsigmoid(op, x, y, g):
+    """hardsigmoid_backward: g / 6 where -3 < x < 3, else 0."""
+    xs = x[0]
+    keep = _e("bitwise_and", _e("gt", xs, _full_like(xs, -3.0)), _e("lt", xs, _full_like(xs, 3.0)))
+    return [_where(keep, _e("div", g[0], _full_like(g[0], 6.0)), _full_like(g[0], 0))]
+
+
+@composite_rule("ltorch.hardswish", applies=_clamp_applies)
+def _hardswish(op, x, y, g):
+    """hardswish_backward: 0 for x <= -3, g (x / 3 + 0.5) for -3 < x < 3, g from 3."""
+    xs, gs = x[0], g[0]
+    mid = _e("mul", gs, _e("add", _e("div", xs, _full_like(xs, 3.0)), _full_like(xs, 0.5)))
+    return [_where(_e("le", xs, _full_like(xs, -3.0)), _full_like(gs, 0),
+                   _where(_e("lt", xs, _full_like(xs, 3.0)), mid, gs))]
+
+
+def _elu_rule(input_scale_of_alpha: bool):
+    def rule(op, x, y, g):
+        """elu_backward(grad, alpha, scale=1, input_scale, is_result=False, self): g for
+        x > 0, g * input_scale * alpha * exp(x * input_scale) otherwise (celu:
+        input_scale = 1 / alpha); no NaN from exp overflowing in the other branch."""
+        xs, gs = x[0], g[0]
+        alpha = _scalar(op, "alpha", 1.0)
+        s = 1.0 / alpha if input_scale_of_alpha else 1.0
+        neg = _e("mul", _e("mul", gs, _full_like(gs, s * alpha)),
+                 _e("exp", _e("mul", xs, _full_like(xs, s))))
+        return [_where(_e("gt", xs, _full_like(xs, 0)), gs, neg)]
+    return rule
+
+
+composite_rule("ltorch.elu", applies=_clamp_applies)(_elu_rule(False))
+composite_rule("ltorch.celu", applies=_clamp_applies)(_elu_rule(True))
+
+
+@composite_rule("ltorch.softplus", applies=_clamp_applies)
+def _softplus(op, x, y, g):
+    """softplus_backward: g where beta x > threshold, else g z / (z + 1), z = exp(beta x)
+    (the overflowing z of the other branch is selected away, not multiplied)."""
+    xs, gs = x[0], g[0]
+    beta, threshold = _scalar(op, "beta", 1.0), _scalar(op, "threshold", 20.0)
+    bx = _e("mul", xs, _full_like(xs, beta))
+    z = _e("exp", bx)
+    soft = _e("div", _e("mul", gs, z), _e("add", z, _full_like(z, 1.0)))
+    return [_where(_e("gt", bx, _full_like(bx, threshold)), gs, soft)]
+
+
+@composite_rule("ltorch.mish", applies=_clamp_applies)
+def _mish(op, x, y, g):
+    """mish_backward: g (t + x sigmoid(x) (1 - t^2)), t = tanh(log1p(exp(x)))."""
+    xs, gs = x[0], g[0]
+    t = _e("tanh", _e("log1p", _e("exp", xs)))
+    d = _e("add", t, _e("mul", _e("mul", xs, _e("logistic", xs)),
+                        _e("sub", _full_like(t, 1.0), _e("mul", t, t))))
+    return [_e("mul", gs, d)]
+
+
+@composite_rule("ltorch.entr", applies=_clamp_applies)
+def _entr(op, x, y, g):
+    """d/dx (-x log x) = -(1 + log x): +inf at 0, as eager (the chain rule gave NaN)."""
+    xs = x[0]
+    return [_e("mul", g[0], _e("neg", _e("add", _full_like(xs, 1.0), _e("log", xs))))]
+
+
+def _xlogy_applies(op) -> bool:
+    if _names(op) != ["input", "other"] or not _real_float_operand(op, 0):
+        return False
+    t = [ir.RankedTensorType(v.type) for v in list(op.operands) + [op.results[0]]]
+    return all(a.element_type == t[0].element_type for a in t)
+
+
+def _xlogy_rule(log1p: bool):
+    def rule(op, x, y, g):
+        """xlogy / xlog1py (derivatives.yaml): self: g * xlogy(self != 0, other) (0 where
+        self is 0, where the chain rule gave 0 * log 0 = NaN); other: g * self / other (or
+        / (other + 1)). Broadcast operands get their gradients summed to their shapes."""
+        a, b = x
+        shape = y[0].tshape
+        ab, bb = (prims.broadcast_in_dim(t, shape, list(range(len(shape) - len(t.tshape),
+                                                               len(shape))))
+                  if t.tshape != shape else t for t in (a, b))
+        nz = prims.convert_element_type(_e("ne", ab, _full_like(ab, 0)), ab.tdtype)
+        logb = _e("log1p" if log1p else "log", bb)
+        term = _where(_e("eq", nz, _full_like(nz, 0)), _full_like(nz, 0), _e("mul", nz, logb))
+        term = _where(_e("ne", bb, bb), bb, term)  # xlogy(0, NaN) is NaN
+        denom = _e("add", bb, _full_like(bb, 1.0)) if log1p else bb
+        return [_sum_to(_e("mul", g[0], term), a.tshape),
+                _sum_to(_e("div", _e("mul", g[0], ab), denom), b.tshape)]
+    return rule
+
+
+composite_rule("ltorch.xlogy", applies=_xlogy_applies)(_xlogy_rule(False))
+composite_rule("ltorch.xlog1py", applies=_xlogy_applies)(_xlogy_rule(True))

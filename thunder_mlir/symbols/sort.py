@@ -223,8 +223,8 @@ def aminmax(input, *, dim=None, keepdim=False):
 
 @register("std_mean", torch.std_mean)
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    from .reduction import _correction, _var
+    from .reduction import _correction, _var, safe_sqrt
     if isinstance(dim, bool):
         dim, unbiased = None, dim
     v, m = _var(input, dim, _correction(unbiased, correction), keepdim)
-    return prims.elementwise("sqrt", v), m
+    return safe_sqrt(v), m

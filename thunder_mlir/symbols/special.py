@@ -60,8 +60,11 @@ def _is_float(dtype):
 def sinc(input):
     """sin(pi x) / (pi x), 1 at 0 (torch._refs.sinc); int inputs compute in float."""
     (x,), comp, res, s = _args(input, kind=Kind.INT_TO_FLOAT)
-    px = E("mul", x, _c(s, math.pi, comp))
-    out = prims.where(E("eq", x, _c(s, 0, comp)), _c(s, 1.0, comp), E("div", E("sin", px), px))
+    zero = E("eq", x, _c(s, 0, comp))
+    # (x = 0 computes with 1 instead, then is replaced: its gradient is 0 as eager's, not
+    # the NaN of 0 * (the 0/0 branch's derivative))
+    px = E("mul", prims.where(zero, _c(s, 1.0, comp), x), _c(s, math.pi, comp))
+    out = prims.where(zero, _c(s, 1.0, comp), E("div", E("sin", px), px))
     return prims.convert_element_type(out, res)
 
 
