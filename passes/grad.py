@@ -36,6 +36,7 @@ from torch_mlir.dialects import func as func_d
 
 from thunder_mlir import dtypes, prims
 from thunder_mlir.dialects import REGION_OPS
+from thunder_mlir.executors.torch_fallback import DIFFERENTIABLE
 from thunder_mlir.region_utils import (eliminate_dead_code, free_values, inline_block,
                                        nested_ops, operand_sites)
 
@@ -61,27 +62,54 @@ CHEAP = {"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "logistic", "s
 SIDE_TABLE: contextvars.ContextVar = contextvars.ContextVar("thunder_side_table", default=None)
 
 
-def _executor_call_vjp(bt, side_table, op, x, y, g):
+def _executor_call_vjp(bt, side_table, active, op, x, y, g):
     """VJP of a torch-fallback op: a backward executor call that re-runs the op's Python
-    implementation under torch.autograd and returns ``torch.autograd.grad`` of it."""
+    implementation under torch.autograd and returns ``torch.autograd.grad`` of it. Only
+    the operands in ``active`` (those depending on a differentiated input) require grad
+    in the re-run: torch refuses grad for some inputs (batch_norm's running statistics)."""
     from thunder_mlir.dialects import ExecutorCallOp, fits_in_runs, segment_kwargs
+    from thunder_mlir.executors.torch_fallback import replaying_rng_state
 
     forward = side_table[ir.IntegerAttr(op.attributes["impl"]).value]
-    float_in = [_is_float(v.type) for v in op.operands]
+    float_in = [_is_float(v.type) and v in active for v in op.operands]
     float_out = [_is_float(r.type) for r in op.results]
     cots = [c for c, f in zip(g, float_out) if f]
     result_types = [v.type for v, f in zip(op.operands, float_in) if f]
     operand_values = [p.value for p in x] + [c.value for c in cots]
     if not result_types:
         return [None] * len(x)
-    if not (fits_in_runs([v.type for v in operand_values]) and fits_in_runs(result_types)):
-        raise GradError(f"grad: too many distinct tensor types to differentiate {op.name}")
+    state = _capture_rng_state(op, side_table)
+    if state is not None:
+        operand_values.append(bt.make_proxy(state).value)
+    generators = getattr(forward, "generators", [])
+    # the call's operands and results in type order: fewest runs of equal types (a
+    # segmented variadic holds 8), restored to their order inside
+    in_order = sorted(range(len(operand_values)), key=lambda i: str(operand_values[i].type))
+    out_order = sorted(range(len(result_types)), key=lambda i: str(result_types[i]))
+    if not (fits_in_runs([operand_values[i].type for i in in_order])
+            and fits_in_runs([result_types[i] for i in out_order])):
+        raise GradError(f"grad: too many distinct tensor types to differentiate "
+                        f"{ir.StringAttr(op.attributes['callee']).value} at {op.location}")
 
-    def vjp(*tensors):
+    def vjp(*sorted_tensors):
+        tensors = [None] * len(sorted_tensors)
+        for k, i in enumerate(in_order):
+            tensors[i] = sorted_tensors[k]
+        grads = _vjp(tensors)
+        return [grads[i] for i in out_order]
+
+    def _vjp(tensors):
         n = len(float_in)
-        xs = [t.detach().requires_grad_() if f else t for t, f in zip(tensors[:n], float_in)]
+        # the other inputs are copied: an op that updates one in place (instance_norm's
+        # running statistics) already did so in the forward
+        xs = [t.detach().requires_grad_() if f else t.clone()
+              for t, f in zip(tensors[:n], float_in)]
         with torch.enable_grad():
-            outs = forward(*xs)
+            if state is None:
+                outs = forward(*xs)
+            else:  # the forward's draw (see torch_fallback.with_rng_state)
+                outs = replaying_rng_state(generators, tensors[-1], lambda: forward(*xs))
+                tensors = tensors[:-1]
         pairs = [(o, c) for o, c in zip([o for o, f in zip(outs, float_out) if f], tensors[n:])
                  if o.requires_grad]
         wrt = [t for t, f in zip(xs, float_in) if f]
@@ -93,13 +121,99 @@ def _executor_call_vjp(bt, side_table, op, x, y, g):
     side_table.append(vjp)
     callee = ir.StringAttr(op.attributes["callee"]).value
     with bt.ip:
-        call = ExecutorCallOp(**segment_kwargs("in", operand_values),
+        call = ExecutorCallOp(**segment_kwargs("in", [operand_values[i] for i in in_order]),
+                              **segment_kwargs("out", [result_types[i] for i in out_order],
+                                               type_of=lambda t: t),
+                              executor=ir.StringAttr.get("torch"),
+                              callee=ir.StringAttr.get(callee + ".vjp"),
+                              impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
+    results = [None] * len(result_types)
+    for k, i in enumerate(out_order):
+        results[i] = call.operation.results[k]
+    results = iter(results)
+    return [bt.make_proxy(next(results)) if f else None for f in float_in]
+
+
+def torch_vjp(callee: str, fn, x: list, g: list) -> list:
+    """Cotangents of the operands ``x`` (proxies) of a prim that the torch function ``fn``
+    computes, given the cotangents ``g`` of its results: a backward torch executor call
+    running ``torch.autograd.grad`` through ``fn`` (for prims whose derivative needs a
+    function no prim computes, e.g. bessel_i1e's needs i0e). Emitted in the trace being
+    built (the backward); GradError where no side table is set (thunder-opt)."""
+    from thunder_mlir.dialects import ExecutorCallOp, fits_in_runs, segment_kwargs
+    from thunder_mlir.tracing import current_trace
+
+    side_table = SIDE_TABLE.get()
+    if side_table is None:
+        raise GradError(f"grad: the VJP of {callee} runs torch.autograd, which needs jit's "
+                        "side table (not available under thunder-opt)")
+    bt = current_trace()
+    wants = [p.tdtype.is_floating_point for p in x]
+    operands = [p.value for p in x] + [c.value for c in g]
+    result_types = [p.value.type for p, w in zip(x, wants) if w]
+    if not (fits_in_runs([v.type for v in operands]) and fits_in_runs(result_types)):
+        raise GradError(f"grad: too many distinct tensor types to differentiate {callee}")
+
+    def vjp(*tensors):
+        n = len(x)
+        xs = [t.detach().requires_grad_(w) for t, w in zip(tensors[:n], wants)]
+        with torch.enable_grad():
+            out = fn(*xs)
+        outs = [out] if isinstance(out, torch.Tensor) else list(out)
+        wrt = [t for t, w in zip(xs, wants) if w]
+        grads = torch.autograd.grad(outs, wrt, list(tensors[n:]), allow_unused=True)
+        return [torch.zeros_like(w) if gr is None else gr for w, gr in zip(wrt, grads)]
+
+    key = len(side_table)
+    side_table.append(vjp)
+    with bt.ip:
+        call = ExecutorCallOp(**segment_kwargs("in", operands),
                               **segment_kwargs("out", result_types, type_of=lambda t: t),
                               executor=ir.StringAttr.get("torch"),
                               callee=ir.StringAttr.get(callee + ".vjp"),
                               impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
     results = iter(call.operation.results)
-    return [bt.make_proxy(next(results)) if f else None for f in float_in]
+    return [bt.make_proxy(next(results)) if w else None for w in wants]
+
+
+def _capture_rng_state(op, side_table) -> ir.Value | None:
+    """Make the forward torch executor call ``op`` also return the state of the generators
+    it may draw from, taken before it runs (``torch_fallback.with_rng_state``), so that its
+    backward re-runs it on the forward's random draw. The call is replaced by one with that
+    extra (non-differentiable, uint8) result; the old call is erased after the backward is
+    built. Returns the state value, or None where it is not needed or not possible: no
+    generators (an in-place call), a call inside a region (its VJP recomputes the region),
+    or results of more than 8 distinct types (then the backward draws anew)."""
+    from thunder_mlir.dialects import ExecutorCallOp, fits_in_runs, segment_kwargs
+    from thunder_mlir.executors.torch_fallback import rng_state_size, with_rng_state
+
+    forward = side_table[ir.IntegerAttr(op.attributes["impl"]).value]
+    generators = getattr(forward, "generators", None)
+    parent = op.parent
+    if not generators or parent is None or parent.name != "func.func":
+        return None
+    state_type = dtypes.tensor_type((rng_state_size(generators),), torch.uint8)
+    result_types = [r.type for r in op.results] + [state_type]
+    if not fits_in_runs(result_types):
+        return None
+    key = len(side_table)
+    side_table.append(with_rng_state(forward, generators))
+    with ir.InsertionPoint(op), op.location:
+        new = ExecutorCallOp(**segment_kwargs("in", list(op.operands)),
+                             **segment_kwargs("out", result_types, type_of=lambda t: t),
+                             executor=op.attributes["executor"],
+                             callee=op.attributes["callee"],
+                             impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
+    flags = [True] * len(op.results)
+    if DIFFERENTIABLE in op.attributes:
+        flags = [ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes[DIFFERENTIABLE])]
+    new.operation.attributes[DIFFERENTIABLE] = ir.ArrayAttr.get(
+        [ir.BoolAttr.get(f) for f in flags + [False]])
+    results = list(new.operation.results)
+    for old, r in zip(op.results, results):
+        old.replace_all_uses_with(r)
+    op.attributes["thunder.erase"] = ir.UnitAttr.get()
+    return results[-1]
 
 
 def _side_table_rule(op):
@@ -161,14 +275,17 @@ def _differentiate(module: ir.Module, fwd) -> None:
     else:
         wrt = [_is_float(a.type) for a in args]
     outputs = list(ret.operands)
+    active = {a for a, w in zip(args, wrt) if w}
     if DIFF_OUTPUTS in fwd.attributes:  # set by jit: the outputs eager's autograd tracks
         diff_out = [bool(ir.BoolAttr(a).value) for a in ir.ArrayAttr(fwd.attributes[DIFF_OUTPUTS])]
     else:
-        # trailing write-backs (inputs updated in place, e.g. running statistics) get no
-        # cotangent
+        # outputs that depend on a differentiated input get a cotangent, except the trailing
+        # write-backs (inputs updated in place, e.g. running statistics)
         n_diff = len(outputs) - (ir.IntegerAttr(fwd.attributes[WRITE_BACKS]).value
                                  if WRITE_BACKS in fwd.attributes else 0)
-        diff_out = [_is_float(v.type) and i < n_diff for i, v in enumerate(outputs)]
+        mark_active(body, active)
+        diff_out = [_is_float(v.type) and i < n_diff and v in active
+                    for i, v in enumerate(outputs)]
     device = torch.device(ir.StringAttr(fwd.attributes["thunder.device"]).value) \
         if "thunder.device" in fwd.attributes else torch.device("cpu")
 
@@ -178,7 +295,7 @@ def _differentiate(module: ir.Module, fwd) -> None:
         ct: dict[ir.Value, object] = {}
         for v, c in zip([v for v, d in zip(outputs, diff_out) if d], cots):
             accumulate(ct, v, bt.make_proxy(c))
-        backprop(bt, body, ct, {a for a, w in zip(args, wrt) if w})
+        backprop(bt, body, ct, active)
         # a differentiated input no output depends on gets no gradient (eager leaves its
         # .grad None): @backward returns the gradients of the reached inputs only
         grads, reached = [], []
@@ -225,6 +342,27 @@ def accumulate(ct: dict, v: ir.Value, c) -> None:
     ct[v] = c if prev is None else prims.elementwise("add", prev, c)
 
 
+def differentiable_results(op: ir.Operation) -> list[ir.Value]:
+    """The results of ``op`` that can carry a gradient: floating-point (or complex) ones,
+    except those a torch executor call declares non-differentiable (``linalg.lu``'s
+    permutation; see ``torch_fallback.DIFFERENTIABLE``); none for ``thunder.stop_gradient``."""
+    if op.name == "thunder.stop_gradient":
+        return []
+    flags = None
+    if DIFFERENTIABLE in op.attributes:
+        flags = [ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes[DIFFERENTIABLE])]
+    return [r for i, r in enumerate(op.results)
+            if _is_float(r.type) and (flags is None or flags[i])]
+
+
+def mark_active(body: list, active: set) -> None:
+    """Extend ``active`` (values depending on a differentiated input) with the
+    differentiable results of the ops of ``body`` that read an active value."""
+    for op in body:
+        if any(v in active for v in free_values(op)):
+            active.update(differentiable_results(op))
+
+
 def backprop(bt, body: list, ct: dict, active: set) -> None:
     """Emit, at ``bt``'s insertion point, the reverse pass over the forward ops ``body``.
 
@@ -235,9 +373,7 @@ def backprop(bt, body: list, ct: dict, active: set) -> None:
     """
     from .vjp_regions import REGION_VJP
 
-    for op in body:
-        if op.name != "thunder.stop_gradient" and any(v in active for v in free_values(op)):
-            active.update(r for r in op.results if _is_float(r.type))
+    mark_active(body, active)
     for op in reversed(body):
         if not any(r in active for r in op.results):
             continue
@@ -264,7 +400,7 @@ def backprop(bt, body: list, ct: dict, active: set) -> None:
             short = ir.StringAttr(op.attributes["name"]).value
             fn = COMPOSITE_VJP[short]
         elif short == "executor_call" and SIDE_TABLE.get() is not None:
-            fn = functools.partial(_executor_call_vjp, bt, SIDE_TABLE.get())
+            fn = functools.partial(_executor_call_vjp, bt, SIDE_TABLE.get(), active)
         else:
             fn = VJP.get(short)
         if fn is None:
@@ -384,6 +520,14 @@ def backward_error(module: ir.Module) -> str | None:
         if bwd is None or BACKWARD_ERROR not in bwd.attributes:
             return None
         return ir.StringAttr(bwd.attributes[BACKWARD_ERROR]).value
+
+
+def differentiable_outputs(module: ir.Module) -> list[bool]:
+    """Per output of ``@forward`` (program outputs, then write-backs; not residuals),
+    whether it is differentiable: it gets a cotangent in ``@backward``."""
+    with module.context:
+        fwd = _func(module, "forward")
+        return [ir.BoolAttr(a).value for a in ir.ArrayAttr(fwd.attributes[DIFF_OUTPUTS])]
 
 
 def residual_bytes(module: ir.Module) -> int:

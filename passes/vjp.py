@@ -141,12 +141,15 @@ def _abs(op, x, y, g):
 
 @rule("pow")
 def _pow(op, x, y, g):
+    """PyTorch's pow_backward_self / pow_backward_exponent: ga = g b a^(b-1), 0 where
+    b = 0 (0^-1 would give 0 * inf = NaN); gb = g a^b log a, 0 where a = 0 and b >= 0."""
     a, b = x
     one = _c(b, 1)
     ga = _e("mul", g[0], _e("mul", b, _e("pow", a, _e("sub", b, one))))
-    # d/db a^b = a^b log a (0 where a == 0, as torch)
-    loga = prims.where(_e("eq", a, _c(a, 0)), _c(a, 0), _e("log", a))
-    gb = _e("mul", g[0], _e("mul", y[0], loga))
+    ga = prims.where(_e("eq", b, _c(b, 0)), _c(ga, 0), ga)
+    gb = _e("mul", g[0], _e("mul", y[0], _e("log", a)))
+    zero_base = _e("bitwise_and", _e("eq", a, _c(a, 0)), _e("ge", b, _c(b, 0)))
+    gb = prims.where(zero_base, _c(gb, 0), gb)
     return [ga, gb]
 
 
@@ -284,8 +287,42 @@ def _reduce_extreme(op, x, y, g):
 
 @rule("reduce_prod")
 def _reduce_prod(op, x, y, g):
+    """PyTorch's prod_backward: g * prod / x when the input holds no zero; otherwise
+    ``prod_safe_zeros_backward``, g times the product of the other elements of the slice
+    (exclusive products from both ends, no division: the chain rule gave 0 / 0 = NaN).
+    For a reduction over every dim the input is flattened, as eager's ``prod()``; a
+    reduction over several but not all dims (no torch op makes one) keeps the division."""
+    xs = x[0]
     dims = _attr_ints(op, "dims")
-    return [_e("div", _e("mul", _unreduce(g[0], x[0], dims), _unreduce(y[0], x[0], dims)), x[0])]
+    gb, yb = _unreduce(g[0], xs, dims), _unreduce(y[0], xs, dims)
+    divided = _e("div", _e("mul", gb, yb), xs)
+    r = len(xs.tshape)
+    if r == 0 or not dims or (len(dims) > 1 and sorted(dims) != list(range(r))):
+        return [divided]
+    flat = len(dims) > 1 or r == 1
+    t = prims.reshape(xs, (math.prod(xs.tshape),)) if flat else xs
+    d = 0 if flat else dims[0]
+    n = t.tshape[d]
+    if n == 0:
+        return [divided]
+    one = prims.full((), 1, t.tdtype)
+
+    def shifted_cumprod(v):  # prod of the elements before each one (1 for the first)
+        lo = [0] * len(v.tshape)
+        hi = [0] * len(v.tshape)
+        lo[d] = 1
+        hi[d] = -1
+        return prims.cumulative("cumprod", prims.pad(v, one, lo, hi, [0] * len(v.tshape)), d)
+
+    before = shifted_cumprod(t)
+    after = prims.reverse(shifted_cumprod(prims.reverse(t, [d])), [d])
+    others = _e("mul", before, after)
+    if flat:
+        others = prims.reshape(others, xs.tshape)
+    safe = _e("mul", gb, others)
+    has_zero = prims.reduce("reduce_or", _e("eq", xs, _c(xs, 0)), list(range(r)))
+    has_zero = prims.broadcast_in_dim(has_zero, xs.tshape, [])
+    return [prims.where(has_zero, safe, divided)]
 
 
 @rule("cumsum")
@@ -401,9 +438,13 @@ def _polygamma(op, x, y, g):
 
 @rule("atan2")
 def _atan2(op, x, y, g):
+    """PyTorch's atan2_backward: recip = 1 / (a^2 + b^2), 0 where a = b = 0 (the chain
+    rule gave 0 * inf = NaN there); ga = g b recip, gb = g (-a) recip."""
     a, b = x
-    inv = _e("div", g[0], _e("add", _e("mul", a, a), _e("mul", b, b)))
-    return [_e("mul", inv, b), _e("neg", _e("mul", inv, a))]
+    denom = _e("add", _e("mul", a, a), _e("mul", b, b))
+    recip = prims.where(_e("eq", denom, _c(denom, 0)), _c(denom, 0),
+                        _e("div", _c(denom, 1), denom))
+    return [_e("mul", _e("mul", g[0], b), recip), _e("mul", _e("mul", g[0], _e("neg", a)), recip)]
 
 
 @rule("fmod")
@@ -431,15 +472,20 @@ def _cum_extreme(op, x, y, g):
 @rule("logcumsumexp")
 def _logcumsumexp(op, x, y, g):
     # d x_k = sum_{j >= k} g_j exp(x_k - y_j), in log space for the positive and negative
-    # parts of g separately (torch's logcumsumexp_backward)
+    # parts of g separately (torch's logcumsumexp_backward); its reversed logcumsumexp
+    # accumulates as ATen's scan kernel does (float64 for float32 on CPU)
+    from thunder_mlir.symbols.sort import scan_acc_dtype
+
     d = _attr_int(op, "dim")
     xs, ys, gs = x[0], y[0], g[0]
     ninf = _c(gs, float("-inf"))
+    acc_dtype = scan_acc_dtype(gs.tdtype, gs.tdevice)
 
     def part(mask, mag):
         lg = prims.where(mask, _e("log", prims.where(mask, mag, _c(gs, 1))), ninf)
         rev = prims.reverse(_e("sub", lg, ys), [d])
-        acc = prims.reverse(prims.cumulative("logcumsumexp", rev, d), [d])
+        scan = prims.cumulative("logcumsumexp", prims.convert_element_type(rev, acc_dtype), d)
+        acc = prims.reverse(prims.convert_element_type(scan, gs.tdtype), [d])
         return _e("exp", _e("add", acc, xs))
 
     zero = _c(gs, 0)
@@ -616,3 +662,75 @@ NO_GRAD = {"eq", "ne", "lt", "le", "gt", "ge", "isfinite", "iota", "full", "cons
            "shift_left", "shift_right_arithmetic", "shift_right_logical", "reduce_and",
            "reduce_or", "rng_bits", "stop_gradient"}
 
+
+
+# ------------------------------------------------------- factorizations and solves
+def _mT(t: TensorProxy) -> TensorProxy:
+    """Transpose of the last two dims."""
+    r = len(t.tshape)
+    return prims.transpose(t, list(range(r - 2)) + [r - 1, r - 2])
+
+
+def _bmm(a: TensorProxy, b: TensorProxy) -> TensorProxy:
+    """Batched matrix product of (..., m, k) and (..., k, n) with equal batch dims."""
+    nb = len(a.tshape) - 2
+    batch = list(range(nb))
+    return prims.dot_general(a, b, batch, batch, [nb + 1], [nb])
+
+
+def _triangle(t: TensorProxy, lower: bool, diagonal: bool) -> TensorProxy:
+    """The lower (or upper) triangle of the last two dims of ``t``, with or without its
+    diagonal; zeros elsewhere."""
+    n, m = t.tshape[-2], t.tshape[-1]
+    row = prims.iota((n, m), torch.int64, 0)
+    col = prims.iota((n, m), torch.int64, 1)
+    keep = _e(("ge" if diagonal else "gt") if lower else ("le" if diagonal else "lt"), row, col)
+    keep = prims.broadcast_in_dim(keep, t.tshape, [len(t.tshape) - 2, len(t.tshape) - 1])
+    return prims.where(keep, t, _c(t, 0))
+
+
+@rule("triangular_solve")
+def _triangular_solve(op, x, y, g):
+    """op(a) y = b (left) or y op(a) = b (right), op(a) = a or a^T: gb solves the system
+    with op(a)^T, ga = -gb y^T (left) or -y^T gb (right), transposed back for
+    ``transpose_a``, and kept on the triangle the solve reads (the strict one for a unit
+    diagonal) -- PyTorch's linalg_solve_triangular_backward (FunctionsManual.cpp)."""
+    a, _ = x
+    left, lower, unit, trans = (bool(_attr_int(op, n)) for n in (
+        "left_side", "lower", "unit_diagonal", "transpose_a"))
+    gb = prims.triangular_solve(a, g[0], left, lower, unit, not trans)
+    gm = _e("neg", _bmm(gb, _mT(y[0])) if left else _bmm(_mT(y[0]), gb))
+    if trans:
+        gm = _mT(gm)
+    return [_triangle(gm, lower, not unit), gb]
+
+
+@rule("cholesky")
+def _cholesky(op, x, y, g):
+    """A = L L^T (lower factor; the prim's other triangle is unspecified, so L is read as
+    its lower triangle): gA = L^-T phi(tril(L^T gL)) L^-1 with phi(P) = (P + tril(P, -1)^T)
+    / 2, PyTorch's cholesky_backward (FunctionsManual.cpp, after Murray 2016)."""
+    if not bool(_attr_int(op, "lower")):
+        raise NotImplementedError("VJP of an upper cholesky prim")
+    L = _triangle(y[0], True, True)
+    p = _triangle(_bmm(_mT(L), g[0]), True, True)
+    phi = _e("mul", _e("add", p, _mT(_triangle(p, True, False))), _c(p, 0.5))
+    ga = prims.triangular_solve(L, phi, True, True, False, True)
+    ga = prims.triangular_solve(L, ga, False, True, False, False)
+    return [ga]
+
+
+@rule("bessel_i1e")
+def _bessel_i1e(op, x, y, g):
+    """d/dx i1e(x) = i0e(x) - i1e(x) (sgn(x) + 1/x), 0.5 at 0 (PyTorch's i1e_backward).
+    No prim computes i0e: the backward runs torch.autograd through torch.special.i1e on
+    the torch executor (``grad.torch_vjp``), which is eager's gradient."""
+    from .grad import torch_vjp
+
+    return torch_vjp("torch.special.i1e", torch.special.i1e, x, g)
+
+
+@rule("nextafter")
+def _nextafter(op, x, y, g):
+    """derivatives.yaml: the gradient passes to ``self`` unchanged; ``other`` gets 0."""
+    return [g[0], _c(x[1], 0)]

@@ -111,12 +111,19 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         return outs
 
     traced = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in out_pos]
+    differentiable = None if inplace else _output_differentiability(
+        func, leaves, positions, spec, trace.device, meta=not trial)
+    if not inplace:  # the generators its backward must replay (see with_rng_state)
+        run.generators = _generators(leaves, trace.device)
     key = trace.add_impl(run)
     with trace.ip:
         op = ExecutorCallOp(**segment_kwargs("in", [p.value for p in proxies]),
                             **segment_kwargs("out", result_types, type_of=lambda t: t),
                             executor=ir.StringAttr.get("torch"), callee=ir.StringAttr.get(name),
                             impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
+    if differentiable is not None and len(differentiable) == len(result_types):
+        op.operation.attributes[DIFFERENTIABLE] = ir.ArrayAttr.get(
+            [ir.BoolAttr.get(d) for d in differentiable])
     trace.fallbacks.append(name)
     results = list(op.operation.results)
     if inplace:
@@ -129,6 +136,57 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         m = out_leaves[i]
         out_leaves[i] = TensorProxy(results[k], tuple(m.shape), m.dtype, trace.device)
     return optree.tree_unflatten(out_spec, out_leaves)
+
+
+# Attribute of a torch executor call: one bool per result, whether torch.autograd makes it
+# differentiable (linalg.lu's permutation P is a float tensor that is not). The grad pass
+# gives the others no cotangent, and jit marks them non-differentiable (requires_grad False,
+# as in eager).
+DIFFERENTIABLE = "thunder.differentiable"
+
+
+def _output_differentiability(func: Callable, leaves: list, positions: list[int], spec,
+                              device, meta: bool) -> list[bool] | None:
+    """For each tensor output of ``func``, whether torch.autograd makes it differentiable:
+    ``requires_grad`` of the output when the floating-point inputs require grad, from a run
+    on meta tensors (or, for an op without meta kernels, on zeros, under ``fork_rng``).
+    An op refusing grad for some input (batch_norm's running statistics) is probed with
+    one floating-point input requiring grad at a time. None when no probe runs (the
+    caller keeps the dtype rule: floating-point outputs are differentiable)."""
+    floats = [i for i in positions
+              if leaves[i].tdtype.is_floating_point or leaves[i].tdtype.is_complex]
+    if not floats:
+        return None
+
+    def probe(wrt: list[int]) -> list[bool] | None:
+        try:
+            with torch._C.DisableTorchFunction(), torch.enable_grad(), \
+                    torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                vals = list(leaves)
+                for i in positions:
+                    p = leaves[i]
+                    vals[i] = torch.zeros(p.tshape, dtype=p.tdtype,
+                                          device="meta" if meta else device)
+                    vals[i].requires_grad_(i in wrt)
+                a, k = optree.tree_unflatten(spec, vals)
+                if meta:
+                    with torch.device("meta"):
+                        out = func(*a, **k)
+                else:
+                    out = func(*a, **k)
+        except Exception:  # noqa: BLE001 - another probe, or the dtype rule
+            return None
+        return [x.requires_grad for x in optree.tree_leaves(out, none_is_leaf=True)
+                if isinstance(x, torch.Tensor)]
+
+    found = probe(floats)
+    if found is not None:
+        return found
+    for i in floats:
+        one = probe([i])
+        if one is not None:
+            found = one if found is None else [a or b for a, b in zip(found, one)]
+    return found
 
 
 def _trial_run(func: Callable, leaves: list, positions: list[int], spec, device):
@@ -171,3 +229,60 @@ def _check_trial_metadata(name: str, outs: list[torch.Tensor], traced: list) -> 
             f"{traced} (learned by a trial run on zeros, as the op has no meta kernel): its "
             "output shape depends on the input values, which a compiled program cannot "
             "follow. Compute it outside the jitted function.")
+
+
+# ------------------------------------------------------------ random ops and the backward
+# The backward of a fallback op re-runs it under torch.autograd. An op that draws random
+# numbers (fractional_max_pool2d's pooling regions, a dropout inside a torch function, a
+# draw from a user's Generator) would draw again there: another draw than the forward's,
+# so a wrong gradient, and the generator advanced twice. The grad pass therefore makes the
+# forward call also return the state of the generators it may draw from, taken just
+# before it runs (``with_rng_state``), saves it as a residual, and the backward re-runs
+# the op with that state restored (``replaying_rng_state``), leaving the generators as
+# they were.
+
+
+def _generators(leaves: list, device) -> list[torch.Generator]:
+    """The generators a call may draw from: the ``torch.Generator`` arguments it was given,
+    else the default generators of the CPU and, for a CUDA program, of its device."""
+    given = []
+    for x in leaves:
+        if isinstance(x, torch.Generator) and all(x is not g for g in given):
+            given.append(x)
+    if given:
+        return given
+    gens = [torch.default_generator]
+    if device.type == "cuda":
+        gens.append(torch.cuda.default_generators[
+            device.index if device.index is not None else torch.cuda.current_device()])
+    return gens
+
+
+def rng_state_size(generators: list[torch.Generator]) -> int:
+    """Bytes of the concatenated states of ``generators`` (a uint8 vector)."""
+    return sum(g.get_state().numel() for g in generators)
+
+
+def with_rng_state(run: Callable, generators: list[torch.Generator]) -> Callable:
+    """``run`` that also returns, last, the concatenated states (uint8) of ``generators``
+    as they were before it ran."""
+    def forward(*tensors: torch.Tensor) -> list[torch.Tensor]:
+        state = torch.cat([g.get_state() for g in generators])
+        return list(run(*tensors)) + [state]
+    return forward
+
+
+def replaying_rng_state(generators: list[torch.Generator], state: torch.Tensor, fn: Callable):
+    """``fn()`` with ``generators`` set to ``state`` (from ``with_rng_state``), restoring
+    their current states afterwards."""
+    saved = [g.get_state() for g in generators]
+    try:
+        offset = 0
+        for g, old in zip(generators, saved):
+            n = old.numel()
+            g.set_state(state[offset:offset + n].cpu().clone())
+            offset += n
+        return fn()
+    finally:
+        for g, old in zip(generators, saved):
+            g.set_state(old)

@@ -307,6 +307,10 @@ def sign(input):
     """-1, 0 or 1; torch maps NaN to 0 (stablehlo.sign keeps NaN) and bool to itself."""
     if input.tdtype is torch.bool:
         return input
+    if input.tdtype is torch.uint8:  # stablehlo.sign is for signed types: 0 or 1
+        return prims.convert_element_type(
+            prims.elementwise("ne", input, prims.full(input.tshape, 0, input.tdtype)),
+            input.tdtype)
     out = prims.elementwise("sign", input)
     if input.tdtype.is_floating_point:
         out = prims.where(prims.elementwise("ne", input, input),
@@ -319,7 +323,7 @@ register_inplace(sign, T.sign_)
 
 @register("abs", torch.abs, T.abs, torch.absolute, T.absolute, T.__abs__)
 def abs(input):
-    if input.tdtype is torch.bool:
+    if input.tdtype in (torch.bool, torch.uint8):  # (stablehlo.abs is for signed types)
         return input
     return prims.elementwise("abs", input)
 

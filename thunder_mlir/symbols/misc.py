@@ -304,14 +304,21 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
 
 @register("safe_softmax", torch.ops.aten._safe_softmax.default)
 def safe_softmax(input, dim, dtype=None):
-    """softmax whose fully -inf rows give 0 instead of NaN."""
+    """softmax whose fully -inf rows give 0 instead of NaN (``aten._safe_softmax``, what
+    attention uses for padded rows).
+
+    The fully masked rows are replaced by zeros *before* the softmax as well as after it
+    (the "double where"): otherwise those rows compute 0 / 0 = NaN in the softmax, and the
+    backward of the discarded NaN branch (0 * NaN) turns the rows' gradients into NaN,
+    where eager's gradient (``_softmax_backward_data`` of the zero result) is 0."""
     from .nn import softmax
-    out = softmax(input, dim, dtype=dtype)
     d = canonical_dim(dim, len(input.tshape))
     ninf = prims.elementwise("eq", input, prims.full(input.tshape, -math.inf, input.tdtype))
     allinf = prims.reduce("reduce_and", ninf, [d]) if input.tshape else ninf
-    mask = prims.broadcast_in_dim(allinf, out.tshape, [i for i in range(len(out.tshape))
-                                                       if i != d]) if input.tshape else allinf
+    mask = prims.broadcast_in_dim(allinf, input.tshape, [i for i in range(len(input.tshape))
+                                                         if i != d]) if input.tshape else allinf
+    safe_in = where(mask, prims.full(input.tshape, 0, input.tdtype), input)
+    out = softmax(safe_in, dim, dtype=dtype)
     return where(mask, prims.full(out.tshape, 0, out.tdtype), out)
 
 

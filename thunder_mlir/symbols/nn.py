@@ -25,6 +25,15 @@ class Fallback(Exception):
     """Raised by a decomposition that cannot express this call: run it on the torch executor."""
 
 
+# Normalizing over one element: x - mean is 0, so the exact gradient of the input and the
+# weight is 0, but ATen's CPU kernels compute it as x * rstd - mean * rstd with a fused
+# multiply-add, giving the rounding error of x * rstd times rstd = 1 / sqrt(eps) (about
+# 1e-4 for x of order 1) instead. No formula of prims reproduces those bits: such calls run
+# on the torch fallback, whose backward is eager's.
+ONE_ELEMENT_NORM = ("normalization over one element: eager's gradient is the rounding "
+                    "error of its fused kernel")
+
+
 def _bcast_keep(x: TensorProxy, reduced: TensorProxy, dims) -> TensorProxy:
     keep = tuple(1 if i in dims else s for i, s in enumerate(x.tshape))
     return prims.broadcast_in_dim(prims.reshape(reduced, keep), x.tshape, list(range(len(x.tshape))))
@@ -91,6 +100,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_
     n = 1
     for d in dims:
         n *= input.tshape[d]
+    if n == 1:
+        raise Fallback(ONE_ELEMENT_NORM)
     mean = prims.elementwise("div", prims.reduce("reduce_sum", x, dims),
                              prims.full(input.tshape[:r - k], n, acc))
     c = prims.elementwise("sub", x, _bcast_keep(x, mean, dims))
@@ -281,14 +292,18 @@ def attention_probs(q: TensorProxy, k: TensorProxy, attn_mask, is_causal: bool,
                                  prims.full(shape, -math.inf, scores.tdtype))
         else:
             scores = prims.elementwise("add", scores, lift(attn_mask, scores.tdtype, shape))
+    if not (is_causal or attn_mask is not None):
+        return _softmax(scores, -1, None, log=False)
+    # fully masked rows are zeroed before the softmax too (the "double where"): a row of
+    # -inf would compute 0 / 0 = NaN there, and the backward of that discarded branch
+    # (0 * NaN) would make the row's gradients NaN where eager's are 0
+    last = len(scores.tshape) - 1
+    neg_inf = prims.full(scores.tshape, -math.inf, scores.tdtype)
+    masked = _bcast_keep(scores, prims.reduce(
+        "reduce_and", prims.elementwise("eq", scores, neg_inf), [last]), [last])
+    scores = prims.where(masked, prims.full(scores.tshape, 0, scores.tdtype), scores)
     attn = _softmax(scores, -1, None, log=False)
-    if is_causal or attn_mask is not None:
-        neg_inf = prims.full(scores.tshape, -math.inf, scores.tdtype)
-        masked = prims.reduce("reduce_and", prims.elementwise("eq", scores, neg_inf),
-                              [len(scores.tshape) - 1])
-        attn = prims.where(_bcast_keep(attn, masked, [len(scores.tshape) - 1]),
-                           prims.full(attn.tshape, 0, attn.tdtype), attn)
-    return attn
+    return prims.where(masked, prims.full(attn.tshape, 0, attn.tdtype), attn)
 
 
 @register("scaled_dot_product_attention", F.scaled_dot_product_attention)

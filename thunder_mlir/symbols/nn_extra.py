@@ -119,9 +119,13 @@ def _normalize(x, dims, eps):
 @register("group_norm", F.group_norm, torch.group_norm)
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
     from .reduction import _acc_dtype
+    from .nn import ONE_ELEMENT_NORM
     n, c = input.tshape[:2]
+    group_size = _numel(input.tshape) // max(n * num_groups, 1)
+    if group_size == 1:
+        raise Fallback(ONE_ELEMENT_NORM)
     x = prims.convert_element_type(input, _acc_dtype(input.tdtype))
-    g = prims.reshape(x, (n, num_groups, _numel(input.tshape) // max(n * num_groups, 1)))
+    g = prims.reshape(x, (n, num_groups, group_size))
     out = prims.reshape(_normalize(g, [2], eps), input.tshape)
     if weight is not None:
         out = mul(out, prims.broadcast_in_dim(prims.convert_element_type(weight, out.tdtype),

@@ -147,8 +147,13 @@ def _max_min(kind):
             values, indices = input, prims.full((), 0, torch.int64)
             return torch.return_types.max((values, indices)) if kind == "max" else \
                 torch.return_types.min((values, indices))
-        values = _extreme(red, input, [d], keepdim)
-        indices = _argext(arg, input, d, keepdim)
+        # the values are gathered at the indices: eager's gradient goes to the returned
+        # index (value_selecting_reduction_backward), not shared among ties as amax's
+        indices = _argext(arg, input, d, True)
+        values = prims.take_along(input, indices, d)
+        if not keepdim:
+            shape = tuple(s for i, s in enumerate(input.tshape) if i != d)
+            values, indices = prims.reshape(values, shape), prims.reshape(indices, shape)
         return torch.return_types.max((values, indices)) if kind == "max" else \
             torch.return_types.min((values, indices))
     return impl
@@ -203,7 +208,18 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         dim, unbiased = None, dim
-    return prims.elementwise("sqrt", _var(input, dim, _correction(unbiased, correction), keepdim)[0])
+    v = _var(input, dim, _correction(unbiased, correction), keepdim)[0]
+    return safe_sqrt(v)
+
+
+def safe_sqrt(v: TensorProxy) -> TensorProxy:
+    """sqrt(v) whose gradient is 0 where v is 0, as PyTorch's std_backward
+    (``grad / (2 * result)`` masked to 0 where the result is 0): the sqrt of the zeros is
+    taken of ones instead and replaced (a "double where"), so the chain rule does not give
+    0 * inf = NaN there."""
+    zero = prims.elementwise("eq", v, prims.full(v.tshape, 0, v.tdtype))
+    root = prims.elementwise("sqrt", prims.where(zero, prims.full(v.tshape, 1, v.tdtype), v))
+    return prims.where(zero, prims.full(v.tshape, 0, v.tdtype), root)
 
 
 @register("var_mean", torch.var_mean)

@@ -60,11 +60,22 @@ cummax = register("cummax", torch.cummax, T.cummax)(_cum_ext("cummax"))
 cummin = register("cummin", torch.cummin, T.cummin)(_cum_ext("cummin"))
 
 
+def scan_acc_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """The accumulation dtype of ATen's scan kernels (``at::acc_type<scalar_t, is_cuda>``):
+    on CPU, float32 scans accumulate in float64 and 16-bit floats in float32; on CUDA,
+    16-bit floats in float32."""
+    if device.type == "cpu" and dtype is torch.float32:
+        return torch.float64
+    return _acc_dtype(dtype)
+
+
 @register("logcumsumexp", torch.logcumsumexp, T.logcumsumexp)
 def logcumsumexp(input, dim):
+    """log(cumsum(exp(x))), accumulated as ATen's scan kernel (``scan_acc_dtype``: float64
+    for float32 on CPU) and rounded once."""
     x = input if input.tdtype.is_floating_point else prims.convert_element_type(
         input, torch.get_default_dtype())
-    acc = _acc_dtype(x.tdtype)
+    acc = scan_acc_dtype(x.tdtype, x.tdevice)
     out = _scan("logcumsumexp", prims.convert_element_type(x, acc), dim)[0]
     return prims.convert_element_type(out, x.tdtype)
 
@@ -212,8 +223,8 @@ def aminmax(input, *, dim=None, keepdim=False):
 
 @register("std_mean", torch.std_mean)
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    from .reduction import _correction, _var
+    from .reduction import _correction, _var, safe_sqrt
     if isinstance(dim, bool):
         dim, unbiased = None, dim
     v, m = _var(input, dim, _correction(unbiased, correction), keepdim)
-    return prims.elementwise("sqrt", v), m
+    return safe_sqrt(v), m

@@ -3,8 +3,8 @@
 Each decomposition mirrors the ``torch._refs`` / ``torch._refs.special`` function of the
 same name (formula and type-promotion kind), built from the prims of ``prims.py`` (whose
 StableHLO/CHLO lowering is named there). Functions whose CPU kernel needs more accuracy
-than such a formula gives (``log_ndtr``, Bessel functions other than ``i1e``) are not
-registered: they run on the torch fallback.
+than such a formula gives (Bessel functions other than ``i1e``) are not registered: they
+run on the torch fallback. ``log_ndtr`` uses an asymptotic series in its lower tail.
 """
 
 from __future__ import annotations
@@ -60,8 +60,11 @@ def _is_float(dtype):
 def sinc(input):
     """sin(pi x) / (pi x), 1 at 0 (torch._refs.sinc); int inputs compute in float."""
     (x,), comp, res, s = _args(input, kind=Kind.INT_TO_FLOAT)
-    px = E("mul", x, _c(s, math.pi, comp))
-    out = prims.where(E("eq", x, _c(s, 0, comp)), _c(s, 1.0, comp), E("div", E("sin", px), px))
+    zero = E("eq", x, _c(s, 0, comp))
+    # (x = 0 computes with 1 instead, then is replaced: its gradient is 0 as eager's, not
+    # the NaN of 0 * (the 0/0 branch's derivative))
+    px = E("mul", prims.where(zero, _c(s, 1.0, comp), x), _c(s, math.pi, comp))
+    out = prims.where(zero, _c(s, 1.0, comp), E("div", E("sin", px), px))
     return prims.convert_element_type(out, res)
 
 
@@ -132,7 +135,8 @@ def sgn(input):
         raise Fallback("complex sgn")
     if input.tdtype is torch.bool:
         return input
-    return E("sign", input)
+    from .elementwise import sign
+    return sign(input)
 
 
 @register("angle", *_fns("angle"))
@@ -225,9 +229,12 @@ def i1e(input):
 def mvlgamma(input, p):
     """sum_{i<p} lgamma(x - i/2) + p(p-1)/4 log(pi), in ATen's order: the terms from
     i = p-1 down to 0, summed with float32 accumulation for 16-bit floats, then the
-    constant added (UnaryOps.cpp ``mvlgamma``)."""
+    constant added (UnaryOps.cpp ``mvlgamma``). Integer and bool inputs compute in the
+    default dtype, as ATen's."""
+    if input.tdtype.is_complex:
+        raise RuntimeError("mvlgamma: input must be real")
     if not input.tdtype.is_floating_point:
-        raise RuntimeError("mvlgamma: input must be floating point")
+        input = prims.convert_element_type(input, torch.get_default_dtype())
     s, dt = input.tshape, input.tdtype
     acc = torch.float32 if dt in (torch.float16, torch.bfloat16) else dt
     total = None
@@ -424,14 +431,41 @@ def ndtri(input):
 
 @register("log_ndtr", torch.special.log_ndtr)
 def log_ndtr(input):
-    """log of the normal CDF: log(erfc(-x/sqrt2)/2) for x < -1, else log1p(-erfc(x/sqrt2)/2)
-    (the split of ATen's log_ndtr, with erfc for its erfcx branch)."""
+    """log of the normal CDF, in three ranges:
+
+    * x >= -1: ``log1p(-erfc(x / sqrt2) / 2)`` (ATen's ``calc_log_ndtr``);
+    * lower tail down to -10 (float32) or -20 (float64):
+      ``log(erfc(-x / sqrt2) / 2)`` (ATen uses erfcx here; erfc has not underflowed yet);
+    * below, where erfc underflows to 0 (log 0 = -inf where eager is finite): ATen's
+      ``log(erfcx(z) / 2) - t^2`` (t = x / sqrt2, z = -t) with erfcx from its asymptotic
+      series (Abramowitz & Stegun 7.1.23), ``erfcx(z) = (1 + S) / (z sqrt(pi))``,
+      ``S = sum_{n=1..5} (-1)^n (2n-1)!! / (2 z^2)^n`` (truncation error below 1e-8
+      there). ``t^2`` is rounded as ATen rounds it, so the result (and the gradient
+      computed from it, which cancels against x^2 / 2) follows eager's to the last bits.
+
+    Each range's argument is clamped into that range (a "double where"), so no discarded
+    branch computes an infinity."""
     (x,), comp, res, s = _args(input, kind=Kind.INT_TO_FLOAT)
     r2 = _c(s, 1 / math.sqrt(2), comp)
     half = _c(s, 0.5, comp)
-    lo = E("log", E("mul", E("erfc", E("mul", E("neg", x), r2)), half))
-    hi = E("log1p", E("neg", E("mul", E("erfc", E("mul", x, r2)), half)))
-    out = prims.where(E("lt", x, _c(s, -1.0, comp)), lo, hi)
+    tail = _c(s, -20.0 if comp is torch.float64 else -10.0, comp)
+    minus_one = _c(s, -1.0, comp)
+    x_hi = E("maximum", x, minus_one)
+    x_mid = E("minimum", E("maximum", x, tail), minus_one)
+    x_lo = E("minimum", x, tail)
+    hi = E("log1p", E("neg", E("mul", E("erfc", E("mul", x_hi, r2)), half)))
+    mid = E("log", E("mul", E("erfc", E("mul", E("neg", x_mid), r2)), half))
+    t = E("mul", x_lo, r2)
+    z = E("neg", t)
+    inv = E("div", _c(s, 1.0, comp), E("mul", E("mul", z, z), _c(s, 2.0, comp)))
+    series, term = _c(s, 0.0, comp), _c(s, 1.0, comp)
+    for n in range(1, 6):  # term_n = (-1)^n (2n-1)!! / (2 z^2)^n
+        term = E("mul", E("mul", term, inv), _c(s, -(2.0 * n - 1.0), comp))
+        series = E("add", series, term)
+    log_half_erfcx = E("sub", E("log1p", series),
+                       E("log", E("mul", z, _c(s, 2 * math.sqrt(math.pi), comp))))
+    lo = E("sub", log_half_erfcx, E("mul", t, t))
+    out = prims.where(E("lt", x, minus_one), prims.where(E("lt", x, tail), lo, mid), hi)
     return prims.convert_element_type(out, res)
 
 
