@@ -54,45 +54,62 @@ CHEAP = {"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "logistic", "s
 SIDE_TABLE: contextvars.ContextVar = contextvars.ContextVar("thunder_side_table", default=None)
 
 
-def _executor_call_vjp(bt, side_table, op, x, y, g):
+def _executor_call_vjp(bt, side_table, active, op, x, y, g):
     """VJP of a torch-fallback op: a backward executor call that re-runs the op's Python
-    implementation under torch.autograd and returns ``torch.autograd.grad`` of it."""
+    implementation under torch.autograd from the generator state its forward started from
+    (``torch_fallback.replay_vjp``) and returns ``torch.autograd.grad`` for its operands in
+    ``active``. The forward op is replaced by one that also returns that state (a
+    residual); the original is marked ``thunder.erase``."""
     from thunder_mlir.dialects import ExecutorCallOp, fits_in_runs, segment_kwargs
+    from thunder_mlir.executors.torch_fallback import (permuted, recording_rng, replay_vjp,
+                                                       rng_state_size, type_order, unpermute)
 
     forward = side_table[ir.IntegerAttr(op.attributes["impl"]).value]
-    float_in = [_is_float(v.type) for v in op.operands]
+    diff_in = [_is_float(v.type) and v in active for v in op.operands]
     float_out = [_is_float(r.type) for r in op.results]
     cots = [c for c, f in zip(g, float_out) if f]
-    result_types = [v.type for v, f in zip(op.operands, float_in) if f]
-    operand_values = [p.value for p in x] + [c.value for c in cots]
+    result_types = [v.type for v, d in zip(op.operands, diff_in) if d]
     if not result_types:
         return [None] * len(x)
-    if not (fits_in_runs([v.type for v in operand_values]) and fits_in_runs(result_types)):
-        raise GradError(f"grad: too many distinct tensor types to differentiate {op.name}")
-
-    def vjp(*tensors):
-        n = len(float_in)
-        xs = [t.detach().requires_grad_() if f else t for t, f in zip(tensors[:n], float_in)]
-        with torch.enable_grad():
-            outs = forward(*xs)
-        pairs = [(o, c) for o, c in zip([o for o, f in zip(outs, float_out) if f], tensors[n:])
-                 if o.requires_grad]
-        wrt = [t for t, f in zip(xs, float_in) if f]
-        grads = torch.autograd.grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
-                                    allow_unused=True) if pairs else [None] * len(wrt)
-        return [torch.zeros_like(w) if gr is None else gr for w, gr in zip(wrt, grads)]
-
-    key = len(side_table)
-    side_table.append(vjp)
+    state_type = dtypes.tensor_type((rng_state_size(bt.device),), torch.uint8)
+    fwd_types = [r.type for r in op.results] + [state_type]
+    operands = [p.value for p in x] + [c.value for c in cots]
+    operands.append(None)  # the recorded generator state, below
+    operand_types = [v.type for v in operands[:-1]] + [state_type]
+    fwd_order, in_order, out_order = (type_order(t) for t in (fwd_types, operand_types,
+                                                               result_types))
     callee = ir.StringAttr(op.attributes["callee"]).value
+    if not (fits_in_runs([operand_types[i] for i in in_order])
+            and fits_in_runs([result_types[i] for i in out_order])
+            and fits_in_runs([fwd_types[i] for i in fwd_order])):
+        raise GradError(f"grad: more than 8 distinct tensor types to differentiate the torch "
+                        f"fallback op {callee} at {op.location}")
+    i64 = ir.IntegerType.get_signless(64)
+    identity = list(range(len(op.operands)))
+    side_table.append(permuted(recording_rng(forward, bt.device), identity, fwd_order))
+    with ir.InsertionPoint(op):
+        recorded = ExecutorCallOp(**segment_kwargs("in", list(op.operands)),
+                                  **segment_kwargs("out", [fwd_types[i] for i in fwd_order],
+                                                   type_of=lambda t: t),
+                                  executor=op.attributes["executor"],
+                                  callee=op.attributes["callee"],
+                                  impl=ir.IntegerAttr.get(i64, len(side_table) - 1))
+    new_results = unpermute(list(recorded.operation.results), fwd_order)
+    for old, new in zip(op.results, new_results):
+        old.replace_all_uses_with(new)
+    op.attributes["thunder.erase"] = ir.UnitAttr.get()
+    operands[-1] = new_results[-1]
+    side_table.append(permuted(replay_vjp(forward, diff_in, float_out, bt.device), in_order,
+                               out_order))
     with bt.ip:
-        call = ExecutorCallOp(**segment_kwargs("in", operand_values),
-                              **segment_kwargs("out", result_types, type_of=lambda t: t),
+        call = ExecutorCallOp(**segment_kwargs("in", [operands[i] for i in in_order]),
+                              **segment_kwargs("out", [result_types[i] for i in out_order],
+                                               type_of=lambda t: t),
                               executor=ir.StringAttr.get("torch"),
                               callee=ir.StringAttr.get(callee + ".vjp"),
-                              impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
-    results = iter(call.operation.results)
-    return [bt.make_proxy(next(results)) if f else None for f in float_in]
+                              impl=ir.IntegerAttr.get(i64, len(side_table) - 1))
+    results = iter(unpermute(list(call.operation.results), out_order))
+    return [bt.make_proxy(next(results)) if d else None for d in diff_in]
 
 
 class GradError(NotImplementedError):
@@ -228,7 +245,7 @@ def backprop(bt, body: list, ct: dict, active: set) -> None:
             short = ir.StringAttr(op.attributes["name"]).value
             fn = COMPOSITE_VJP[short]
         elif short == "executor_call" and SIDE_TABLE.get() is not None:
-            fn = functools.partial(_executor_call_vjp, bt, SIDE_TABLE.get())
+            fn = functools.partial(_executor_call_vjp, bt, SIDE_TABLE.get(), active)
         else:
             fn = VJP.get(short)
         if fn is None:

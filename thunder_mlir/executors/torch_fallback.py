@@ -91,8 +91,11 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         out_leaves, out_spec, out_pos = [args[0].meta], optree.tree_structure(0), [0]
     result_types = [dtypes.tensor_type(out_leaves[i].shape, out_leaves[i].dtype) for i in out_pos]
     operand_types = [p.value.type for p in proxies]
-    if not fits_in_runs(result_types) or not fits_in_runs(operand_types):
-        raise TraceError(f"{name}: too many distinct tensor types for one executor call")
+    in_order, out_order = type_order(operand_types), type_order(result_types)
+    if not fits_in_runs([operand_types[i] for i in in_order]) or \
+            not fits_in_runs([result_types[i] for i in out_order]):
+        raise TraceError(f"{name}: more than 8 distinct tensor types among its tensor "
+                         "arguments or among its outputs, the most one executor call holds")
 
     def run(*tensors: torch.Tensor) -> list[torch.Tensor]:
         vals = list(leaves)
@@ -111,14 +114,15 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         return outs
 
     traced = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in out_pos]
-    key = trace.add_impl(run)
+    key = trace.add_impl(permuted(run, in_order, out_order))
     with trace.ip:
-        op = ExecutorCallOp(**segment_kwargs("in", [p.value for p in proxies]),
-                            **segment_kwargs("out", result_types, type_of=lambda t: t),
+        op = ExecutorCallOp(**segment_kwargs("in", [proxies[i].value for i in in_order]),
+                            **segment_kwargs("out", [result_types[i] for i in out_order],
+                                             type_of=lambda t: t),
                             executor=ir.StringAttr.get("torch"), callee=ir.StringAttr.get(name),
                             impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
     trace.fallbacks.append(name)
-    results = list(op.operation.results)
+    results = unpermute(list(op.operation.results), out_order)
     if inplace:
         args[0].value = results[0]
         for i, p in enumerate(trace.inputs):
@@ -171,3 +175,106 @@ def _check_trial_metadata(name: str, outs: list[torch.Tensor], traced: list) -> 
             f"{traced} (learned by a trial run on zeros, as the op has no meta kernel): its "
             "output shape depends on the input values, which a compiled program cannot "
             "follow. Compute it outside the jitted function.")
+
+
+# ------------------------------------------------------------------- type runs
+def type_order(types: list) -> list[int]:
+    """Positions of ``types`` reordered so that equal types are adjacent (types in order of
+    first appearance, positions stable within a type): an executor call's operands and
+    results are stored as runs of equal type, at most ``SEGMENTS`` of them, so an op with
+    few distinct types fits however its arguments interleave them (``torch.lstm``'s
+    weights and biases, attention's projections)."""
+    first: dict[str, int] = {}
+    for i, t in enumerate(types):
+        first.setdefault(str(t), i)
+    return sorted(range(len(types)), key=lambda i: first[str(types[i])])
+
+
+def permuted(fn: Callable, in_order: list[int], out_order: list[int]) -> Callable:
+    """``fn`` (inputs and outputs in their own order) as an implementation taking its
+    inputs in ``in_order`` and returning its outputs in ``out_order`` (see
+    ``type_order``)."""
+    if in_order == sorted(in_order) and out_order == sorted(out_order):
+        return fn
+
+    def run(*tensors):
+        args = [None] * len(in_order)
+        for k, i in enumerate(in_order):
+            args[i] = tensors[k]
+        outs = fn(*args)
+        return [outs[i] for i in out_order]
+    return run
+
+
+def unpermute(values: list, order: list[int]) -> list:
+    """Values stored in ``order`` back in their own order."""
+    out = [None] * len(order)
+    for k, i in enumerate(order):
+        out[i] = values[k]
+    return out
+
+
+# ------------------------------------------------------------------- backward by replay
+def rng_state_size(device: torch.device) -> int:
+    """Bytes of the generator state ``rng_snapshot`` returns for ``device``."""
+    return int(rng_snapshot(device).numel())
+
+
+def rng_snapshot(device: torch.device) -> torch.Tensor:
+    """The state of torch's default generators an op on ``device`` draws from: the CPU
+    generator's (a uint8 tensor), followed by the CUDA device's for a CUDA program."""
+    state = torch.get_rng_state()
+    if device.type == "cuda":
+        state = torch.cat([state, torch.cuda.get_rng_state(device)])
+    return state
+
+
+def _rng_restore(state: torch.Tensor, device: torch.device) -> None:
+    cpu = torch.get_rng_state().numel()
+    torch.set_rng_state(state[:cpu].cpu())
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state[cpu:].cpu(), device)
+
+
+def recording_rng(forward: Callable, device: torch.device) -> Callable:
+    """``forward`` with one more output: the generator state before it ran (see
+    ``replay_vjp``)."""
+    def run(*tensors: torch.Tensor) -> list[torch.Tensor]:
+        state = rng_snapshot(device)
+        return [*forward(*tensors), state]
+    return run
+
+
+def replay_vjp(forward: Callable, differentiated: list[bool], float_out: list[bool],
+               device: torch.device) -> Callable:
+    """The backward of an op run eagerly (a torch-fallback op): ``vjp(*inputs, *cotangents,
+    rng_state)`` re-runs ``forward`` under ``torch.autograd`` and returns ``torch.autograd.grad``
+    for the inputs marked in ``differentiated`` (zeros where an output does not depend on
+    one); ``cotangents`` are those of the floating-point outputs (``float_out``).
+
+    The replay is the forward's computation, not another: it starts from the generator
+    state the forward started from (``rng_state``, recorded by ``recording_rng``), so an op
+    that draws random numbers (fractional max pooling's regions, a dropout inside an RNN)
+    draws the same ones, and torch's generator is left as it was (eager's backward draws
+    nothing). Only the differentiated inputs require grad: torch refuses others that ops do
+    not differentiate (running statistics, class weights, random samples). Other inputs are
+    copies, so an op that updates one in place (running statistics) does not update the
+    caller's tensor a second time.
+    """
+    n = len(differentiated)
+
+    def vjp(*tensors: torch.Tensor) -> list[torch.Tensor]:
+        ins, cots, state = tensors[:n], tensors[n:-1], tensors[-1]
+        xs = [t.detach().requires_grad_() if d else t.clone()
+              for t, d in zip(ins, differentiated)]
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            _rng_restore(state, device)
+            with torch.enable_grad():
+                outs = forward(*xs)
+        pairs = [(o, c) for o, c in zip([o for o, f in zip(outs, float_out) if f], cots)
+                 if o.requires_grad]
+        wrt = [t for t, d in zip(xs, differentiated) if d]
+        grads = torch.autograd.grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
+                                    allow_unused=True) if pairs else [None] * len(wrt)
+        return [torch.zeros_like(w) if gr is None else gr for w, gr in zip(wrt, grads)]
+    return vjp
