@@ -343,3 +343,29 @@ def test_structure_changes_after_the_first_call_are_seen():
         del net.extra                                                 # removed parameter
         net.extra = None
         torch.testing.assert_close(jnet(x), net(x))
+
+
+def test_lazy_module_materializes_on_an_eager_first_call_then_compiles():
+    # regression: a Lazy module's uninitialized parameters were program inputs, and reading
+    # their shape raised (nn.LazyConv*d in ModuleInfo); now the first call runs eagerly
+    # (the pre-hook infers the shapes and draws the initial values from torch's generator,
+    # as in eager) and the following calls are compiled
+    import copy
+
+    model = nn.Sequential(nn.LazyLinear(6), nn.ReLU(), nn.LazyLinear(3))
+    eager, mine = model, copy.deepcopy(model)
+    jm = thunder_mlir.jit(mine)
+    for step in range(3):
+        x = torch.randn(5, 4)
+        torch.manual_seed(step)
+        expected = eager(x)
+        torch.manual_seed(step)
+        actual = jm(x)
+        torch.testing.assert_close(actual, expected)
+        expected.square().sum().backward()
+        actual.square().sum().backward()
+        for (n, p), q in zip(eager.named_parameters(), mine.parameters()):
+            torch.testing.assert_close(q, p, msg=n)
+            torch.testing.assert_close(q.grad, p.grad, msg=n)
+    assert type(mine[0]) is nn.Linear
+    assert thunder_mlir.cache_misses(jm) == 1 and thunder_mlir.cache_hits(jm) == 1

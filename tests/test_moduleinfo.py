@@ -69,6 +69,7 @@ _RANK = {"xla": 0, "fallback": 1, "error": 2, "mismatch": 3}
 # ModuleInfo tests whose tolerance overrides apply to "another implementation vs eager"
 _TOL_TESTS = {"test_forward", "test_cpu_gpu_parity", "test_non_contiguous_tensors"}
 CLOSER = "closer to the float64 result than eager"
+SEED_COT = 7  # the cotangents' generator seed (plus the call's index)
 
 
 @dataclass(frozen=True)
@@ -172,111 +173,154 @@ def _close(what: str, a, e, tol: dict, ref=None) -> bool:
         raise Mismatch(f"{what}: {' '.join(str(err).split())}") from None
 
 
-class _Float64Reference:
-    """The sample computed eagerly in float64 (module and floating inputs converted),
-    with the same cotangents: values named as ``_close`` names them, computed once on
-    first use."""
+def _uninitialized(module: torch.nn.Module) -> bool:
+    from torch.nn.parameter import is_lazy
 
-    def __init__(self, pristine, args, kwargs, seed, cotangents):
-        self._args = (pristine, args, kwargs, seed, cotangents)
+    return any(is_lazy(t) for t in [*module.parameters(), *module.buffers()])
+
+
+def _cotangents(outs: list[torch.Tensor], seed: int) -> list:
+    """A random cotangent for each output that requires grad (None for the others)."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(o.shape, generator=g, dtype=o.dtype) if o.requires_grad else None
+            for o in outs]
+
+
+class _Float64Reference:
+    """The sample's calls computed eagerly in float64 (module and floating inputs
+    converted), with the same cotangents: values named as ``_close`` names them, computed
+    once on first use."""
+
+    def __init__(self, pristine, forward_input, seed: int, calls: int):
+        self._how = (pristine, forward_input, seed, calls)
         self._values = None
 
-    def __call__(self, what: str):
+    def __call__(self, call: int, what: str):
         if self._values is None:
             try:
                 self._values = self._compute()
             except Exception:  # noqa: BLE001 - no float64 reference: the mismatch stands
                 self._values = {}
-        v = self._values.get(what)
-        return None if v is None else v
+        return self._values.get((call, what))
 
     def _compute(self) -> dict:
-        pristine, args, kwargs, seed, cots = self._args
-        module = copy.deepcopy(pristine).double()
+        pristine, f, seed, calls = self._how
+        module = copy.deepcopy(pristine)
+        if _uninitialized(module):  # materialized as the first call does (same seed)
+            with torch.random.fork_rng():
+                torch.manual_seed(seed + 1)
+                module._infer_parameters(module, *_fresh((f.args, f.kwargs)))
+        module.double()
 
         def up(x):
             if isinstance(x, torch.Tensor) and x.dtype is DTYPE:
                 return x.detach().double().requires_grad_(x.requires_grad)
             return x
-        args, kwargs = pytree.tree_map(up, _fresh((args, kwargs)))
-        out = _call(module, args, kwargs, seed)
-        vals = {f"output {i}": t for i, t in enumerate(_tensors(out))}
-        vals.update({f"state {k}": v for k, v in module.state_dict().items()})
-        diff = [t for t in _tensors(out) if t.requires_grad]
-        if diff:
-            torch.autograd.backward(diff, [c.double() for c in cots])
-        for i, t in enumerate(_tensors((args, kwargs))):
-            vals[f"grad of input {i}"] = t.grad
-        for n, p in module.named_parameters():
-            vals[f"grad of parameter {n}"] = p.grad
-        return {k: v.detach() for k, v in vals.items() if v is not None}
+        vals = {}
+        for call in range(calls):
+            args, kwargs = pytree.tree_map(up, _fresh((f.args, f.kwargs)))
+            out = _call(module, args, kwargs, seed + 1 + call)
+            outs = _tensors(out)
+            now = {f"output {i}": t for i, t in enumerate(outs)}
+            now.update({f"state {k}": v for k, v in module.state_dict().items()})
+            cots = _cotangents(outs, SEED_COT + call)
+            diff = [(o, c.double()) for o, c in zip(outs, cots) if c is not None]
+            if diff:
+                torch.autograd.backward([o for o, _ in diff], [c for _, c in diff])
+            for i, t in enumerate(_tensors((args, kwargs))):
+                now[f"grad of input {i}"] = t.grad
+            for n, p in module.named_parameters():
+                now[f"grad of parameter {n}"] = p.grad
+            vals.update({(call, k): v.detach().clone() for k, v in now.items()
+                         if v is not None})
+        return vals
+
+
+def _compare_call(call, expected, actual, e_in, a_in, eager, mine, tol, ref) -> int:
+    """Compare one call's outputs, module state, inputs after the call and, after the
+    backward of the same cotangents, the gradients. Returns how many values passed by the
+    float64 rule; raises Mismatch."""
+    closer = 0
+
+    def close(what, a, e, with_ref=True):
+        return _close(what, a, e, tol, (lambda w: ref(call, w)) if with_ref else None)
+    e_spec, a_spec = pytree.tree_structure(expected), pytree.tree_structure(actual)
+    if e_spec != a_spec:
+        raise Mismatch(f"output structure: jit {a_spec}, eager {e_spec}")
+    for i, (a, e) in enumerate(zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected))):
+        if not isinstance(e, torch.Tensor) and a != e:
+            raise Mismatch(f"output leaf {i}: {a!r} != eager's {e!r}")
+    e_outs, a_outs = _tensors(expected), _tensors(actual)
+    for i, (a, e) in enumerate(zip(a_outs, e_outs)):
+        closer += close(f"output {i}", a, e)
+        if a.requires_grad != e.requires_grad:
+            raise Mismatch(f"output {i}: requires_grad {a.requires_grad}, eager's "
+                           f"{e.requires_grad}")
+    a_sd, e_sd = mine.state_dict(), eager.state_dict()
+    if a_sd.keys() != e_sd.keys():
+        raise Mismatch(f"state_dict keys: jit {sorted(a_sd)}, eager {sorted(e_sd)}")
+    for k in e_sd:
+        closer += close(f"state {k}", a_sd[k], e_sd[k])
+    for i, (a, e) in enumerate(zip(a_in, e_in)):
+        close(f"input {i} after the call", a, e, with_ref=False)
+    cots = _cotangents(e_outs, SEED_COT + call)
+    diff = [i for i, c in enumerate(cots) if c is not None]
+    if not diff:
+        return closer
+    torch.autograd.backward([e_outs[i] for i in diff], [cots[i] for i in diff])
+    try:
+        torch.autograd.backward([a_outs[i] for i in diff], [cots[i] for i in diff])
+    except Exception as err:  # noqa: BLE001 - reported as an error by run_sample
+        raise _BackwardError(err) from None
+    pairs = [(f"grad of input {i}", a, e) for i, (a, e) in enumerate(zip(a_in, e_in))]
+    a_params = dict(mine.named_parameters())
+    pairs += [(f"grad of parameter {n}", a_params[n], p) for n, p in eager.named_parameters()]
+    for what, a, e in pairs:
+        if (a.grad is None) != (e.grad is None):
+            raise Mismatch(f"{what}: jit {'no' if a.grad is None else 'a'} .grad, "
+                           f"eager {'no' if e.grad is None else 'a'} .grad")
+        if e.grad is not None:
+            closer += close(what, a.grad, e.grad)
+    return closer
+
+
+class _BackwardError(Exception):
+    """jit's backward raised (eager's ran)."""
 
 
 def run_sample(info, sample, training: bool, seed: int, tol: dict) -> tuple[str, str, list, int]:
-    """(status, reason, fallback op names, samples passed by the float64 rule) for one
-    sample whose eager run succeeded."""
+    """(status, reason, fallback op names, 1 if a value passed by the float64 rule) for one
+    sample whose eager run succeeded. A module built with uninitialized (Lazy) parameters
+    is called twice: its first call materializes them."""
     f = sample.forward_input
     pristine = _build(info, sample, training, seed)
+    calls = 2 if _uninitialized(pristine) else 1
     eager, mine = copy.deepcopy(pristine), copy.deepcopy(pristine)
-    e_args, e_kwargs = _fresh((f.args, f.kwargs))
-    a_args, a_kwargs = _fresh((f.args, f.kwargs))
-    expected = _call(eager, e_args, e_kwargs, seed + 1)
     jm = thunder_mlir.jit(mine, sharp_edges="allow")
-    try:
-        actual = _call(jm, a_args, a_kwargs, seed + 1)
-    except Exception as e:  # noqa: BLE001 - the status records it
-        msg = str(e).strip().splitlines()
-        return "error", f"{type(e).__name__}: {msg[-1] if msg else ''}"[:240], [], 0
-    fallbacks = thunder_mlir.fallback_ops(jm)
-    status = "fallback" if fallbacks else "xla"
-    e_outs, a_outs = _tensors(expected), _tensors(actual)
-    g = torch.Generator().manual_seed(seed + 2)
-    diff = [i for i, o in enumerate(e_outs) if o.requires_grad]
-    cots = [torch.randn(e_outs[i].shape, generator=g, dtype=e_outs[i].dtype) for i in diff]
-    ref = _Float64Reference(pristine, f.args, f.kwargs, seed + 1,
-                            [cots[diff.index(i)] if i in diff else None
-                             for i in range(len(e_outs))])
+    ref = _Float64Reference(pristine, f, seed, calls)
     closer = 0
-    try:
-        e_spec, a_spec = pytree.tree_structure(expected), pytree.tree_structure(actual)
-        if e_spec != a_spec:
-            raise Mismatch(f"output structure: jit {a_spec}, eager {e_spec}")
-        for i, (a, e) in enumerate(zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected))):
-            if not isinstance(e, torch.Tensor) and a != e:
-                raise Mismatch(f"output leaf {i}: {a!r} != eager's {e!r}")
-        for i, (a, e) in enumerate(zip(a_outs, e_outs)):
-            closer += _close(f"output {i}", a, e, tol, ref)
-            if a.requires_grad != e.requires_grad:
-                raise Mismatch(f"output {i}: requires_grad {a.requires_grad}, eager's "
-                               f"{e.requires_grad}")
-        a_sd, e_sd = mine.state_dict(), eager.state_dict()
-        if a_sd.keys() != e_sd.keys():
-            raise Mismatch(f"state_dict keys: jit {sorted(a_sd)}, eager {sorted(e_sd)}")
-        for k in e_sd:
-            closer += _close(f"state {k}", a_sd[k], e_sd[k], tol, ref)
-        a_ins, e_ins = _tensors((a_args, a_kwargs)), _tensors((e_args, e_kwargs))
-        for i, (a, e) in enumerate(zip(a_ins, e_ins)):
-            _close(f"input {i} after the call", a, e, tol)
-        if diff:
-            torch.autograd.backward([e_outs[i] for i in diff], cots)
-            torch.autograd.backward([a_outs[i] for i in diff], cots)
-            pairs = [(f"grad of input {i}", a, e) for i, (a, e) in enumerate(zip(a_ins, e_ins))]
-            a_params = dict(mine.named_parameters())
-            pairs += [(f"grad of parameter {n}", a_params[n], p)
-                      for n, p in eager.named_parameters()]
-            for what, a, e in pairs:
-                if (a.grad is None) != (e.grad is None):
-                    raise Mismatch(f"{what}: jit {'no' if a.grad is None else 'a'} .grad, "
-                                   f"eager {'no' if e.grad is None else 'a'} .grad")
-                if e.grad is not None:
-                    closer += _close(what, a.grad, e.grad, tol, ref)
-    except Mismatch as e:
-        return "mismatch", str(e)[:300], fallbacks, 0
-    except Exception as e:  # noqa: BLE001 - jit's backward raised
-        msg = str(e).strip().splitlines()
-        return "error", f"backward: {type(e).__name__}: {msg[-1] if msg else ''}"[:240], \
-            fallbacks, 0
-    return status, "", fallbacks, int(closer > 0)
+    for call in range(calls):
+        e_args, e_kwargs = _fresh((f.args, f.kwargs))
+        a_args, a_kwargs = _fresh((f.args, f.kwargs))
+        expected = _call(eager, e_args, e_kwargs, seed + 1 + call)
+        try:
+            actual = _call(jm, a_args, a_kwargs, seed + 1 + call)
+        except Exception as e:  # noqa: BLE001 - the status records it
+            msg = str(e).strip().splitlines()
+            return "error", f"{type(e).__name__}: {msg[-1] if msg else ''}"[:240], [], 0
+        try:
+            closer += _compare_call(call, expected, actual, _tensors((e_args, e_kwargs)),
+                                    _tensors((a_args, a_kwargs)), eager, mine, tol, ref)
+        except Mismatch as e:
+            return "mismatch", f"call {call + 1}: {e}"[:300] if calls > 1 else str(e)[:300], \
+                thunder_mlir.fallback_ops(jm) if call else [], 0
+        except _BackwardError as e:
+            err = e.args[0]
+            msg = str(err).strip().splitlines()
+            return "error", f"backward: {type(err).__name__}: {msg[-1] if msg else ''}"[:240], \
+                [], 0
+    fallbacks = thunder_mlir.fallback_ops(jm)
+    return "fallback" if fallbacks else "xla", "", fallbacks, int(closer > 0)
 
 
 def _pick(info, samples: list, training: bool, base: int, n: int | None) -> list:
