@@ -221,16 +221,34 @@ def test_small_cnn_trains_like_eager():
         torch.testing.assert_close(jm(x), ref(x))
 
 
-def test_batchnorm_without_running_stats_and_momentum_none():
+def test_batchnorm_without_running_stats():
     m = nn.BatchNorm1d(4, track_running_stats=False)
-    jm = assert_close_to_eager(m, torch.randn(8, 4))
+    assert_close_to_eager(m, torch.randn(8, 4))
     assert list(m.buffers()) == []
-    # momentum=None needs float(num_batches_tracked) in nn.BatchNorm's Python code: a clear
-    # error naming the user's line and torch's
-    jm = thunder_mlir.jit(nn.BatchNorm1d(4, momentum=None))
-    with pytest.raises(thunder_mlir.DataDependentControlFlowError,
-                       match=r"(?s)test_module.py.*batchnorm.py.*float\(tensor\)"):
-        jm(torch.randn(8, 4))
+
+
+@pytest.mark.parametrize("cls,shape", [(nn.BatchNorm1d, (8, 4)), (nn.BatchNorm2d, (4, 4, 3, 2))])
+def test_batchnorm_momentum_none_keeps_a_cumulative_average_like_eager(cls, shape):
+    # regression: momentum=None computes its factor as 1.0 / float(num_batches_tracked) in
+    # nn.BatchNorm's Python code, which raised DataDependentControlFlowError (BatchNorm*d
+    # in ModuleInfo); while tracing the factor is a 0-d tensor: one program for every step
+    import copy
+
+    eager = cls(4, momentum=None)
+    mine = copy.deepcopy(eager)
+    jm = thunder_mlir.jit(mine)
+    for _ in range(3):
+        x = torch.randn(shape, requires_grad=True)
+        xj = x.detach().clone().requires_grad_()
+        expected, actual = eager(x), jm(xj)
+        torch.testing.assert_close(actual, expected)
+        g = torch.randn_like(expected)
+        expected.backward(g)
+        actual.backward(g)
+        torch.testing.assert_close(xj.grad, x.grad)
+        for k, v in eager.state_dict().items():
+            torch.testing.assert_close(mine.state_dict()[k], v, msg=k)
+    assert thunder_mlir.cache_misses(jm) == 1 and thunder_mlir.fallback_ops(jm) == []
 
 
 def test_inplace_update_of_a_buffer_under_grad():

@@ -14,11 +14,20 @@ tracer's symbols however the user imported them. Likewise the context generator 
 non-reentrant ``torch.utils.checkpoint.checkpoint`` and the ``CheckpointFunction`` of the
 reentrant one open a checkpoint scope (``higher_order.checkpoint_scope``). torch looks all
 three up at call time.
+
+``nn.BatchNorm*d(momentum=None)`` in training keeps a cumulative average of the batch
+statistics: its ``forward`` computes the factor as ``1.0 / float(num_batches_tracked)``, a
+Python number from a buffer's value, which a program cannot hold. While thunder_mlir traces,
+``_BatchNorm.forward`` computes that factor as a 0-d float64 tensor instead (the same
+double-precision ``1 / n``) and hands it to ``F.batch_norm``, whose symbol updates the
+running statistics with it; every other configuration runs torch's own ``forward``.
 """
 
 from __future__ import annotations
 
 import sys
+
+import torch
 
 from .tracing import _local
 
@@ -70,6 +79,23 @@ def _checkpoint_function(original):
     return CheckpointFunction
 
 
+def _batch_norm_forward(original):
+    def forward(self, input):
+        if (getattr(_local, "trace", None) is None or self.momentum is not None
+                or not (self.training and self.track_running_stats)
+                or self.num_batches_tracked is None):
+            return original(self, input)
+        import torch.nn.functional as F
+
+        self._check_input_dim(input)
+        self.num_batches_tracked.add_(1)
+        factor = 1.0 / self.num_batches_tracked.to(torch.float64)
+        return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+                            True, factor, self.eps)
+    forward.__wrapped__ = original
+    return forward
+
+
 _TORCH_HOOKS = (("torch._higher_order_ops.utils", "_hop_compile_and_call", _hop_call),
                 ("torch.utils.checkpoint", "_checkpoint_without_reentrant_generator",
                  _checkpoint_generator),
@@ -77,8 +103,8 @@ _TORCH_HOOKS = (("torch._higher_order_ops.utils", "_hop_compile_and_call", _hop_
 
 
 def install() -> None:
-    """Patch ``is_tracing`` in the transformers modules already imported, and torch's
-    higher-order-operator entry points (idempotent)."""
+    """Patch ``is_tracing`` in the transformers modules already imported, torch's
+    higher-order-operator entry points and ``_BatchNorm.forward`` (idempotent)."""
     import importlib
 
     for modname, attr, wrap in _TORCH_HOOKS:
@@ -86,6 +112,11 @@ def install() -> None:
             mod = importlib.import_module(modname)
             setattr(mod, attr, wrap(getattr(mod, attr)))
             _PATCHED.add(f"{modname}.{attr}")
+    if "_BatchNorm.forward" not in _PATCHED:
+        from torch.nn.modules.batchnorm import _BatchNorm
+
+        _BatchNorm.forward = _batch_norm_forward(_BatchNorm.forward)
+        _PATCHED.add("_BatchNorm.forward")
     for modname in ("transformers.masking_utils", "transformers.modeling_utils",
                     "transformers.utils.import_utils", "transformers.integrations.sdpa_attention"):
         mod = sys.modules.get(modname)
