@@ -387,3 +387,26 @@ def test_lazy_module_materializes_on_an_eager_first_call_then_compiles():
             torch.testing.assert_close(q.grad, p.grad, msg=n)
     assert type(mine[0]) is nn.Linear
     assert thunder_mlir.cache_misses(jm) == 1 and thunder_mlir.cache_hits(jm) == 1
+
+
+def test_transformer_encoder_mask_is_not_read_for_the_causal_hint():
+    # regression: TransformerEncoder reads the mask's values to decide whether it is causal
+    # (a kernel hint), which raised DataDependentControlFlowError (nn.TransformerEncoder and
+    # nn.Transformer in ModuleInfo); one program now serves causal and other masks
+    import copy
+
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0)
+    eager = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    mine = copy.deepcopy(eager)
+    jm = thunder_mlir.jit(mine)
+    causal = nn.Transformer.generate_square_subsequent_mask(5)
+    for mask in (causal, torch.randn(5, 5), causal):
+        x = torch.randn(5, 3, 8)
+        expected, actual = eager(x, mask=mask), jm(x, mask=mask)
+        torch.testing.assert_close(actual, expected)
+        expected.sum().backward()
+        actual.sum().backward()
+        for (n, p), q in zip(eager.named_parameters(), mine.parameters()):
+            torch.testing.assert_close(q.grad, p.grad, msg=n)
+    assert thunder_mlir.cache_misses(jm) == 1

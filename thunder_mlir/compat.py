@@ -21,6 +21,12 @@ Python number from a buffer's value, which a program cannot hold. While thunder_
 ``_BatchNorm.forward`` computes that factor as a 0-d float64 tensor instead (the same
 double-precision ``1 / n``) and hands it to ``F.batch_norm``, whose symbol updates the
 running statistics with it; every other configuration runs torch's own ``forward``.
+
+``nn.TransformerEncoder``/``TransformerDecoder`` read the attention mask's values to decide
+whether it is causal (``transformer._detect_is_causal_mask``), a hint that only selects an
+attention kernel: the mask is applied either way. While thunder_mlir traces, the hint is
+what the caller passed (``is_causal=True``) or False, without reading the mask: one
+program for every mask, which applies the mask itself.
 """
 
 from __future__ import annotations
@@ -79,6 +85,15 @@ def _checkpoint_function(original):
     return CheckpointFunction
 
 
+def _causal_hint(original):
+    def _detect_is_causal_mask(mask, is_causal=None, size=None):
+        if getattr(_local, "trace", None) is not None:
+            return is_causal is True
+        return original(mask, is_causal, size)
+    _detect_is_causal_mask.__wrapped__ = original
+    return _detect_is_causal_mask
+
+
 def _batch_norm_forward(original):
     def forward(self, input):
         if (getattr(_local, "trace", None) is None or self.momentum is not None
@@ -99,7 +114,8 @@ def _batch_norm_forward(original):
 _TORCH_HOOKS = (("torch._higher_order_ops.utils", "_hop_compile_and_call", _hop_call),
                 ("torch.utils.checkpoint", "_checkpoint_without_reentrant_generator",
                  _checkpoint_generator),
-                ("torch.utils.checkpoint", "CheckpointFunction", _checkpoint_function))
+                ("torch.utils.checkpoint", "CheckpointFunction", _checkpoint_function),
+                ("torch.nn.modules.transformer", "_detect_is_causal_mask", _causal_hint))
 
 
 def install() -> None:
