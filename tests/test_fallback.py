@@ -355,3 +355,26 @@ def test_fallback_takes_many_arguments_of_few_interleaved_types():
     thunder_mlir.jit(fn)(*tj).backward()
     for a, e in zip(tj, ts):
         torch.testing.assert_close(a.grad, e.grad)
+
+
+def test_ctc_loss_with_concatenated_targets_and_length_tensors():
+    # regression: ctc_loss has no meta kernel, and the trial run on zeros fails when the
+    # target lengths (tensors) must sum to a 1-d targets' size (nn.CTCLoss in ModuleInfo);
+    # its documented output metadata is used instead
+    torch.manual_seed(0)
+    log_probs = torch.randn(12, 3, 6).log_softmax(2).requires_grad_()
+    targets = torch.randint(1, 6, (9,))
+    in_lens, tgt_lens = torch.tensor([12, 10, 11]), torch.tensor([4, 3, 2])
+
+    def fn(lp, t, il, tl):
+        return torch.nn.functional.ctc_loss(lp * 1.0, t, il, tl, reduction="none")
+
+    lj = log_probs.detach().clone().requires_grad_()
+    expected = fn(log_probs, targets, in_lens, tgt_lens)
+    jfn = thunder_mlir.jit(fn)
+    actual = jfn(lj, targets, in_lens, tgt_lens)
+    torch.testing.assert_close(actual, expected)
+    assert thunder_mlir.fallback_ops(jfn) == ["torch.nn.functional.ctc_loss"]
+    expected.sum().backward()
+    actual.sum().backward()
+    torch.testing.assert_close(lj.grad, log_probs.grad)

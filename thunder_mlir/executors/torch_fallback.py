@@ -56,12 +56,14 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     for i in positions:
         meta_leaves[i] = leaves[i].meta
     m_args, m_kwargs = optree.tree_unflatten(spec, meta_leaves)
-    trial = False  # metadata from a trial run: checked against every real run
+    trial = False  # metadata from a trial run or a documented rule: checked every real run
     try:
         with torch._C.DisableTorchFunction(), torch.device("meta"):
             meta_out = func(*m_args, **m_kwargs)
     except Exception as e:
-        meta_out = _trial_run(func, leaves, positions, spec, trace.device)
+        meta_out = _documented_metadata(func, m_args, m_kwargs)
+        if meta_out is None:
+            meta_out = _trial_run(func, leaves, positions, spec, trace.device)
         if meta_out is None:
             from ..symbols import SYMBOLS
             from ..tracing import describe_frame, user_frame
@@ -133,6 +135,33 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         m = out_leaves[i]
         out_leaves[i] = TensorProxy(results[k], tuple(m.shape), m.dtype, trace.device)
     return optree.tree_unflatten(out_spec, out_leaves)
+
+
+def _ctc_loss_metadata(log_probs, targets, input_lengths, target_lengths, blank=0,
+                       reduction="mean", zero_infinity=False):
+    """``F.ctc_loss``: one loss per sequence (reduction "none" of a batch), else a scalar,
+    in ``log_probs``' dtype (torch.nn.CTCLoss documentation). Its lengths as tensors that
+    must sum to a 1-d ``targets``' size defeat the trial run on zeros."""
+    batched = log_probs.dim() == 3
+    shape = (log_probs.shape[1],) if reduction == "none" and batched else ()
+    return torch.empty(shape, dtype=log_probs.dtype, device="meta")
+
+
+# Ops with no meta kernel whose output metadata the documentation gives (on meta tensors;
+# checked against every real run, like the trial run's).
+_DOCUMENTED_METADATA: dict[Callable, Callable] = {
+    torch.nn.functional.ctc_loss: _ctc_loss_metadata,
+}
+
+
+def _documented_metadata(func: Callable, m_args, m_kwargs):
+    rule = _DOCUMENTED_METADATA.get(func)
+    if rule is None:
+        return None
+    try:
+        return rule(*m_args, **m_kwargs)
+    except Exception:  # noqa: BLE001 - arguments the rule does not know: trial run instead
+        return None
 
 
 def _trial_run(func: Callable, leaves: list, positions: list[int], spec, device):
