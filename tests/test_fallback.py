@@ -62,6 +62,8 @@ def test_fallback_names_are_public_spellings():
     assert qualified_name(T.cumprod_) == "torch.Tensor.cumprod_"
     assert qualified_name(torch.special.i0) == "torch.special.i0"
     assert qualified_name(torch.linalg.det) == "torch.linalg.det"
+    assert qualified_name(torch.nn.functional.fractional_max_pool2d) == \
+        "torch.nn.functional.fractional_max_pool2d"  # made by boolean_dispatch
 
 
 def test_fallback_with_several_outputs_and_int_dtypes():

@@ -26,6 +26,8 @@ from ..proxy import TensorProxy
 def qualified_name(func: Callable) -> str:
     """A readable dotted name for a torch callable (``torch.Tensor.cumsum``, ``torch.cumsum``)."""
     q = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+    if "<locals>" in q:  # a function made by a factory (F.boolean_dispatch): its own name
+        q = getattr(func, "__name__", q)
     q = q.replace("TensorBase.", "Tensor.").replace("_VariableFunctionsClass.", "")
     if q.startswith("Tensor."):
         return "torch." + q
