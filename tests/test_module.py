@@ -410,3 +410,38 @@ def test_transformer_encoder_mask_is_not_read_for_the_causal_hint():
         for (n, p), q in zip(eager.named_parameters(), mine.parameters()):
             torch.testing.assert_close(q.grad, p.grad, msg=n)
     assert thunder_mlir.cache_misses(jm) == 1
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_instance_norm_with_running_stats_on_xla(training):
+    # regression: F.instance_norm with running statistics ran on the torch fallback, whose
+    # backward marked the statistics as differentiable (nn.InstanceNorm*d in ModuleInfo
+    # raised); it now runs on XLA as ATen computes it (batch norm over (1, N*C, *), each
+    # statistic set to the mean of its N updated copies), in eval mode too
+    import copy
+
+    eager = nn.InstanceNorm2d(3, affine=True, track_running_stats=True).train(training)
+    mine = copy.deepcopy(eager)
+    jm = thunder_mlir.jit(mine)
+    for _ in range(2):
+        x = torch.randn(4, 3, 5, 5, requires_grad=True)
+        xj = x.detach().clone().requires_grad_()
+        expected, actual = eager(x), jm(xj)
+        torch.testing.assert_close(actual, expected)
+        g = torch.randn_like(expected)
+        expected.backward(g)
+        actual.backward(g)
+        torch.testing.assert_close(xj.grad, x.grad)
+        torch.testing.assert_close(mine.weight.grad, eager.weight.grad)
+        for k, v in eager.state_dict().items():
+            torch.testing.assert_close(mine.state_dict()[k], v, msg=k)
+    assert thunder_mlir.fallback_ops(jm) == []
+
+
+def test_instance_norm_one_spatial_element_in_training_raises_like_eager():
+    m = nn.InstanceNorm1d(3)
+    x = torch.randn(2, 3, 1)
+    with pytest.raises(ValueError, match="Expected more than 1 spatial element when training"):
+        m(x)
+    with pytest.raises(ValueError, match="Expected more than 1 spatial element when training"):
+        thunder_mlir.jit(m)(x)
