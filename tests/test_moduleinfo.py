@@ -16,7 +16,8 @@ arguments, deep-copied, and one copy runs eagerly (the oracle) while the other r
 Every module gets one status:
 
 * ``xla``      — every sample matched eager and every program ran wholly on XLA;
-* ``fallback`` — every sample matched eager, some op ran on the torch fallback executor;
+* ``fallback`` — every sample matched eager, some op ran on the torch executor (forward:
+  ``fallback_ops``; backward: a VJP rule calling ATen, listed from the ``plan`` stage);
 * ``mismatch`` — a sample gave a different result (a bug: fix it or refuse with an error);
 * ``error``    — jit raised where eager did not (the reason is reported);
 * ``eager-fails`` — no sample runs eagerly (not counted).
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import sys
 import time
 import warnings
@@ -285,6 +287,17 @@ def _compare_call(call, expected, actual, e_in, a_in, eager, mine, tol, ref) -> 
     return closer
 
 
+def _torch_ops(jm) -> list[str]:
+    """The ops the last compiled program ran on the torch executor: ``fallback_ops`` (the
+    forward's) and the backward's own torch calls (a VJP rule that calls ATen, e.g.
+    ``convolution_backward``; a fallback op's replay, ``<op>.vjp``, is not listed again)."""
+    names = set(thunder_mlir.fallback_ops(jm))
+    plan = next((str(s) for s in thunder_mlir.last_traces(jm) if s.name == "plan"), "")
+    names.update(c for c in re.findall(r'callee = "([^"]+)", executor = "torch"', plan)
+                 if not c.endswith(".vjp"))
+    return sorted(names)
+
+
 class _BackwardError(Exception):
     """jit's backward raised (eager's ran)."""
 
@@ -314,13 +327,13 @@ def run_sample(info, sample, training: bool, seed: int, tol: dict) -> tuple[str,
                                     _tensors((a_args, a_kwargs)), eager, mine, tol, ref)
         except Mismatch as e:
             return "mismatch", f"call {call + 1}: {e}"[:300] if calls > 1 else str(e)[:300], \
-                thunder_mlir.fallback_ops(jm) if call else [], 0
+                _torch_ops(jm) if call else [], 0
         except _BackwardError as e:
             err = e.args[0]
             msg = str(err).strip().splitlines()
             return "error", f"backward: {type(err).__name__}: {msg[-1] if msg else ''}"[:240], \
                 [], 0
-    fallbacks = thunder_mlir.fallback_ops(jm)
+    fallbacks = _torch_ops(jm)
     return "fallback" if fallbacks else "xla", "", fallbacks, int(closer > 0)
 
 
