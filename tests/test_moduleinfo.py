@@ -105,7 +105,7 @@ class ModuleResult:
 
 
 class Mismatch(AssertionError):
-    """A compared value differs from eager's (``what`` names it)."""
+    """A compared value differs from eager's (the message names the value)."""
 
 
 def _tolerance(info) -> dict:
@@ -357,6 +357,7 @@ def _pick(info, samples: list, training: bool, base: int, n: int | None) -> list
 
 
 def _eager_runs(info, sample, training, seed) -> bool:
+    """Whether the sample's module builds, runs and backpropagates eagerly."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -373,6 +374,9 @@ def _eager_runs(info, sample, training, seed) -> bool:
 
 
 def run_module(info, max_samples: int | None) -> ModuleResult:
+    """Run up to ``max_samples`` samples of ``info`` per mode (training, then eval), each
+    (module, mode) seeded from its name, the mode and ``SEED``; the module's status is its
+    worst sample's."""
     t0 = time.perf_counter()
     res = ModuleResult(info.name)
     tol = _tolerance(info)
@@ -391,7 +395,8 @@ def run_module(info, max_samples: int | None) -> ModuleResult:
             try:
                 status, reason, fb, closer = run_sample(info, sample, training, base + 10 * k, tol)
             except Exception as e:  # noqa: BLE001
-                status, reason, fb, closer = "error", f"harness: {type(e).__name__}: {e}"[:200], [], 0
+                status, reason, fb, closer = ("error", f"harness: {type(e).__name__}: {e}"[:200],
+                                              [], 0)
             res.fallbacks.update(fb)
             res.closer += closer
             if reason:
@@ -419,6 +424,7 @@ def _infos():
 
 
 def run_all(max_samples: int | None = SAMPLES) -> list[ModuleResult]:
+    """``run_module`` over the database (or ``THUNDER_MODULEINFO_MODULES``)."""
     results = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -428,6 +434,8 @@ def run_all(max_samples: int | None = SAMPLES) -> list[ModuleResult]:
 
 
 def summarize(results: list[ModuleResult], seconds: float) -> tuple[str, Counter]:
+    """The report (counts, shares, run time, one line per module, failures first) and the
+    status counts."""
     counts = Counter(r.status for r in results)
     ran = sum(counts[s] for s in ("xla", "fallback", "mismatch", "error"))
     passed = counts["xla"] + counts["fallback"]
