@@ -49,7 +49,6 @@ from __future__ import annotations
 import copy
 import os
 import re
-import sys
 import time
 import warnings
 import zlib
