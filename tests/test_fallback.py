@@ -62,6 +62,8 @@ def test_fallback_names_are_public_spellings():
     assert qualified_name(T.cumprod_) == "torch.Tensor.cumprod_"
     assert qualified_name(torch.special.i0) == "torch.special.i0"
     assert qualified_name(torch.linalg.det) == "torch.linalg.det"
+    assert qualified_name(torch.nn.functional.fractional_max_pool2d) == \
+        "torch.nn.functional.fractional_max_pool2d"  # made by boolean_dispatch
 
 
 def test_fallback_with_several_outputs_and_int_dtypes():
@@ -271,3 +273,110 @@ def test_inplace_on_view_of_input_raises_not_implemented():
 
     with pytest.raises(NotImplementedError, match=_THIS_FILE):
         thunder_mlir.jit(fn)(torch.randn(3, 2))
+
+
+# ------------------------------------------------ the backward of a fallback op (replay)
+def _stat_update(x, weight, stat):
+    """``x * weight``, updating ``stat`` in place with x's mean as instance_norm updates its
+    running statistics (a side effect the tracer cannot see), seen as an op with no symbol."""
+    if torch.overrides.has_torch_function((x, weight, stat)):
+        return torch.overrides.handle_torch_function(_stat_update, (x, weight, stat), x,
+                                                     weight, stat)
+    with torch.no_grad():
+        stat.mul_(0.5).add_(x.mean() * 0.5)
+    return x * weight
+
+
+def _noisy(x):
+    """``x * u`` with ``u`` uniform from torch's generator (as fractional max pooling or a
+    dropout inside an RNN draws), seen as an op with no symbol."""
+    if torch.overrides.has_torch_function((x,)):
+        return torch.overrides.handle_torch_function(_noisy, (x,), x)
+    return x * torch.rand_like(x)
+
+
+def _many_types(*ts):
+    """The sum of each tensor's sum, seen as an op with no symbol (many tensor arguments)."""
+    if torch.overrides.has_torch_function(ts):
+        return torch.overrides.handle_torch_function(_many_types, ts, *ts)
+    return sum(t.sum() for t in ts)
+
+
+def test_fallback_backward_differentiates_only_inputs_that_need_grad():
+    # regression: the backward re-ran the op with every floating-point input requiring grad,
+    # so torch refused the running statistics (InstanceNorm's, nn.InstanceNorm1d in
+    # ModuleInfo) and class weights; the replay also updated the statistics a second time
+    def fn(x, weight, stat):
+        return _stat_update(x * 2, weight, stat)
+
+    x, weight = torch.randn(5, requires_grad=True), torch.rand(5)
+    stat_e, stat_j = torch.zeros(()), torch.zeros(())
+    xj = x.detach().clone().requires_grad_()
+    fn(x, weight, stat_e).sum().backward()
+    jfn = thunder_mlir.jit(fn)
+    jfn(xj, weight, stat_j).sum().backward()
+    assert "_stat_update" in " ".join(thunder_mlir.fallback_ops(jfn))
+    torch.testing.assert_close(xj.grad, x.grad)
+    torch.testing.assert_close(stat_j, stat_e)
+
+
+def test_fallback_backward_replays_the_forwards_random_draws():
+    # regression: the backward re-ran the op from the generator's current state, so an op
+    # drawing random numbers (FractionalMaxPool2d without _random_samples) was
+    # differentiated at other draws than its forward's: a silently wrong gradient
+    def fn(x):
+        return _noisy(x * 1.5)
+
+    x = torch.randn(64, requires_grad=True)
+    xj = x.detach().clone().requires_grad_()
+    jfn = thunder_mlir.jit(fn)
+    torch.manual_seed(3)
+    expected = fn(x)
+    torch.manual_seed(3)
+    actual = jfn(xj)
+    torch.testing.assert_close(actual, expected)
+    after_forward = torch.get_rng_state()
+    actual.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(xj.grad, x.grad)
+    assert torch.equal(torch.get_rng_state(), after_forward)  # the backward draws nothing
+
+
+def test_fallback_takes_many_arguments_of_few_interleaved_types():
+    # regression: operands were stored as runs of consecutive equal types (at most 8), so
+    # torch.lstm's weights and biases (nn.LSTM, nn.GRU in ModuleInfo) interleaving few
+    # types failed
+    shapes = [(2, 3), (3,), (4, 1)] * 4  # 12 runs in argument order, 3 types
+
+    def fn(*ts):
+        return _many_types(*[t * 2 for t in ts])
+
+    ts = [torch.randn(s, requires_grad=True) for s in shapes]
+    tj = [t.detach().clone().requires_grad_() for t in ts]
+    fn(*ts).backward()
+    thunder_mlir.jit(fn)(*tj).backward()
+    for a, e in zip(tj, ts):
+        torch.testing.assert_close(a.grad, e.grad)
+
+
+def test_ctc_loss_with_concatenated_targets_and_length_tensors():
+    # regression: ctc_loss has no meta kernel, and the trial run on zeros fails when the
+    # target lengths (tensors) must sum to a 1-d targets' size (nn.CTCLoss in ModuleInfo);
+    # its documented output metadata is used instead
+    torch.manual_seed(0)
+    log_probs = torch.randn(12, 3, 6).log_softmax(2).requires_grad_()
+    targets = torch.randint(1, 6, (9,))
+    in_lens, tgt_lens = torch.tensor([12, 10, 11]), torch.tensor([4, 3, 2])
+
+    def fn(lp, t, il, tl):
+        return torch.nn.functional.ctc_loss(lp * 1.0, t, il, tl, reduction="none")
+
+    lj = log_probs.detach().clone().requires_grad_()
+    expected = fn(log_probs, targets, in_lens, tgt_lens)
+    jfn = thunder_mlir.jit(fn)
+    actual = jfn(lj, targets, in_lens, tgt_lens)
+    torch.testing.assert_close(actual, expected)
+    assert thunder_mlir.fallback_ops(jfn) == ["torch.nn.functional.ctc_loss"]
+    expected.sum().backward()
+    actual.sum().backward()
+    torch.testing.assert_close(lj.grad, log_probs.grad)

@@ -15,11 +15,26 @@ non-reentrant ``torch.utils.checkpoint.checkpoint`` and the ``CheckpointFunction
 reentrant one open a checkpoint scope (``higher_order.checkpoint_scope``). torch looks all
 three up at call time. ``torch.autograd.Function.apply`` traces a custom Function's forward
 and records its backward as the VJP rule (``custom_function.py``).
+
+``nn.BatchNorm*d(momentum=None)`` in training keeps a cumulative average of the batch
+statistics: its ``forward`` computes the factor as ``1.0 / float(num_batches_tracked)``, a
+Python number from a buffer's value, which a program cannot hold. While thunder_mlir traces,
+``_BatchNorm.forward`` computes that factor as a 0-d float64 tensor instead (the same
+double-precision ``1 / n``) and hands it to ``F.batch_norm``, whose symbol updates the
+running statistics with it; every other configuration runs torch's own ``forward``.
+
+``nn.TransformerEncoder``/``TransformerDecoder`` read the attention mask's values to decide
+whether it is causal (``transformer._detect_is_causal_mask``), a hint that only selects an
+attention kernel: the mask is applied either way. While thunder_mlir traces, the hint is
+what the caller passed (``is_causal=True``) or False, without reading the mask: one
+program for every mask, which applies the mask itself.
 """
 
 from __future__ import annotations
 
 import sys
+
+import torch
 
 from .tracing import _local
 
@@ -82,16 +97,44 @@ def _function_apply(original):
     return classmethod(apply)
 
 
+def _causal_hint(original):
+    def _detect_is_causal_mask(mask, is_causal=None, size=None):
+        if getattr(_local, "trace", None) is not None:
+            return is_causal is True
+        return original(mask, is_causal, size)
+    _detect_is_causal_mask.__wrapped__ = original
+    return _detect_is_causal_mask
+
+
+def _batch_norm_forward(original):
+    def forward(self, input):
+        if (getattr(_local, "trace", None) is None or self.momentum is not None
+                or not (self.training and self.track_running_stats)
+                or self.num_batches_tracked is None):
+            return original(self, input)
+        import torch.nn.functional as F
+
+        self._check_input_dim(input)
+        self.num_batches_tracked.add_(1)
+        factor = 1.0 / self.num_batches_tracked.to(torch.float64)
+        return F.batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+                            True, factor, self.eps)
+    forward.__wrapped__ = original
+    return forward
+
+
 _TORCH_HOOKS = (("torch._higher_order_ops.utils", "_hop_compile_and_call", _hop_call),
                 ("torch.utils.checkpoint", "_checkpoint_without_reentrant_generator",
                  _checkpoint_generator),
                 ("torch.utils.checkpoint", "CheckpointFunction", _checkpoint_function),
-                ("torch.autograd.function", "Function.apply", _function_apply))
+                ("torch.autograd.function", "Function.apply", _function_apply),
+                ("torch.nn.modules.transformer", "_detect_is_causal_mask", _causal_hint),
+                ("torch.nn.modules.batchnorm", "_BatchNorm.forward", _batch_norm_forward))
 
 
 def install() -> None:
-    """Patch ``is_tracing`` in the transformers modules already imported, and torch's
-    higher-order-operator entry points (idempotent)."""
+    """Patch ``is_tracing`` in the transformers modules already imported, torch's
+    higher-order-operator entry points and ``_BatchNorm.forward`` (idempotent)."""
     import importlib
 
     for modname, attr, wrap in _TORCH_HOOKS:

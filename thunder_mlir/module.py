@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 
 import torch
+from torch.nn.parameter import is_lazy
 
 from .jit import ThunderFunction
 
@@ -49,6 +50,13 @@ class _ModuleState:
                     for prefix, sub in named for k in getattr(sub, attr)]
         self._entries = entries("_parameters") + entries("_buffers")
         self._flag_modules = list(self.module.modules())
+        self.uninitialized = any(is_lazy(d[k]) for _, d, k in self._entries)
+
+    def still_uninitialized(self) -> bool:
+        """Whether a parameter or buffer is still uninitialized (a Lazy module before its
+        first call); ``uninitialized`` stays False once they are all materialized."""
+        self.uninitialized = any(is_lazy(d[k]) for _, d, k in self._entries)
+        return self.uninitialized
 
     def _unchanged(self) -> bool:
         for sub, p, b, m, np_, nb, nm in self._structure:
@@ -81,4 +89,11 @@ class ThunderModule(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         flags, state = self._state.read()
+        if self._state.uninitialized and self._state.still_uninitialized():
+            # A Lazy module (nn.LazyLinear, ...) materializes its parameters in a forward
+            # pre-hook, from the first input's shape, and initializes them from torch's
+            # generator: no program can take them as inputs before that. That call runs
+            # eagerly (hooks, initialization and result exactly eager's); the next ones,
+            # with every parameter materialized, are compiled.
+            return self._original(*args, **kwargs)
         return self._fn(flags, state, args, kwargs)

@@ -82,3 +82,23 @@ module @no_derivative {
     return %1 : tensor<3xf32>
   }
 }
+
+// -----
+
+// convolution's weight gradient with the input as the window when it is the smaller
+// operand (a transposed convolution: the input padded by kernel - 1 on each side): a
+// window of 3 products per output, not the cotangent's 5 over the padded input (3 of them
+// zero), which XLA's contraction also rounds farther from eager (ConvTranspose3d).
+// CHECK-LABEL: module @conv_transpose_weight_grad
+// CHECK:       func.func @backward(%[[G:.*]]: tensor<1x4x5xf32>, %{{.*}}: tensor<4x2x3xf32>, %[[X:.*]]: tensor<1x2x3xf32>)
+// CHECK:         %[[GT:.*]] = "thunder.transpose"(%[[G]]) {{.*}} -> tensor<4x1x5xf32>
+// CHECK:         %[[XT:.*]] = "thunder.transpose"(%[[X]]) {{.*}} -> tensor<2x1x3xf32>
+// CHECK:         %[[DW:.*]] = "thunder.convolution"(%[[GT]], %[[XT]]) {{.*}}padding = array<i64: 0, 0>{{.*}} -> tensor<4x2x3xf32>
+// CHECK:         %[[R:.*]] = "thunder.reverse"(%[[DW]]) {dims = array<i64: 2>}
+// CHECK:         return %{{.*}}, %[[R]]
+module @conv_transpose_weight_grad {
+  func.func @computation(%x: tensor<1x2x3xf32>, %w: tensor<4x2x3xf32>) -> tensor<1x4x5xf32> {
+    %0 = "thunder.convolution"(%x, %w) {feature_group_count = 1 : i64, lhs_dilation = array<i64: 1>, padding = array<i64: 2, 2>, rhs_dilation = array<i64: 1>, window_strides = array<i64: 1>} : (tensor<1x2x3xf32>, tensor<4x2x3xf32>) -> tensor<1x4x5xf32>
+    return %0 : tensor<1x4x5xf32>
+  }
+}

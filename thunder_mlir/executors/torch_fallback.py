@@ -26,6 +26,8 @@ from ..proxy import TensorProxy
 def qualified_name(func: Callable) -> str:
     """A readable dotted name for a torch callable (``torch.Tensor.cumsum``, ``torch.cumsum``)."""
     q = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+    if "<locals>" in q:  # a function made by a factory (F.boolean_dispatch): its own name
+        q = getattr(func, "__name__", q)
     q = q.replace("TensorBase.", "Tensor.").replace("_VariableFunctionsClass.", "")
     if q.startswith("Tensor."):
         return "torch." + q
@@ -56,12 +58,14 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     for i in positions:
         meta_leaves[i] = leaves[i].meta
     m_args, m_kwargs = optree.tree_unflatten(spec, meta_leaves)
-    trial = False  # metadata from a trial run: checked against every real run
+    trial = False  # metadata from a trial run or a documented rule: checked every real run
     try:
         with torch._C.DisableTorchFunction(), torch.device("meta"):
             meta_out = func(*m_args, **m_kwargs)
     except Exception as e:
-        meta_out = _trial_run(func, leaves, positions, spec, trace.device)
+        meta_out = _documented_metadata(func, m_args, m_kwargs)
+        if meta_out is None:
+            meta_out = _trial_run(func, leaves, positions, spec, trace.device)
         if meta_out is None:
             from ..symbols import SYMBOLS
             from ..tracing import describe_frame, user_frame
@@ -91,8 +95,11 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         out_leaves, out_spec, out_pos = [args[0].meta], optree.tree_structure(0), [0]
     result_types = [dtypes.tensor_type(out_leaves[i].shape, out_leaves[i].dtype) for i in out_pos]
     operand_types = [p.value.type for p in proxies]
-    if not fits_in_runs(result_types) or not fits_in_runs(operand_types):
-        raise TraceError(f"{name}: too many distinct tensor types for one executor call")
+    in_order, out_order = type_order(operand_types), type_order(result_types)
+    if not fits_in_runs([operand_types[i] for i in in_order]) or \
+            not fits_in_runs([result_types[i] for i in out_order]):
+        raise TraceError(f"{name}: more than 8 distinct tensor types among its tensor "
+                         "arguments or among its outputs, the most one executor call holds")
 
     def run(*tensors: torch.Tensor) -> list[torch.Tensor]:
         vals = list(leaves)
@@ -111,21 +118,24 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         return outs
 
     traced = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in out_pos]
-    differentiable = None if inplace else _output_differentiability(
+    differentiable = None if inplace or not any(p.requires_grad for p in proxies) else \
+        _output_differentiability(
         func, leaves, positions, spec, trace.device, meta=not trial)
+    impl = permuted(run, in_order, out_order)
     if not inplace:  # the generators its backward must replay (see with_rng_state)
-        run.generators = _generators(leaves, trace.device)
-    key = trace.add_impl(run)
+        impl.generators = _generators(leaves, trace.device)
+    key = trace.add_impl(impl)
     with trace.ip:
-        op = ExecutorCallOp(**segment_kwargs("in", [p.value for p in proxies]),
-                            **segment_kwargs("out", result_types, type_of=lambda t: t),
+        op = ExecutorCallOp(**segment_kwargs("in", [proxies[i].value for i in in_order]),
+                            **segment_kwargs("out", [result_types[i] for i in out_order],
+                                             type_of=lambda t: t),
                             executor=ir.StringAttr.get("torch"), callee=ir.StringAttr.get(name),
                             impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
     if differentiable is not None and len(differentiable) == len(result_types):
         op.operation.attributes[DIFFERENTIABLE] = ir.ArrayAttr.get(
-            [ir.BoolAttr.get(d) for d in differentiable])
+            [ir.BoolAttr.get(differentiable[i]) for i in out_order])  # per op result
     trace.fallbacks.append(name)
-    results = list(op.operation.results)
+    results = unpermute(list(op.operation.results), out_order)
     if inplace:
         args[0].value = results[0]
         for i, p in enumerate(trace.inputs):
@@ -187,6 +197,33 @@ def _output_differentiability(func: Callable, leaves: list, positions: list[int]
         if one is not None:
             found = one if found is None else [a or b for a, b in zip(found, one)]
     return found
+
+
+def _ctc_loss_metadata(log_probs, targets, input_lengths, target_lengths, blank=0,
+                       reduction="mean", zero_infinity=False):
+    """``F.ctc_loss``: one loss per sequence (reduction "none" of a batch), else a scalar,
+    in ``log_probs``' dtype (torch.nn.CTCLoss documentation). Its lengths as tensors that
+    must sum to a 1-d ``targets``' size defeat the trial run on zeros."""
+    batched = log_probs.dim() == 3
+    shape = (log_probs.shape[1],) if reduction == "none" and batched else ()
+    return torch.empty(shape, dtype=log_probs.dtype, device="meta")
+
+
+# Ops with no meta kernel whose output metadata the documentation gives (on meta tensors;
+# checked against every real run, like the trial run's).
+_DOCUMENTED_METADATA: dict[Callable, Callable] = {
+    torch.nn.functional.ctc_loss: _ctc_loss_metadata,
+}
+
+
+def _documented_metadata(func: Callable, m_args, m_kwargs):
+    rule = _DOCUMENTED_METADATA.get(func)
+    if rule is None:
+        return None
+    try:
+        return rule(*m_args, **m_kwargs)
+    except Exception:  # noqa: BLE001 - arguments the rule does not know: trial run instead
+        return None
 
 
 def _trial_run(func: Callable, leaves: list, positions: list[int], spec, device):
@@ -286,3 +323,40 @@ def replaying_rng_state(generators: list[torch.Generator], state: torch.Tensor, 
     finally:
         for g, old in zip(generators, saved):
             g.set_state(old)
+
+
+# ------------------------------------------------------------------- type runs
+def type_order(types: list) -> list[int]:
+    """Positions of ``types`` reordered so that equal types are adjacent (types in order of
+    first appearance, positions stable within a type): an executor call's operands and
+    results are stored as runs of equal type, at most ``SEGMENTS`` of them, so an op with
+    few distinct types fits however its arguments interleave them (``torch.lstm``'s
+    weights and biases, attention's projections)."""
+    first: dict[str, int] = {}
+    for i, t in enumerate(types):
+        first.setdefault(str(t), i)
+    return sorted(range(len(types)), key=lambda i: first[str(types[i])])
+
+
+def permuted(fn: Callable, in_order: list[int], out_order: list[int]) -> Callable:
+    """``fn`` (inputs and outputs in their own order) as an implementation taking its
+    inputs in ``in_order`` and returning its outputs in ``out_order`` (see
+    ``type_order``)."""
+    if in_order == sorted(in_order) and out_order == sorted(out_order):
+        return fn
+
+    def run(*tensors):
+        args = [None] * len(in_order)
+        for k, i in enumerate(in_order):
+            args[i] = tensors[k]
+        outs = fn(*args)
+        return [outs[i] for i in out_order]
+    return run
+
+
+def unpermute(values: list, order: list[int]) -> list:
+    """Values stored in ``order`` back in their own order."""
+    out = [None] * len(order)
+    for k, i in enumerate(order):
+        out[i] = values[k]
+    return out

@@ -149,7 +149,10 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
     ``invstd = 1 / sqrt(var + eps)`` from the running statistics. Training: the batch's
     mean and biased variance; returns ``(out, new_running_mean, new_running_var)`` with
     ``new = momentum * batch + (1 - momentum) * running``, the variance term unbiased
-    (var_sum / (n - 1)) — just ``out`` without running statistics. When a 16-bit input's
+    (var_sum / (n - 1)) — just ``out`` without running statistics. ``momentum`` is a number,
+    or a 0-d tensor (the cumulative average's ``1 / num_batches_tracked``, see
+    ``compat.py``) with which the update is computed in float64, as ATen computes it with
+    a double factor. When a 16-bit input's
     parameters share its dtype, ATen keeps the batch statistics in that dtype: they are
     rounded where it rounds them (mean, the variance sum, var_sum / n, invstd)."""
     acc = _acc_dtype(input.tdtype)
@@ -194,6 +197,15 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
         return out
 
     def update(running, batch):
+        if isinstance(momentum, TensorProxy):  # a 0-d float64 factor: ATen's double update
+            f64 = torch.float64
+            m = prims.broadcast_in_dim(prims.convert_element_type(momentum, f64),
+                                       running.tshape, [])
+            new = prims.elementwise("add", prims.elementwise(
+                "mul", m, prims.convert_element_type(batch, f64)), prims.elementwise(
+                "mul", prims.elementwise("sub", prims.full(running.tshape, 1, f64), m),
+                prims.convert_element_type(running, f64)))
+            return prims.convert_element_type(new, running.tdtype)
         r = prims.convert_element_type(running, acc)
         new = prims.elementwise("add", prims.elementwise(
             "mul", batch, prims.full(r.tshape, momentum, acc)), prims.elementwise(

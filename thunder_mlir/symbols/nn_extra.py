@@ -3,8 +3,9 @@ group/instance/local-response norm, bilinear, one_hot, and losses.
 
 Formulas are those of each function's PyTorch documentation page (and its ATen
 implementation for the order of clamping/epsilons); reductions ``none | mean | sum``.
-Calls whose result needs random numbers or an in-place update of running statistics raise
-``Fallback`` and run on the torch executor.
+Calls whose result needs random numbers raise ``Fallback`` and run on the torch executor;
+instance_norm's running statistics are updated in place as batch_norm's are
+(``write_inplace``: program inputs written back after the run).
 """
 
 from __future__ import annotations
@@ -143,17 +144,58 @@ def _numel(shape):
     return n
 
 
-@register("instance_norm", F.instance_norm)
+@register("instance_norm", F.instance_norm, composite=False)
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-5):
-    if not use_input_stats or running_mean is not None or running_var is not None:
-        raise Fallback("instance_norm with running statistics")
-    out = _normalize(input, list(range(2, len(input.tshape))), eps)
-    if weight is not None:
-        out = mul(out, prims.broadcast_in_dim(weight, out.tshape, [1]))
-    if bias is not None:
-        out = add(out, prims.broadcast_in_dim(bias, out.tshape, [1]))
-    return out
+    """F.instance_norm. With running statistics, as ATen's ``instance_norm``
+    (Normalization.cpp): batch norm of the input viewed as (1, N * C, *) with the
+    statistics, weight and bias repeated N times — batch statistics in training
+    (``use_input_stats``), the running ones otherwise —, then each running statistic is
+    set to the mean over N of its (updated) copies, in place."""
+    from .registry import check_writable, write_inplace
+
+    shape = input.tshape
+    if use_input_stats and len(shape) >= 2 and _numel(shape[2:]) == 1:  # _verify_spatial_size
+        from .nn import _error
+
+        raise _error(ValueError, f"Expected more than 1 spatial element when training, got "
+                                 f"input size {list(shape)}")
+    if use_input_stats and running_mean is None and running_var is None:
+        out = _normalize(input, list(range(2, len(input.tshape))), eps)
+        if weight is not None:
+            out = mul(out, prims.broadcast_in_dim(weight, out.tshape, [1]))
+        if bias is not None:
+            out = add(out, prims.broadcast_in_dim(bias, out.tshape, [1]))
+        return out
+    if running_mean is None or running_var is None or momentum is None or \
+            len(shape) < 2 or _numel(shape) == 0:
+        raise Fallback("instance_norm with one running statistic, without momentum or empty")
+    if input.tdtype in (torch.float16, torch.bfloat16):
+        # ATen rounds this path's 16-bit statistics where batch_norm's emulation does not
+        # (1-3 ulps off on the OpInfo sample)
+        raise Fallback("16-bit instance_norm with running statistics")
+    from .nn import _batch_norm_symbol
+
+    n, c = shape[:2]
+
+    def repeated(t):
+        return None if t is None else prims.reshape(
+            prims.broadcast_in_dim(t, (n, c), [1]), (n * c,))
+    x = prims.reshape(input, (1, n * c) + tuple(shape[2:]))
+    params = [repeated(t) for t in (running_mean, running_var, weight, bias)]
+    if use_input_stats:
+        check_writable(running_mean, "instance_norm (running_mean update)")
+        check_writable(running_var, "instance_norm (running_var update)")
+        out, new_mean, new_var = _batch_norm_symbol(x, *params, True, momentum, eps)
+    else:
+        out = _batch_norm_symbol(x, *params, False, momentum, eps)
+        new_mean, new_var = params[:2]
+
+    def mean_over_batch(v):  # ATen: running_mean.copy_(running_mean_.view({b, c}).mean(0))
+        return div(rsum(prims.reshape(v, (n, c)), [0]), n)
+    write_inplace(running_mean, mean_over_batch(new_mean), "instance_norm (running_mean update)")
+    write_inplace(running_var, mean_over_batch(new_var), "instance_norm (running_var update)")
+    return prims.reshape(out, shape)
 
 
 @register("local_response_norm", F.local_response_norm)
