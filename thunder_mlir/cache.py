@@ -2,7 +2,7 @@
 
 Key = (input tree structure, per-leaf metadata — shape, dtype, device, requires_grad for
 tensors, type and value for Python values —, grad mode, default dtype, current values of
-the function's guards). One dict lookup per call; no scan of entries.
+the function's guards, torch.autocast state). One dict lookup per call; no scan of entries.
 
 Guards are Python values the program read from outside its signature while it was traced
 (a global, a closure cell). The function's *guard schema* is the list of such sources seen
@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from . import autocast
 
 
 class RecompileWarning(UserWarning):
@@ -102,7 +104,7 @@ class CacheEntry:
 
     def specialization(self) -> dict:
         """What this entry was specialized on, for ``cache_info``."""
-        _, metas, grad, dtype, _ = self.key
+        _, metas, grad, dtype, _ = self.key[:5]
         inputs = {}
         for path, m in zip(self.paths, metas):
             if m[0] == "tensor":
@@ -111,7 +113,8 @@ class CacheEntry:
             else:
                 inputs[path] = {"type": m[0].__name__, "value": m[1]}
         return {"inputs": inputs, "grad_enabled": grad, "default_dtype": dtype,
-                "guards": {g.describe(): v for g, v in self.guards}}
+                "guards": {g.describe(): v for g, v in self.guards},
+                "autocast": autocast.describe_state(self.key[5])}
 
 
 class FunctionCache:
@@ -132,7 +135,7 @@ class FunctionCache:
 
     def key(self, spec, metas: tuple) -> tuple:
         return (spec, metas, torch.is_grad_enabled(), torch.get_default_dtype(),
-                tuple(g.current() for g in self.schema))
+                tuple(g.current() for g in self.schema), autocast.state_key())
 
     def lookup(self, key) -> CacheEntry | None:
         if not self.enabled:
@@ -160,7 +163,7 @@ class FunctionCache:
             self.schema.extend(new_sources)
             # keys of existing entries lack the new sources: they can no longer be hit
             self.entries.clear()
-            key = key[:4] + (tuple(g.current() for g in self.schema),)
+            key = key[:4] + (tuple(g.current() for g in self.schema),) + key[5:]
         entry.key, entry.paths, entry.guards = key, paths, guards
         if self.enabled:
             try:
@@ -190,6 +193,9 @@ class FunctionCache:
             out.append(f"grad mode changed: {old[2]} -> {key[2]}")
         if old[3] != key[3]:
             out.append(f"default dtype changed: {old[3]} -> {key[3]}")
+        if old[5] != key[5]:
+            out.append(f"torch.autocast state changed: {autocast.describe_state(old[5])} -> "
+                       f"{autocast.describe_state(key[5])}")
         out += [f"{g.describe()} changed: {fmt(a)} -> {fmt(b)}"
                 for g, a, b in zip(self.schema, old[4], key[4]) if a != b]
         if not out and len(old[4]) != len(key[4]):

@@ -13,7 +13,8 @@ function calls the operator directly instead, so ``torch.cond``/``while_loop`` r
 tracer's symbols however the user imported them. Likewise the context generator of
 non-reentrant ``torch.utils.checkpoint.checkpoint`` and the ``CheckpointFunction`` of the
 reentrant one open a checkpoint scope (``higher_order.checkpoint_scope``). torch looks all
-three up at call time.
+three up at call time. ``torch.clear_autocast_cache`` (called when the outermost
+``torch.autocast`` region exits) also forgets the weight casts ``autocast.py`` tracks.
 """
 
 from __future__ import annotations
@@ -70,7 +71,19 @@ def _checkpoint_function(original):
     return CheckpointFunction
 
 
+def _clear_autocast_cache(original):
+    def clear_autocast_cache():
+        original()
+        if getattr(_local, "trace", None) is not None:
+            from .autocast import clear_weight_cache
+
+            clear_weight_cache()
+    clear_autocast_cache.__wrapped__ = original
+    return clear_autocast_cache
+
+
 _TORCH_HOOKS = (("torch._higher_order_ops.utils", "_hop_compile_and_call", _hop_call),
+                ("torch", "clear_autocast_cache", _clear_autocast_cache),
                 ("torch.utils.checkpoint", "_checkpoint_without_reentrant_generator",
                  _checkpoint_generator),
                 ("torch.utils.checkpoint", "CheckpointFunction", _checkpoint_function))

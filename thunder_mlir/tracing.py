@@ -271,6 +271,7 @@ def _is_tensor_leaf(x) -> bool:
 
 def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
     """Handle one torch call during tracing (see module docstring)."""
+    from . import autocast
     from .symbols import SYMBOLS
     from .executors.torch_fallback import emit_fallback
 
@@ -293,6 +294,8 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
 
     with trace.location_of_user_line():
         sym = SYMBOLS.get(func)
+        if autocast.enabled(trace):  # eager's autocast casts (thunder_mlir/autocast.py)
+            sym, args, kwargs = autocast.prepare(trace, func, sym, args, kwargs)
         if sym is not None:
             try:
                 if sym.name not in COMPLEX_SYMBOLS and involves_complex(args, kwargs):
