@@ -103,7 +103,8 @@ class CacheEntry:
         return general
 
     def specialization(self) -> dict:
-        """What this entry was specialized on, for ``cache_info``."""
+        """What this entry was specialized on, for ``cache_info`` (``autocast``: the
+        caller's torch.autocast state, present when one was on)."""
         _, metas, grad, dtype, _ = self.key[:5]
         inputs = {}
         for path, m in zip(self.paths, metas):
@@ -112,9 +113,11 @@ class CacheEntry:
                                 "requires_grad": m[4]}
             else:
                 inputs[path] = {"type": m[0].__name__, "value": m[1]}
-        return {"inputs": inputs, "grad_enabled": grad, "default_dtype": dtype,
-                "guards": {g.describe(): v for g, v in self.guards},
-                "autocast": autocast.describe_state(self.key[5])}
+        spec = {"inputs": inputs, "grad_enabled": grad, "default_dtype": dtype,
+                "guards": {g.describe(): v for g, v in self.guards}}
+        if self.key[5] is not None:  # compiled inside a torch.autocast region
+            spec["autocast"] = autocast.describe_state(self.key[5])
+        return spec
 
 
 class FunctionCache:
