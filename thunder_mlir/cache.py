@@ -27,6 +27,7 @@ class RecompileWarning(UserWarning):
 
 
 _MISSING = object()
+_any_autocast = torch._C._is_any_autocast_enabled  # one C call on the hot path
 MAX_REASONS = 256  # recompile reasons kept per function
 
 
@@ -138,7 +139,8 @@ class FunctionCache:
 
     def key(self, spec, metas: tuple) -> tuple:
         return (spec, metas, torch.is_grad_enabled(), torch.get_default_dtype(),
-                tuple(g.current() for g in self.schema), autocast.state_key())
+                tuple(g.current() for g in self.schema),
+                autocast.state_key() if _any_autocast() else None)
 
     def lookup(self, key) -> CacheEntry | None:
         if not self.enabled:
