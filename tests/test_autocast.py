@@ -643,3 +643,14 @@ def test_opinfo_cuda_autocast_dtypes_match_fake_eager(op_db):
           f"{len(failures)} differ")
     assert not failures, "\n".join(failures)
     assert passed > 1000
+
+
+def test_run_pinned_sets_and_restores_the_traced_state():
+    def state():
+        return torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+    before = state()
+    assert ac.run_pinned(("cpu", True, torch.float16), state, (), {}) == (True, torch.float16)
+    assert state() == before
+    with torch.autocast("cpu"):
+        assert ac.run_pinned(("cpu", False, torch.bfloat16), state, (), {})[0] is False
+        assert state() == (True, torch.bfloat16)

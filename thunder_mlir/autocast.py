@@ -124,10 +124,6 @@ def run_pinned(pin: tuple | None, func: Callable, args, kwargs):
 
 
 # ---------------------------------------------------------------- symbol tables
-def _conv(name: str) -> Callable:
-    return lambda func, b: name
-
-
 def _max_pool3d(func, b):
     return "max_pool3d_with_indices" if b.arguments.get("return_indices") else "max_pool3d"
 
@@ -182,7 +178,7 @@ SYMBOL_ATEN: dict[str, str | Callable] = {
     "ltorch.conv_transpose3d": "conv_transpose3d.input",
     # pooling, padding, upsampling
     "ltorch.avg_pool3d": "avg_pool3d", "ltorch.max_pool3d": _max_pool3d,
-    "ltorch.max_pool3d_with_indices": _conv("max_pool3d_with_indices"),
+    "ltorch.max_pool3d_with_indices": "max_pool3d_with_indices",
     "ltorch.adaptive_avg_pool3d": "adaptive_avg_pool3d",
     "ltorch.adaptive_max_pool3d": "adaptive_max_pool3d",
     "ltorch.adaptive_max_pool3d_with_indices": "adaptive_max_pool3d",
