@@ -222,8 +222,8 @@ COMPOSITE: dict[str, dict[str, str]] = {
         # ATen's CPU _trilinear kernel calls bmm through the dispatcher: eager computes the
         # product in the autocast dtype and returns float32, which only eager reproduces
         "ltorch.bilinear": TORCH,
-        # permutes and reshapes around one mm / a chain of mms
-        "ltorch.tensordot": LOWER, "ltorch.multi_dot": LOWER,
+        # a chain of mms (vectors reshaped to matrices first)
+        "ltorch.multi_dot": LOWER,
         # cat of reshaped inputs
         **{f"ltorch.{n}": PROMOTE for n in ("hstack", "vstack", "dstack", "column_stack")},
     },
