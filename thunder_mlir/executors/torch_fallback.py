@@ -2,8 +2,9 @@
 
 While tracing, the op runs on meta tensors to learn its outputs' shapes and dtypes (an op
 with no meta kernel runs once on zero-filled inputs instead, and every real run is checked
-against what that trial gave; inside a ``torch.autocast`` region, on fake tensors of the
-program's device, so that autocast's casts apply), and is recorded as
+against what that trial gave; inside a ``torch.autocast`` region, meta tensors would skip
+autocast's casts, so the trial run on zeros (under that state) is used, or fake tensors of
+the program's device where it has no kernels here), and is recorded as
 ``thunder.executor_call`` with ``executor = "torch"``. The partition pass leaves it between
 XLA regions; the runtime calls the real torch function there, under the autocast state it
 was traced in. So an unsupported op costs speed (a region boundary and an eager kernel),
