@@ -5,7 +5,9 @@ this call (otherwise the grad pass inlines the composite and differentiates its 
 Formulas: embedding as ATen's ``embedding_dense_backward`` (padding row gets no
 gradient); softmax/log_softmax as in PyTorch's ``_softmax_backward_data`` /
 ``_log_softmax_backward_data``; layer_norm as in ATen's ``layer_norm_backward`` (mean and
-rstd are recomputed from the saved input, so only the input is a residual).
+rstd are recomputed from the saved input, so only the input is a residual); for 16-bit
+floats these three compute in float32 and round each gradient once, as ATen does
+(``_opmath``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,34 @@ def _f32_or_f64(op) -> bool:
     return isinstance(t, (ir.F32Type, ir.F64Type)) and "dtype" not in op.attributes
 
 
+def _float_input(op) -> bool:
+    """A floating-point first operand (16-bit included) and no ``dtype`` argument."""
+    t = ir.RankedTensorType(op.operands[0].type).element_type
+    return isinstance(t, (ir.F32Type, ir.F64Type, ir.BF16Type, ir.F16Type)) and \
+        "dtype" not in op.attributes
+
+
+def _opmath(rule):
+    """``rule`` computed in float32 when an operand, output or cotangent is a 16-bit float:
+    they are converted to float32 (exactly) and each gradient is rounded once to its
+    operand's dtype, as ATen's CPU backward kernels compute in ``at::opmath_type``
+    (``_softmax_backward_data``, ``layer_norm_backward``), from the saved 16-bit output."""
+    import torch
+
+    low = (torch.bfloat16, torch.float16)
+
+    def wrapped(op, x, y, g):
+        if not any(v is not None and v.tdtype in low for v in (*x, *y, *g)):
+            return rule(op, x, y, g)
+        up = [[prims.convert_element_type(v, torch.float32)
+               if v is not None and v.tdtype in low else v for v in vs] for vs in (x, y, g)]
+        out = rule(op, *up)
+        return [o if o is None or o.tdtype == xi.tdtype
+                else prims.convert_element_type(o, xi.tdtype) for o, xi in zip(out, x)]
+    wrapped.__doc__ = rule.__doc__
+    return wrapped
+
+
 def _bcast(r, like, dims):
     keep = tuple(1 if i in dims else s for i, s in enumerate(like.tshape))
     return prims.broadcast_in_dim(prims.reshape(r, keep), like.tshape, list(range(len(keep))))
@@ -54,7 +84,8 @@ def _dim(op, x) -> int:
     return _int_attr(op, "dim") % r
 
 
-@composite_rule("ltorch.softmax", applies=lambda op: _f32_or_f64(op) and "dim" in op.attributes)
+@composite_rule("ltorch.softmax", applies=lambda op: _float_input(op) and "dim" in op.attributes)
+@_opmath
 def _softmax(op, x, y, g):
     if len(y[0].tshape) == 0:
         return [prims.full((), 0.0, y[0].tdtype)]
@@ -64,7 +95,8 @@ def _softmax(op, x, y, g):
 
 
 @composite_rule("ltorch.log_softmax",
-                applies=lambda op: _f32_or_f64(op) and "dim" in op.attributes)
+                applies=lambda op: _float_input(op) and "dim" in op.attributes)
+@_opmath
 def _log_softmax(op, x, y, g):
     if len(y[0].tshape) == 0:
         return [prims.full((), 0.0, y[0].tdtype)]
@@ -75,10 +107,11 @@ def _log_softmax(op, x, y, g):
 
 def _layer_norm_applies(op) -> bool:
     names = _names(op)
-    return _f32_or_f64(op) and names[0] == "input" and set(names[1:]) <= {"weight", "bias"}
+    return _float_input(op) and names[0] == "input" and set(names[1:]) <= {"weight", "bias"}
 
 
 @composite_rule("ltorch.layer_norm", applies=_layer_norm_applies)
+@_opmath
 def _layer_norm(op, x, y, g):
     named = dict(zip(_names(op), x))
     inp, w = named["input"], named.get("weight")
@@ -207,7 +240,10 @@ def _linear(op, x, y, g):
     lead = list(range(r - 1))
     gx = prims.dot_general(g[0], w, [], [], [r - 1], [0])
     gw = prims.dot_general(g[0], inp, [], [], lead, lead)
-    out = {"input": gx, "weight": gw, "bias": prims.reduce("reduce_sum", g[0], lead)}
+    from thunder_mlir.symbols.reduction import sum_accumulated
+
+    # the bias gradient sums 16-bit floats in float32, as ATen's sum kernel does
+    out = {"input": gx, "weight": gw, "bias": sum_accumulated(g[0], lead)}
     return [out[n] for n in _names(op)]
 
 

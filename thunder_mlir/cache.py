@@ -2,7 +2,7 @@
 
 Key = (input tree structure, per-leaf metadata — shape, dtype, device, requires_grad for
 tensors, type and value for Python values —, grad mode, default dtype, current values of
-the function's guards). One dict lookup per call; no scan of entries.
+the function's guards, torch.autocast state). One dict lookup per call; no scan of entries.
 
 Guards are Python values the program read from outside its signature while it was traced
 (a global, a closure cell). The function's *guard schema* is the list of such sources seen
@@ -19,12 +19,15 @@ from typing import Any
 
 import torch
 
+from . import autocast
+
 
 class RecompileWarning(UserWarning):
     """A jitted function recompiled more often than its ``recompile_limit``."""
 
 
 _MISSING = object()
+_any_autocast = torch._C._is_any_autocast_enabled  # one C call on the hot path
 MAX_REASONS = 256  # recompile reasons kept per function
 
 
@@ -113,8 +116,9 @@ class CacheEntry:
         return general
 
     def specialization(self) -> dict:
-        """What this entry was specialized on, for ``cache_info``."""
-        _, metas, grad, dtype, _ = self.key
+        """What this entry was specialized on, for ``cache_info`` (``autocast``: the
+        caller's torch.autocast state, present when one was on)."""
+        _, metas, grad, dtype, _ = self.key[:5]
         inputs = {}
         for path, m in zip(self.paths, metas):
             if m[0] == "tensor":
@@ -122,8 +126,11 @@ class CacheEntry:
                                 "requires_grad": m[4]}
             else:
                 inputs[path] = {"type": m[0].__name__, "value": m[1]}
-        return {"inputs": inputs, "grad_enabled": grad, "default_dtype": dtype,
+        spec = {"inputs": inputs, "grad_enabled": grad, "default_dtype": dtype,
                 "guards": {g.describe(): v for g, v in self.guards}}
+        if self.key[5] is not None:  # compiled inside a torch.autocast region
+            spec["autocast"] = autocast.describe_state(self.key[5])
+        return spec
 
 
 class FunctionCache:
@@ -144,7 +151,8 @@ class FunctionCache:
 
     def key(self, spec, metas: tuple) -> tuple:
         return (spec, metas, torch.is_grad_enabled(), torch.get_default_dtype(),
-                tuple(g.current() for g in self.schema))
+                tuple(g.current() for g in self.schema),
+                autocast.state_key() if _any_autocast() else None)
 
     def lookup(self, key) -> CacheEntry | None:
         if not self.enabled:
@@ -172,7 +180,7 @@ class FunctionCache:
             self.schema.extend(new_sources)
             # keys of existing entries lack the new sources: they can no longer be hit
             self.entries.clear()
-            key = key[:4] + (tuple(g.current() for g in self.schema),)
+            key = key[:4] + (tuple(g.current() for g in self.schema),) + key[5:]
         entry.key, entry.paths, entry.guards = key, paths, guards
         if self.enabled:
             try:
@@ -202,6 +210,9 @@ class FunctionCache:
             out.append(f"grad mode changed: {old[2]} -> {key[2]}")
         if old[3] != key[3]:
             out.append(f"default dtype changed: {old[3]} -> {key[3]}")
+        if old[5] != key[5]:
+            out.append(f"torch.autocast state changed: {autocast.describe_state(old[5])} -> "
+                       f"{autocast.describe_state(key[5])}")
         out += [f"{g.describe()} changed: {fmt(a)} -> {fmt(b)}"
                 for g, a, b in zip(self.schema, old[4], key[4]) if a != b]
         if not out and len(old[4]) != len(key[4]):

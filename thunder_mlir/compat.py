@@ -28,6 +28,9 @@ whether it is causal (``transformer._detect_is_causal_mask``), a hint that only 
 attention kernel: the mask is applied either way. While thunder_mlir traces, the hint is
 what the caller passed (``is_causal=True``) or False, without reading the mask: one
 program for every mask, which applies the mask itself.
+
+``torch.clear_autocast_cache`` (called when the outermost ``torch.autocast`` region exits)
+also forgets the weight casts ``autocast.py`` tracks.
 """
 
 from __future__ import annotations
@@ -121,9 +124,19 @@ def _batch_norm_forward(original):
                             True, factor, self.eps)
     forward.__wrapped__ = original
     return forward
+def _clear_autocast_cache(original):
+    def clear_autocast_cache():
+        original()
+        if getattr(_local, "trace", None) is not None:
+            from .autocast import clear_weight_cache
+
+            clear_weight_cache()
+    clear_autocast_cache.__wrapped__ = original
+    return clear_autocast_cache
 
 
 _TORCH_HOOKS = (("torch._higher_order_ops.utils", "_hop_compile_and_call", _hop_call),
+                ("torch", "clear_autocast_cache", _clear_autocast_cache),
                 ("torch.utils.checkpoint", "_checkpoint_without_reentrant_generator",
                  _checkpoint_generator),
                 ("torch.utils.checkpoint", "CheckpointFunction", _checkpoint_function),

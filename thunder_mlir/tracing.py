@@ -299,6 +299,7 @@ def _is_tensor_leaf(x) -> bool:
 
 def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
     """Handle one torch call during tracing (see module docstring)."""
+    from . import autocast
     from .symbols import SYMBOLS
     from .executors.torch_fallback import emit_fallback
 
@@ -330,16 +331,18 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
             "reach. Create it outside the function and pass it as an input.")
 
     def run():
-        sym = SYMBOLS.get(func)
+        sym, a, k = SYMBOLS.get(func), args, kwargs
+        if autocast.enabled(trace):  # eager's autocast casts (thunder_mlir/autocast.py)
+            sym, a, k = autocast.prepare(trace, func, sym, a, k)
         if sym is not None:
             try:
-                if sym.name not in COMPLEX_SYMBOLS and involves_complex(args, kwargs):
+                if sym.name not in COMPLEX_SYMBOLS and involves_complex(a, k):
                     raise Fallback(f"{sym.name} is not verified on complex numbers "
                                    "(symbols/complex_support.py)")
-                return sym(*args, **kwargs)
+                return sym(*a, **k)
             except Fallback:
                 pass
-        return emit_fallback(trace, func, args, kwargs)
+        return emit_fallback(trace, func, a, k)
 
     with trace.location_of_user_line():
         return user_op(func, args, kwargs, run)

@@ -2,10 +2,13 @@
 
 While tracing, the op runs on meta tensors to learn its outputs' shapes and dtypes (an op
 with no meta kernel runs once on zero-filled inputs instead, and every real run is checked
-against what that trial gave), and is recorded as ``thunder.executor_call`` with
-``executor = "torch"``. The partition pass leaves it between XLA regions; the runtime calls
-the real torch function there. So an unsupported op costs speed (a region boundary and an
-eager kernel), never correctness.
+against what that trial gave; inside a ``torch.autocast`` region, meta tensors would skip
+autocast's casts, so the trial run on zeros (under that state) is used, or fake tensors of
+the program's device where it has no kernels here), and is recorded as
+``thunder.executor_call`` with ``executor = "torch"``. The partition pass leaves it between
+XLA regions; the runtime calls the real torch function there, under the autocast state it
+was traced in. So an unsupported op costs speed (a region boundary and an eager kernel),
+never correctness.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from torch_mlir import ir
 
 from thunder_mlir.dialects import ExecutorCallOp, fits_in_runs, segment_kwargs
 
-from .. import dtypes
+from .. import autocast, dtypes
 from ..errors import TraceError
 from ..proxy import TensorProxy
 
@@ -59,9 +62,20 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         meta_leaves[i] = leaves[i].meta
     m_args, m_kwargs = optree.tree_unflatten(spec, meta_leaves)
     trial = False  # metadata from a trial run or a documented rule: checked every real run
+    pin = autocast.pin_state(trace.device)  # the autocast state the op runs under
     try:
-        with torch._C.DisableTorchFunction(), torch.device("meta"):
-            meta_out = func(*m_args, **m_kwargs)
+        if pin is not None and pin[1]:
+            # in an autocast region: meta tensors skip autocast's casts and fake tensors the
+            # ones a kernel makes inside (linalg.pinv's matmul); real kernels run on zeros,
+            # else fake tensors, and every real run is checked against what they gave
+            trial = True
+            meta_out = _trial_run(func, leaves, positions, spec, trace.device) \
+                if autocast.device_exists(trace.device) else None
+            if meta_out is None:
+                meta_out = autocast.fake_metadata(func, args, kwargs, trace.device)
+        else:
+            with torch._C.DisableTorchFunction(), torch.device("meta"):
+                meta_out = func(*m_args, **m_kwargs)
     except Exception as e:
         meta_out = _documented_metadata(func, m_args, m_kwargs)
         if meta_out is None:
@@ -108,7 +122,7 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         if inplace:
             vals[positions[0]] = tensors[0].clone()
         a, k = optree.tree_unflatten(spec, vals)
-        out = func(*a, **k)
+        out = autocast.run_pinned(pin, func, a, k)
         if inplace:
             return [vals[positions[0]]]
         flat = optree.tree_leaves(out, none_is_leaf=True)
@@ -289,7 +303,8 @@ def _generators(leaves: list, device) -> list[torch.Generator]:
     if given:
         return given
     gens = [torch.default_generator]
-    if device.type == "cuda":
+    if device.type == "cuda" and torch.cuda.is_available():  # (traced for a CUDA device
+        # on a machine without one, autocast's trace-level checks: the program never runs)
         gens.append(torch.cuda.default_generators[
             device.index if device.index is not None else torch.cuda.current_device()])
     return gens

@@ -30,6 +30,16 @@ def jax_device(device: torch.device):
     raise NotImplementedError(f"thunder_mlir runs on cpu and cuda devices, not {device}")
 
 
+def _compile_options(xc):
+    """XLA's options for every region. ``xla_allow_excess_precision`` off: by default XLA
+    may drop a rounding to a 16-bit float that the program spells out (a bfloat16 dot whose
+    result is converted back to float32 in the same region, as the backward of an autocast
+    region's matmul is), computing more precisely than eager PyTorch does."""
+    opts = xc.CompileOptions()
+    opts.env_option_overrides = [("xla_allow_excess_precision", False)]
+    return opts
+
+
 def compile_stablehlo(text: str, device: torch.device):
     """Compile a StableHLO module (entry ``@main``) for ``device``; cached by text."""
     from jax._src.lib import xla_client as xc
@@ -41,7 +51,7 @@ def compile_stablehlo(text: str, device: torch.device):
     dev = jax_device(device)
     client = dev.client
     try:
-        exe = client.compile_and_load(text, xc.DeviceList((dev,)), xc.CompileOptions())
+        exe = client.compile_and_load(text, xc.DeviceList((dev,)), _compile_options(xc))
     except Exception as e:  # XlaRuntimeError has no stable import path
         raise CompileError(f"XLA rejected a lowered region: {e}\n--- module ---\n{text}") from None
     with _LOCK:

@@ -33,6 +33,38 @@ def vecdot(x, y, *, dim=-1):
     return rsum(mul(x, y), dim)
 
 
+def _chain_order(p: list[int]) -> list[list[int]]:
+    """ATen's ``multi_dot`` order (LinearAlgebra.cpp): for three matrices the cheaper of
+    (AB)C and A(BC), (AB)C on a tie; for more, the matrix-chain dynamic program (split[i][j]
+    = the first k of least cost). Each product rounds in the input dtype, so the order
+    decides 16-bit results."""
+    n = len(p) - 1
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    if n == 3:
+        ab_c = p[0] * p[1] * p[2] + p[0] * p[2] * p[3]
+        a_bc = p[1] * p[2] * p[3] + p[0] * p[1] * p[3]
+        split[0][2] = 1 if ab_c <= a_bc else 0
+        split[0][1], split[1][2] = 0, 1
+        return split
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = None
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + p[i] * p[k + 1] * p[j + 1]
+                if cost[i][j] is None or c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+    return split
+
+
+def _chain(ts, split, i, j):
+    if i == j:
+        return ts[i]
+    k = split[i][j]
+    return matmul(_chain(ts, split, i, k), _chain(ts, split, k + 1, j))
+
+
 @register("multi_dot", torch.linalg.multi_dot)
 def multi_dot(tensors):
     ts = list(tensors)
@@ -41,9 +73,8 @@ def multi_dot(tensors):
         ts[0] = prims.reshape(ts[0], (1,) + ts[0].tshape)
     if last_vec:
         ts[-1] = prims.reshape(ts[-1], ts[-1].tshape + (1,))
-    out = ts[0]
-    for t in ts[1:]:
-        out = matmul(out, t)
+    out = _chain(ts, _chain_order([t.tshape[0] for t in ts] + [ts[-1].tshape[1]]), 0,
+                 len(ts) - 1)
     if first_vec and last_vec:
         return prims.reshape(out, ())
     if first_vec:

@@ -183,7 +183,19 @@ def index_add(input, dim, index, source, *, alpha=1):
 
 @register("index_copy", torch.index_copy, T.index_copy)
 def index_copy(input, dim, index, source):
+    if source.tdtype != input.tdtype:  # ATen's index_copy_ check (no type promotion)
+        raise RuntimeError(
+            "index_copy_(): self and source expected to have the same dtype, but got (self) "
+            f"{_aten_name(input.tdtype)} and (source) {_aten_name(source.tdtype)}")
     return _index_op(input, dim, index, source, "set")
+
+
+def _aten_name(dtype: torch.dtype) -> str:
+    """ATen's ScalarType name (``BFloat16``, ``Double``) for error messages."""
+    return {torch.float64: "Double", torch.float32: "Float", torch.float16: "Half",
+            torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int",
+            torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
+            torch.bool: "Bool"}.get(dtype, str(dtype))
 
 
 @register("index_reduce", torch.index_reduce, T.index_reduce)
