@@ -14,6 +14,8 @@ import optree
 import torch
 import torch.utils._pytree as torch_pytree
 
+from .error_reporting import error_boundary
+
 
 def _float(t) -> bool:
     return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
@@ -47,6 +49,7 @@ def grad(jfn: Callable) -> Callable:
     outputs). ``jfn`` is a ``thunder_mlir.jit`` result or a plain function (jitted here).
     Raises thunder_mlir.passes.grad.GradError for an op without a VJP rule.
     """
+    @error_boundary
     def grad_fn(*args, **kwargs):
         return _run(jfn, args, kwargs)[1]
     return grad_fn
@@ -54,6 +57,7 @@ def grad(jfn: Callable) -> Callable:
 
 def value_and_grad(jfn: Callable) -> Callable:
     """``value_and_grad(jfn)(*args)`` -> (outputs, gradients) (see ``grad``)."""
+    @error_boundary
     def vg(*args, **kwargs):
         out, grads = _run(jfn, args, kwargs)
         return torch_pytree.tree_map(lambda o: o.detach() if isinstance(o, torch.Tensor) else o,
