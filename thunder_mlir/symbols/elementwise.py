@@ -381,6 +381,11 @@ def isinf(input):
 def where(condition, input=None, other=None):
     if input is None and other is None:
         raise NotImplementedError("torch.where(condition) has a data-dependent output shape")
+    if type(condition) is TensorProxy and condition.tdtype not in (torch.bool, torch.uint8):
+        with torch._C.DisableTorchFunction():  # torch's name for the dtype (Long, Float)
+            kind = torch.empty(0, dtype=condition.tdtype, device="meta").type().split(".")[-1]
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {kind.removesuffix('Tensor')}")
     comp, res = promote(input, other)
     shape = broadcast_shape(condition, input, other)
     pred = lift(_as_bool(condition), torch.bool, shape)
