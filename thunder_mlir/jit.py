@@ -348,8 +348,13 @@ def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
     Functions are accepted inputs, specialized on and guarded by identity; a jitted function
     called while another is traced is inlined into it (docs/sharp_edges.md).
 
-    Raises ``UnsupportedInputError`` (a ValueError) for inputs of unsupported types and
-    ``TraceError`` subclasses for programs that cannot be traced, naming the user's line.
+    Raises ``UnsupportedInputError`` (a ValueError) for inputs of unsupported types (sparse,
+    nested, quantized tensors and tensor subclasses included), ``CallArgumentError`` (a
+    TypeError) for arguments the signature does not take, ``TorchOpError`` (also eager's
+    exception type) for op arguments eager rejects too, and other ``TraceError`` subclasses
+    for programs that cannot be traced. Every error names the user's line first and hides
+    thunder_mlir's frames from the traceback (``THUNDER_MLIR_VERBOSE_ERRORS=1`` shows them;
+    ``error_reporting.py``).
     """
     if isinstance(fn, torch.nn.Module):
         from .module import ThunderModule
