@@ -173,6 +173,28 @@ BAD_OPS = [
     ("where_int_condition", lambda c, a: torch.where(c, a, a),
      lambda: (torch.ones(2, dtype=torch.int64), torch.randn(2)), "torch.where",
      TorchOpRuntimeError),
+    # before issue 13 these computed a result where eager raises
+    ("gather_float_index", lambda x, i: torch.gather(x, 0, i),
+     lambda: (torch.randn(3), torch.zeros(2)), "torch.gather", TorchOpRuntimeError),
+    ("split_sizes_sum", lambda x: torch.split(x, [1, 1]), lambda: (torch.randn(3),),
+     "torch.split", TorchOpRuntimeError),
+    ("max_pool_output_too_small", lambda x: F.max_pool2d(x, 5),
+     lambda: (torch.randn(1, 1, 3, 3),), "F.max_pool2d", TorchOpRuntimeError),
+    ("sum_duplicate_dims", lambda x: x.sum((0, 0)), lambda: (torch.randn(2, 3),), "x.sum",
+     TorchOpRuntimeError),
+    ("scatter_index_rank", lambda x, i, v: x.scatter(0, i, v),
+     lambda: (torch.randn(3), torch.zeros(2, 2, dtype=torch.int64), torch.randn(2, 2)),
+     "x.scatter", TorchOpRuntimeError),
+    ("masked_fill_float_mask", lambda x, m: x.masked_fill(m, 0.0),
+     lambda: (torch.randn(3), torch.randn(3)), "masked_fill", TorchOpRuntimeError),
+    ("int_to_negative_power", lambda x: x ** -1, lambda: (torch.ones(2, dtype=torch.int64),),
+     "x ** -1", TorchOpRuntimeError),
+    # before issue 13: an XLA compile error (stablehlo.negate of i1)
+    ("negate_bool", lambda x: -x, lambda: (torch.ones(2, dtype=torch.bool),), "-x",
+     TorchOpRuntimeError),
+    # a factory: re-run on the meta device
+    ("arange_zero_step", lambda x: x + torch.arange(0, 3, 0), lambda: (torch.randn(3),),
+     "torch.arange", TorchOpRuntimeError),
 ]
 
 

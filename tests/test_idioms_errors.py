@@ -138,3 +138,24 @@ def test_idiom_shape_error_in_exec_string_names_the_string_line():
     check_idiom(fn, lambda: (torch.randn(2, 3), torch.randn(4, 5)))
     e = check_raises(fn, (torch.randn(2, 3), torch.randn(4, 5)), RuntimeError, "mat1 and mat2")
     assert str(e).splitlines()[0] == "<string>:2"
+
+
+# ------------------------------------- area 9: inputs eager refuses, once computed silently
+def test_idiom_masked_fill_with_a_float_mask():
+    check_idiom(lambda x, m: x.masked_fill(m, 0.0), lambda: (torch.randn(3), torch.randn(3)))
+
+
+def test_idiom_sum_over_a_repeated_dim():
+    check_idiom(lambda x: x.sum((1, -1)), lambda: (torch.randn(2, 3, requires_grad=True),))
+
+
+def test_idiom_split_sizes_that_do_not_add_up():
+    check_idiom(lambda x: torch.split(x, [2, 2], 0), lambda: (torch.randn(3, 2),))
+
+
+def test_idiom_gather_with_float_indices():
+    check_idiom(lambda x, i: torch.gather(x, 1, i), lambda: (torch.randn(2, 3), torch.zeros(2, 2)))
+
+
+def test_idiom_max_pool_window_larger_than_input():
+    check_idiom(torch.nn.MaxPool2d(5), lambda: (torch.randn(1, 1, 3, 3),))

@@ -181,10 +181,6 @@ def _starts_with_location(msg: str) -> bool:
                            or m.group(1).endswith(".py")))
 
 
-def _with_message(e: BaseException, msg: str) -> None:
-    e.args = (msg,) + tuple(e.args[1:])
-
-
 # --------------------------------------------------------------- input diagnosis
 def unsupported_tensor(t: torch.Tensor) -> str | None:
     """Why thunder_mlir cannot take tensor ``t`` as an input (what it is and what to do), or
@@ -299,34 +295,44 @@ def _rerun(func, leaves, spec, device: str) -> BaseException | None:
     return None
 
 
-def eager_error(func, args, kwargs) -> BaseException | None:
+_UNJUDGED = object()  # eager_error: the call cannot be re-run to learn what eager does
+
+
+def eager_error(func, args, kwargs, seen: BaseException | None = None):
     """The exception eager PyTorch raises for ``func(*args, **kwargs)`` where the tensors
     are proxies, judged by metadata alone: the call is re-run on meta tensors and on
-    zero-filled tensors of the proxies' shapes, dtypes and device. An error from both is
-    eager's (the zero-filled run gives eager's exact wording); an error on zeros alone
-    counts only when it is about dtypes (``... not implemented for 'Float'``, ``expected m1
-    and m2 to have the same dtype``), which no value causes. None: eager accepts the call,
-    or it cannot be judged (a user function among the arguments is never re-run, nor
-    inputs over 4M elements on zeros; a call without tensor arguments is not judged)."""
+    zero-filled tensors of the proxies' shapes, dtypes and device (a factory call, without
+    tensor arguments, on the meta device). An error from both runs is eager's (the
+    zero-filled run gives eager's exact wording). An error on zeros alone counts when it is
+    about dtypes (``... not implemented for 'Float'``), which no value causes, or when it
+    has the type of ``seen``, the error thunder_mlir raised without knowing any value.
+    Returns that exception, None if eager accepts the call, or ``_UNJUDGED`` when it cannot
+    be judged (a user function among the arguments is never re-run; inputs over 4M
+    elements are not re-run on zeros)."""
     from .proxy import TensorProxy
 
     leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
+    if any(isinstance(x, (types.FunctionType, types.MethodType, functools.partial))
+           for x in leaves):
+        return _UNJUDGED
     proxies = [x for x in leaves if type(x) is TensorProxy]
-    if not proxies or any(isinstance(x, (types.FunctionType, types.MethodType,
-                                         functools.partial)) for x in leaves):
-        return None
+    if not proxies:  # a factory: its arguments are Python values
+        with torch.device("meta"):
+            meta = _rerun(func, leaves, spec, "meta")
+        return _UNJUDGED if meta is not None and "'Meta' backend" in str(meta) else meta
     device = proxies[0].tdevice
     meta = _rerun(func, leaves, spec, "meta")
-    if meta is not None and "'Meta' backend" in str(meta):
-        meta = None  # no meta kernel: says nothing about the arguments
+    no_meta_kernel = meta is not None and "'Meta' backend" in str(meta)
+    if no_meta_kernel:
+        meta = None  # says nothing about the arguments
     numel = sum(math.prod(p.tshape) for p in proxies)
-    real = _rerun(func, leaves, spec, str(device)) \
-        if device.type in ("cpu", "cuda") and numel <= _TRIAL_NUMEL else None
-    if real is not None and (meta is not None or _DTYPE_ERROR.search(str(real))):
+    if device.type not in ("cpu", "cuda") or numel > _TRIAL_NUMEL:
+        return meta if meta is not None or not no_meta_kernel else _UNJUDGED
+    real = _rerun(func, leaves, spec, str(device))
+    if real is not None and (meta is not None or _DTYPE_ERROR.search(str(real))
+                             or (seen is not None and type(real) is type(seen))):
         return real
-    if meta is not None and numel > _TRIAL_NUMEL:
-        return meta
-    return None
+    return None if real is None else _UNJUDGED
 
 
 def _op_error(e: BaseException, func, args, kwargs, loc: str) -> BaseException | None:
@@ -334,14 +340,15 @@ def _op_error(e: BaseException, func, args, kwargs, loc: str) -> BaseException |
     (``TorchOpError``) when eager rejects the arguments too; a thunder_mlir limitation
     (``UnsupportedError``) when eager accepts them and ``e`` is no deliberate refusal;
     None to keep ``e``."""
-    eager = eager_error(func, args, kwargs)
+    eager = eager_error(func, args, kwargs, e)
     call = _describe_call(func, args, kwargs)
-    if eager is not None:
+    if eager is not None and eager is not _UNJUDGED:
         msg = str(eager).strip() or type(eager).__name__
         return torch_op_error_type(type(eager))(
             f"{loc}\n  {msg}\n  Eager PyTorch raises this {type(eager).__name__} for these "
             f"arguments too: {call}. Fix the shapes or dtypes at this line.")
-    if isinstance(e, (NotImplementedError, ThunderError)) or _starts_with_location(str(e)):
+    if eager is _UNJUDGED or isinstance(e, (NotImplementedError, ThunderError)) or \
+            _starts_with_location(str(e)):
         return None  # thunder_mlir's own refusal, with its own explanation and line
     return UnsupportedError(
         f"{loc}\n  thunder_mlir failed on {call}, which eager PyTorch accepts "
@@ -417,8 +424,8 @@ def translate(e: BaseException, *, target=None, args=(), kwargs=None,
 def report(e: BaseException, **context) -> BaseException:
     """The exception a public entry point raises for ``e``: translated (``translate``,
     same keyword arguments) and, unless ``THUNDER_MLIR_VERBOSE_ERRORS`` is set, with a
-    traceback trimmed to the user's frames and a note saying so. Raise it with
-    ``raise_reported`` so that the raising frame is not added."""
+    traceback trimmed to the user's frames and a note saying so (``error_boundary`` raises
+    it without adding its own frame)."""
     new = translate(e, **context)
     full = verbose()
     if new is not e:
@@ -469,8 +476,11 @@ def error_boundary(fn: Callable) -> Callable:
             if getattr(_local, "trace", None) is not None:
                 raise
             user_args = args[1:] if is_method else args
-            shown = report(e, target=_signature_target(args[0]) if is_method else None,
-                           args=user_args, kwargs=kwargs, call_site=_call_site())
+            try:
+                shown = report(e, target=_signature_target(args[0]) if is_method else None,
+                               args=user_args, kwargs=kwargs, call_site=_call_site())
+            except Exception:  # noqa: BLE001 - reporting must never replace the error
+                shown = e
             if shown is e:
                 raise  # a bare raise adds no frame: the trimmed traceback stays as set
             tb = shown.__traceback__

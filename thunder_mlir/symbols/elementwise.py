@@ -149,6 +149,10 @@ def fmod(input, other):
 
 @register("pow", *_fns(torch.pow, T.pow, T.__pow__))
 def pow(input, exponent):
+    if type(input) is TensorProxy and not (input.tdtype.is_floating_point
+                                           or input.tdtype.is_complex) and \
+            type(exponent) is int and exponent < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
     if type(input) is TensorProxy and isinstance(exponent, (int, float)) and \
             not isinstance(exponent, bool) and exponent == 2:
         comp, res = promote(input, exponent, kind=Kind.BOOL_TO_LONG)
@@ -264,6 +268,8 @@ def bitwise_not(input):
 # ---------------------------------------------------------------- unary math
 def _unary(prim, kind=Kind.INT_TO_FLOAT):
     def impl(input):
+        if prim == "neg" and type(input) is TensorProxy and input.tdtype is torch.bool:
+            raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported.")
         return elementwise_unary(prim, input, kind)
     return impl
 
@@ -394,6 +400,9 @@ def where(condition, input=None, other=None):
 
 @register("masked_fill", torch.masked_fill, T.masked_fill)
 def masked_fill(input, mask, value):
+    if type(mask) is TensorProxy and mask.tdtype is not torch.bool:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{mask.tdtype}")
     if type(value) is TensorProxy:
         value = prims.convert_element_type(value, input.tdtype)
     shape = broadcast_shape(input, mask)
