@@ -31,7 +31,8 @@ def test_idiom_matmul_of_mismatched_shapes():
 
 
 def test_idiom_cat_of_mismatched_shapes():
-    check_idiom(lambda a, b: torch.cat([a, b], dim=0), lambda: (torch.randn(2, 3), torch.randn(2, 4)))
+    check_idiom(lambda a, b: torch.cat([a, b], dim=0),
+                lambda: (torch.randn(2, 3), torch.randn(2, 4)))
 
 
 def test_idiom_conv_module_given_the_wrong_channels():
