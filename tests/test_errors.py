@@ -438,3 +438,17 @@ def test_unsupported_custom_function_feature_is_an_unsupported_error():
     assert isinstance(e, NotImplementedError) and isinstance(e, ThunderError)
     assert str(e).splitlines()[0] == _where(Dirty.forward, "ctx.mark_dirty")
     assert _internal_frames(e) == []
+
+
+def test_op_on_an_input_list_is_judged_like_eager():
+    """An input list reaches the program as a frozen TracedList; its tensors are still
+    re-run as eager would take them (not reported with an internal message)."""
+    def f(tensors):
+        return torch.cat(tensors)
+
+    args = [torch.randn(2, 3), torch.randn(2, 4)]
+    eager = _raised(f, args)
+    e = _raised(thunder_mlir.jit(f), args)
+    assert isinstance(e, TorchOpRuntimeError)
+    assert str(eager).splitlines()[0] in str(e) and "TensorProxy" not in str(e)
+    assert str(e).splitlines()[0] == _where(f, "torch.cat")

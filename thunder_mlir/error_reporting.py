@@ -262,9 +262,10 @@ def _describe_arg(x) -> str:
 
     if type(x) is TensorProxy:
         return f"tensor(shape={tuple(x.tshape)}, dtype={x.tdtype})"
-    if type(x) in (list, tuple):
+    if isinstance(x, list) or type(x) is tuple:
         inner = ", ".join(_describe_arg(v) for v in x)
-        return f"[{inner}]" if type(x) is list else f"({inner}{',' if len(x) == 1 else ''})"
+        return f"[{inner}]" if isinstance(x, list) else \
+            f"({inner}{',' if len(x) == 1 else ''})"
     r = repr(x)
     return r if len(r) <= 40 else r[:37] + "..."
 
@@ -295,6 +296,26 @@ def _rerun(func, leaves, spec, device: str) -> BaseException | None:
     return None
 
 
+def _plain(x):
+    """``x`` with list and dict subclasses (the program's frozen input containers) made
+    plain lists and dicts, so that a flatten reaches the proxies inside."""
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if type(x) is tuple:
+        return tuple(_plain(v) for v in x)
+    return x
+
+
+def _holds_proxy(x) -> bool:
+    from .proxy import TensorProxy
+
+    return isinstance(x, (tuple, list, dict)) and any(
+        type(v) is TensorProxy or _holds_proxy(v)
+        for v in (x.values() if isinstance(x, dict) else x))
+
+
 _UNJUDGED = object()  # eager_error: the call cannot be re-run to learn what eager does
 
 
@@ -311,9 +332,9 @@ def eager_error(func, args, kwargs, seen: BaseException | None = None):
     elements are not re-run on zeros)."""
     from .proxy import TensorProxy
 
-    leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
+    leaves, spec = optree.tree_flatten(_plain((args, kwargs)), none_is_leaf=True)
     if any(isinstance(x, (types.FunctionType, types.MethodType, functools.partial))
-           for x in leaves):
+           or (type(x) is not TensorProxy and _holds_proxy(x)) for x in leaves):
         return _UNJUDGED
     proxies = [x for x in leaves if type(x) is TensorProxy]
     if not proxies:  # a factory: its arguments are Python values
@@ -329,6 +350,8 @@ def eager_error(func, args, kwargs, seen: BaseException | None = None):
     if device.type not in ("cpu", "cuda") or numel > _TRIAL_NUMEL:
         return meta if meta is not None or not no_meta_kernel else _UNJUDGED
     real = _rerun(func, leaves, spec, str(device))
+    if any("TensorProxy" in str(err) for err in (meta, real) if err is not None):
+        return _UNJUDGED  # a proxy was not replaced: the runs say nothing
     if real is not None and (meta is not None or _DTYPE_ERROR.search(str(real))
                              or (seen is not None and type(real) is type(seen))):
         return real
