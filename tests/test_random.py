@@ -286,8 +286,13 @@ def test_bad_arguments_name_the_users_line():
     with pytest.raises(RuntimeError, match=r"test_random.py:\d+.*\n.*'from' to be less than "
                                            r"'to'"):
         thunder_mlir.jit(lambda x: x + torch.randint(5, 3, (3,)))(x)
-    with pytest.raises(TypeError, match=r"test_random.py:\d+.*\n.*floating point dtype"):
+    # eager's own error (NotImplementedError: "check_uniform_bounds" not implemented for
+    # 'Long'), after the user's line
+    with pytest.raises(NotImplementedError, match=r"test_random.py:\d+.*\n.*not implemented "
+                                                  r"for 'Long'"):
         thunder_mlir.jit(lambda x: x + torch.rand(3, dtype=torch.int64))(x)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        torch.rand(3, dtype=torch.int64)
 
 
 def test_explicit_generator_runs_on_the_torch_fallback():

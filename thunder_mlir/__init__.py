@@ -8,8 +8,9 @@
 from __future__ import annotations
 
 from .errors import (  # noqa: F401
-    CompileError, DataDependentControlFlowError, LoweringError, PassError, SharpEdgeError,
-    ThunderError, TraceError, UnsupportedInputError,
+    CallArgumentError, CompileError, DataDependentControlFlowError, LoweringError, PassError,
+    SharpEdgeError, ThunderError, TorchOpError, TraceError, UnsupportedError,
+    UnsupportedInputError,
 )
 from .cache import RecompileWarning  # noqa: F401
 from .grad_api import grad, value_and_grad  # noqa: F401

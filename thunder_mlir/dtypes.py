@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from torch_mlir import ir
 
+from .errors import ThunderError
+
 _TO_MLIR = {
     torch.float32: lambda: ir.F32Type.get(),
     torch.float64: lambda: ir.F64Type.get(),
@@ -32,7 +34,7 @@ _FROM_MLIR_STR = {
 }
 
 
-class UnsupportedDtypeError(TypeError):
+class UnsupportedDtypeError(TypeError, ThunderError):
     """A torch dtype with no MLIR element type in thunder_mlir (e.g. float8, quantized)."""
 
 

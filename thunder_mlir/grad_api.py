@@ -17,6 +17,8 @@ import optree
 import torch
 import torch.utils._pytree as torch_pytree
 
+from .error_reporting import error_boundary
+
 
 def _float(t) -> bool:
     return isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
@@ -66,7 +68,7 @@ def grad(jfn: Callable) -> Callable:
     from .module import ThunderModule
 
     if isinstance(jfn, ThunderModule):
-        return lambda *args, **kwargs: _run(jfn, args, kwargs)[1]
+        return error_boundary(lambda *args, **kwargs: _run(jfn, args, kwargs)[1])
     return _gradient_program_caller(jfn, "grad")
 
 
@@ -76,6 +78,7 @@ def value_and_grad(jfn: Callable) -> Callable:
     from .module import ThunderModule
 
     if isinstance(jfn, ThunderModule):
+        @error_boundary
         def vg(*args, **kwargs):
             out, grads = _run(jfn, args, kwargs)
             return torch_pytree.tree_map(
@@ -89,6 +92,7 @@ def _gradient_program_caller(jfn: Callable, mode: str) -> Callable:
 
     program = _joint(jfn, mode)
 
+    @error_boundary
     def call(*args, **kwargs):
         with torch.enable_grad():
             out = program(*args, **kwargs)

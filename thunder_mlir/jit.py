@@ -21,6 +21,7 @@ from torch_mlir import ir
 from . import compat, dtypes
 from .cache import CacheEntry, FunctionCache
 from .context import COMPILE_LOCK
+from .error_reporting import check_tensor_inputs, error_boundary, unsupported_tensor
 from .errors import TraceError, UnsupportedInputError
 from .proxy import TensorProxy
 from .sharp_edges import SharpEdgeMonitor, freeze_containers
@@ -56,6 +57,8 @@ class Stage:
 
 
 def _unsupported(x, path: str):
+    if isinstance(x, torch.Tensor) and unsupported_tensor(x) is not None:
+        raise UnsupportedInputError(f"the input at {path} is {unsupported_tensor(x)}.")
     raise UnsupportedInputError(
         f"thunder_mlir.jit cannot accept an input of type {type(x).__module__}."
         f"{type(x).__qualname__} (at {path}). Accepted: tensors, numbers, strings, dtypes, "
@@ -68,6 +71,8 @@ def _metas(leaves) -> tuple:
     out = []
     for x in leaves:
         if isinstance(x, torch.Tensor):
+            if type(x) is not torch.Tensor and not isinstance(x, torch.nn.Parameter):
+                return None  # a subclass: its methods would not run in the compiled program
             out.append(("tensor", x.shape, x.dtype, x.device, x.requires_grad))
         elif isinstance(x, _ACCEPTED) or type(x) is ThunderFunction:
             # slices are unhashable before Python 3.12: key them by their fields
@@ -113,6 +118,7 @@ class ThunderFunction:
         self.last: CacheEntry | None = None
         functools.update_wrapper(self, fn)
 
+    @error_boundary
     def __call__(self, *args, **kwargs):
         if getattr(_tracing_state, "trace", None) is not None:
             # called while another jitted function is traced: inlined, i.e. traced
@@ -244,6 +250,7 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
     (passes/joint.py) instead of the function."""
     from .extend import compiling
 
+    check_tensor_inputs(leaves, lambda: _paths(args, kwargs))  # sparse, nested, ...
     with compiling(executors) as ext:
         return _compile(fn, leaves, spec, sharp_edges, ext, joint)
 
@@ -368,8 +375,13 @@ def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
     Functions are accepted inputs, specialized on and guarded by identity; a jitted function
     called while another is traced is inlined into it (docs/sharp_edges.md).
 
-    Raises ``UnsupportedInputError`` (a ValueError) for inputs of unsupported types and
-    ``TraceError`` subclasses for programs that cannot be traced, naming the user's line.
+    Raises ``UnsupportedInputError`` (a ValueError) for inputs of unsupported types (sparse,
+    nested, quantized tensors and tensor subclasses included), ``CallArgumentError`` (a
+    TypeError) for arguments the signature does not take, ``TorchOpError`` (also eager's
+    exception type) for op arguments eager rejects too, and other ``TraceError`` subclasses
+    for programs that cannot be traced. Every error names the user's line first and hides
+    thunder_mlir's frames from the traceback (``THUNDER_MLIR_VERBOSE_ERRORS=1`` shows them;
+    ``error_reporting.py``).
     """
     if isinstance(fn, torch.nn.Module):
         from .module import ThunderModule

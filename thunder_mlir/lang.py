@@ -74,7 +74,11 @@ def canonical_dims(dims, rank: int) -> list[int]:
         return list(range(rank))
     if isinstance(dims, int):
         dims = [dims]
-    out = sorted({canonical_dim(d, rank) for d in dims})
+    canon = [canonical_dim(d, rank) for d in dims]
+    out = sorted(set(canon))
+    if rank > 0 and len(out) != len(canon):  # eager refuses (sum, amax, flip, ...)
+        dup = next(d for d in canon if canon.count(d) > 1)
+        raise RuntimeError(f"dim {dup} appears multiple times in the list of dims")
     return out if rank > 0 else []
 
 

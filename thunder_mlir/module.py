@@ -13,6 +13,7 @@ import functools
 import torch
 from torch.nn.parameter import is_lazy
 
+from .error_reporting import error_boundary
 from .jit import ThunderFunction
 
 
@@ -86,6 +87,10 @@ class ThunderModule(torch.nn.Module):
         self._original = module
         self._state = _ModuleState(module)
         self._fn = ThunderFunction(functools.partial(_functional_forward, module), **jit_options)
+
+    @error_boundary
+    def __call__(self, *args, **kwargs):  # errors show the user's frames, not torch's
+        return super().__call__(*args, **kwargs)
 
     def forward(self, *args, **kwargs):
         flags, state = self._state.read()

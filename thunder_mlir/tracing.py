@@ -45,6 +45,8 @@ def _package_dir(mod) -> str:
 
 
 _SKIPPED_DIRS: tuple[str, ...] = ()
+# frozen standard-library modules and torch.fx's generated code: never the user's line
+_GENERATED = ("<frozen", "<eval_with_key>")
 
 
 def _skipped_dirs() -> tuple[str, ...]:
@@ -70,7 +72,7 @@ def user_frame():
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith(skipped) and not fn.startswith("<frozen"):
+        if not fn.startswith(skipped) and not fn.startswith(_GENERATED):
             return f
         f = f.f_back
     return None
@@ -86,7 +88,7 @@ def _library_frame():
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith(own) and not fn.startswith(glue) and not fn.startswith("<frozen") \
+        if not fn.startswith(own) and not fn.startswith(glue) and not fn.startswith(_GENERATED) \
                 and fn != __file__:
             return f
         f = f.f_back
@@ -99,17 +101,19 @@ def user_stacklevel() -> int:
     skipped = _skipped_dirs()
     f, level = sys._getframe(1), 1
     while f.f_back is not None and (f.f_code.co_filename.startswith(skipped)
-                                    or f.f_code.co_filename.startswith("<frozen")):
+                                    or f.f_code.co_filename.startswith(_GENERATED)):
         f, level = f.f_back, level + 1
     return level
 
 
 def describe_frame(f) -> str:
-    """``file:line: source`` for error messages."""
+    """``file:line: source`` for error messages; ``file:line`` where the source is not
+    available (a string given to ``exec``, ``python -c``; IPython cells are in linecache)."""
     if f is None:
         return "<unknown location>"
     src = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
-    return f"{f.f_code.co_filename}:{f.f_lineno}: {src}"
+    return f"{f.f_code.co_filename}:{f.f_lineno}: {src}" if src else \
+        f"{f.f_code.co_filename}:{f.f_lineno}"
 
 
 # -------------------------------------------------------------------------- trace

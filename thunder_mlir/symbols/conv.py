@@ -119,6 +119,9 @@ def _pool_sizes(L, k, s, p, d, ceil_mode):
     out = (-(-num // s) if ceil_mode else num // s) + 1
     if ceil_mode and (out - 1) * s >= L + p:
         out -= 1
+    if out < 1:  # eager: "Output size is too small"
+        raise RuntimeError(f"pooling: input size {L}, kernel {k}, stride {s}, padding {p}, "
+                           f"dilation {d}: calculated output size {out} is too small")
     extra = max(0, (out - 1) * s + eff - (L + 2 * p))
     return out, extra
 

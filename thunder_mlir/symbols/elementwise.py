@@ -149,6 +149,10 @@ def fmod(input, other):
 
 @register("pow", *_fns(torch.pow, T.pow, T.__pow__))
 def pow(input, exponent):
+    if type(input) is TensorProxy and not (input.tdtype.is_floating_point
+                                           or input.tdtype.is_complex) and \
+            type(exponent) is int and exponent < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
     if type(input) is TensorProxy and isinstance(exponent, (int, float)) and \
             not isinstance(exponent, bool) and exponent == 2:
         comp, res = promote(input, exponent, kind=Kind.BOOL_TO_LONG)
@@ -264,6 +268,8 @@ def bitwise_not(input):
 # ---------------------------------------------------------------- unary math
 def _unary(prim, kind=Kind.INT_TO_FLOAT):
     def impl(input):
+        if prim == "neg" and type(input) is TensorProxy and input.tdtype is torch.bool:
+            raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported.")
         return elementwise_unary(prim, input, kind)
     return impl
 
@@ -385,6 +391,11 @@ def isinf(input):
 def where(condition, input=None, other=None):
     if input is None and other is None:
         raise NotImplementedError("torch.where(condition) has a data-dependent output shape")
+    if type(condition) is TensorProxy and condition.tdtype not in (torch.bool, torch.uint8):
+        with torch._C.DisableTorchFunction():  # torch's name for the dtype (Long, Float)
+            kind = torch.empty(0, dtype=condition.tdtype, device="meta").type().split(".")[-1]
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {kind.removesuffix('Tensor')}")
     comp, res = promote(input, other)
     shape = broadcast_shape(condition, input, other)
     pred = lift(_as_bool(condition), torch.bool, shape)
@@ -393,6 +404,9 @@ def where(condition, input=None, other=None):
 
 @register("masked_fill", torch.masked_fill, T.masked_fill)
 def masked_fill(input, mask, value):
+    if type(mask) is TensorProxy and mask.tdtype is not torch.bool:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{mask.tdtype}")
     if type(value) is TensorProxy:
         value = prims.convert_element_type(value, input.tdtype)
     shape = broadcast_shape(input, mask)

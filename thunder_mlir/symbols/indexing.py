@@ -143,6 +143,8 @@ def index_select(input, dim, index):
 def gather(input, dim, index, *, sparse_grad=False):
     if _numel(index) == 0:  # ATen skips its checks (rank included) for an empty index
         return prims.full(index.tshape, 0, input.tdtype)
+    if index.tdtype not in (torch.int32, torch.int64):
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
     if len(input.tshape) == 0:  # a 0-d input gathers as one element of a 1-d tensor
         n = _numel(index)
         flat = prims.take_along(prims.reshape(input, (1,)), prims.reshape(

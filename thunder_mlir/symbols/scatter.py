@@ -100,6 +100,10 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
     d = canonical_dim(dim, r)
     if r == 0:
         raise Fallback("scatter on a 0-d tensor")
+    if len(index.tshape) != r or (type(src) is TensorProxy and len(src.tshape) != r):
+        raise RuntimeError("Index tensor must have the same number of dimensions as self "
+                           "tensor" if len(index.tshape) != r else "Index tensor must have "
+                           "the same number of dimensions as src tensor")
     if _numel(index.tshape) == 0:
         return input
     upd = _src_like(src, index, input.tdtype)

@@ -207,7 +207,11 @@ def _split_sizes(length: int, split_size_or_sections) -> list[int]:
     if isinstance(split_size_or_sections, int):
         s = split_size_or_sections
         return [min(s, length - i) for i in range(0, length, s)] if length else [0]
-    return list(split_size_or_sections)
+    sizes = list(split_size_or_sections)
+    if sum(sizes) != length or any(s < 0 for s in sizes):
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {length} "
+                           f"(input tensor's size at dimension), but got split_sizes={sizes}")
+    return sizes
 
 
 def _slice_along(x: TensorProxy, d: int, start: int, stop: int, step: int = 1) -> TensorProxy:
