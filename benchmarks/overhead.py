@@ -70,6 +70,49 @@ def systems(calls: int, repeats: int, with_compile: bool) -> dict[str, float]:
     return out
 
 
+class GuardedMLP(torch.nn.Module):
+    """4 Linear layers whose forward reads plain attributes (a scale, a flag), each a
+    guard of the compiled program (thunder_mlir/guards.py)."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(4))
+        self.scale = 0.5
+        self.use_tanh = True
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+            x = x.tanh() if self.use_tanh else x.relu()
+        return x * self.scale
+
+
+def module_systems(calls: int, repeats: int, with_compile: bool) -> dict[str, float]:
+    """Per-call µs of ``GuardedMLP`` on a (2, 8) input, inference (no grad)."""
+    m, x = GuardedMLP(), torch.randn(2, 8)
+    out = {}
+    with torch.no_grad():
+        out["eager torch"] = per_call_us(lambda: m(x), calls, repeats)
+        if with_compile:
+            try:
+                cm = torch.compile(m)
+                for _ in range(3):
+                    cm(x)
+                out["torch.compile"] = per_call_us(lambda: cm(x), calls, repeats)
+            except Exception as e:  # noqa: BLE001 - report and go on
+                print(f"torch.compile failed: {type(e).__name__}: {e}", file=sys.stderr)
+        tm = thunder_mlir.jit(m)
+        torch.testing.assert_close(tm(x), m(x))
+        out["thunder_mlir"] = per_call_us(lambda: tm(x), calls, repeats)
+        assert thunder_mlir.cache_misses(tm) == 1
+        cache = tm._fn.cache
+        out[f"  of which: guard key ({len(cache.schema)} guards)"] = per_call_us(
+            cache._guard_key, calls, repeats)
+        out["  of which: module state (flags, params, hooks)"] = per_call_us(
+            tm._state.read, calls, repeats)
+    return out
+
+
 # ------------------------------------------------------------------- profile
 def profile(calls: int, repeats: int) -> list[tuple[str, float]]:
     """µs per component of one thunder_mlir cache-hit call, each timed on its own."""
@@ -152,6 +195,12 @@ def main() -> None:
     print(f"{'system':<24}{'us/call':>10}{'/ torch.compile':>17}{'/ jax.jit':>11}")
     for name, us in res.items():
         print(f"{name:<24}{us:>10.2f}{us / tc:>16.2f}x{us / floor:>10.2f}x")
+    mres = module_systems(opts.calls // 5, opts.repeats, not opts.no_compile)
+    print(f"\nPer-call time of an nn.Module (4 Linear(8, 8) + tanh, 2 guarded attributes; "
+          f"batch 2, no grad)")
+    mtc = mres.get("torch.compile", float("nan"))
+    for name, us in mres.items():
+        print(f"{name:<50}{us:>10.2f}{us / mtc:>16.2f}x")
     print("\nthunder_mlir cache-hit call, component by component (each timed alone):")
     prof = profile(opts.calls, opts.repeats)
     total = next(us for name, us in prof if name.startswith("total"))

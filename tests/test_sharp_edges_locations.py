@@ -257,4 +257,6 @@ def test_warning_in_generated_dataclass_init_is_not_reported():
     with warnings.catch_warnings():
         warnings.simplefilter("error", SharpEdgeWarning)
         torch.testing.assert_close(jf(torch.ones(2)), f(torch.ones(2)))
-    assert thunder_mlir.cache_info(jf)["guards"] == []
+    # the class itself is guarded by identity (a closure cell); its generated __init__
+    # reads nothing that is guarded
+    assert thunder_mlir.cache_info(jf)["guards"] == ["cell 'Out'"]

@@ -20,38 +20,15 @@ from typing import Any
 import torch
 
 from . import autocast
+from .guards import MISSING as _MISSING, Guard, key_function
 
 
 class RecompileWarning(UserWarning):
     """A jitted function recompiled more often than its ``recompile_limit``."""
 
 
-_MISSING = object()
 _any_autocast = torch._C._is_any_autocast_enabled  # one C call on the hot path
 MAX_REASONS = 256  # recompile reasons kept per function
-
-
-@dataclass(eq=False)
-class Guard:
-    """A Python value read from a global (``scope`` = the globals dict) or a closure cell."""
-
-    kind: str  # "global" | "cell"
-    name: str
-    scope: Any  # dict for globals, cell for closures
-
-    def current(self):
-        if self.kind == "global":
-            return self.scope.get(self.name, _MISSING)
-        try:
-            return self.scope.cell_contents
-        except ValueError:  # an emptied cell (del of a nonlocal)
-            return _MISSING
-
-    def same_source(self, other: "Guard") -> bool:
-        return self.kind == other.kind and self.name == other.name and self.scope is other.scope
-
-    def describe(self) -> str:
-        return f"{self.kind} '{self.name}'"
 
 
 def fmt(v) -> str:
@@ -72,6 +49,8 @@ class CacheEntry:
     key: Any = None
     paths: list[str] = field(default_factory=list)
     guards: list[tuple[Guard, Any]] = field(default_factory=list)
+    # attribute writes the program made (guards.AttributeRecorder), replayed after each run
+    attribute_writes: list = field(default_factory=list)
     _rebuild: Any = None
     # with autograd (grad pass): the backward plan and how forward outputs map to it
     backward_plan: Any = None
@@ -142,6 +121,7 @@ class FunctionCache:
         self.enabled = enabled
         self.entries: dict[Any, CacheEntry] = {}
         self.schema: list[Guard] = []
+        self._guard_key = key_function(self.schema)  # the schema's current key values
         self.hits = 0
         self.misses = 0
         # the latest MAX_REASONS (a function re-traced on every call must not grow it)
@@ -151,8 +131,7 @@ class FunctionCache:
 
     def key(self, spec, metas: tuple) -> tuple:
         return (spec, metas, torch.is_grad_enabled(), torch.get_default_dtype(),
-                tuple(g.current() for g in self.schema),
-                autocast.state_key() if _any_autocast() else None)
+                self._guard_key(), autocast.state_key() if _any_autocast() else None)
 
     def lookup(self, key) -> CacheEntry | None:
         if not self.enabled:
@@ -178,9 +157,10 @@ class FunctionCache:
         new_sources = [g for g, _ in guards if not any(g.same_source(s) for s in self.schema)]
         if new_sources:
             self.schema.extend(new_sources)
+            self._guard_key = key_function(self.schema)
             # keys of existing entries lack the new sources: they can no longer be hit
             self.entries.clear()
-            key = key[:4] + (tuple(g.current() for g in self.schema),) + key[5:]
+            key = key[:4] + (self._guard_key(),) + key[5:]
         entry.key, entry.paths, entry.guards = key, paths, guards
         if self.enabled:
             try:
@@ -213,7 +193,8 @@ class FunctionCache:
         if old[5] != key[5]:
             out.append(f"torch.autocast state changed: {autocast.describe_state(old[5])} -> "
                        f"{autocast.describe_state(key[5])}")
-        out += [f"{g.describe()} changed: {fmt(a)} -> {fmt(b)}"
+        out += [f"{g.describe()} is another object" if g.by_identity else
+                f"{g.describe()} changed: {fmt(a)} -> {fmt(b)}"
                 for g, a, b in zip(self.schema, old[4], key[4]) if a != b]
         if not out and len(old[4]) != len(key[4]):
             out.append("new guards were recorded")

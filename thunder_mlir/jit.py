@@ -104,6 +104,9 @@ class ThunderFunction:
         from .extend import OperatorExecutor
 
         self.joint = _joint  # "grad" | "value_and_grad": the gradient program (grad_api.py)
+        # () -> [(object, description)]: objects whose attribute reads the trace guards
+        # (a ThunderModule's module tree; guards.py)
+        self.watch: Callable[[], list] | None = None
         self.executors = tuple(executors or ())
         if not all(isinstance(e, OperatorExecutor) for e in self.executors):
             raise TypeError("executors must be thunder_mlir.extend.OperatorExecutor objects")
@@ -147,7 +150,8 @@ class ThunderFunction:
             with COMPILE_LOCK:
                 full_leaves, full_spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
                 entry = compile_function(self.fn, args, kwargs, full_leaves, full_spec,
-                                         self.sharp_edges, self.executors, self.joint)
+                                         self.sharp_edges, self.executors, self.joint,
+                                         self.watch() if self.watch is not None else ())
                 cache.insert(key, entry, _paths(args, kwargs), entry.guards)
         else:
             cache.hits += 1
@@ -166,6 +170,9 @@ class ThunderFunction:
                 for i, v in zip(entry.mutated_inputs, outs[-k:]):
                     tensors[i].copy_(v)
             outs = outs[:-k]
+        if entry.attribute_writes:  # self.calls += 1 in forward, as eager leaves it
+            for obj, name, value in entry.attribute_writes:
+                setattr(obj, name, value)
         return entry.rebuild(outs)
 
 
@@ -185,7 +192,7 @@ def _program_device(tensors) -> torch.device:
 
 
 def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
-                   grad_inputs: list[bool] | None = None):
+                   grad_inputs: list[bool] | None = None, watch=()):
     """Trace ``fn`` on proxies for the tensor leaves (requiring grad as the tensors do, or
     as ``grad_inputs`` says per tensor).
 
@@ -197,6 +204,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     trace = Trace(_program_device(tensors))
     monitor = SharpEdgeMonitor(fn, sharp_edges)
     trace.monitor = monitor
+    for obj, owner in watch:  # objects whose attribute reads are guarded (guards.py)
+        monitor.recorder.watch(obj, owner)
     with trace.building():
         arg_types = [dtypes.tensor_type(t.shape, t.dtype) for t in tensors]
         values = iter(trace.begin(arg_types))
@@ -242,21 +251,22 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
 
 
 def compile_function(fn: Callable, args, kwargs, leaves, spec,
-                     sharp_edges: str = "warn", executors=(), joint: str | None = None
-                     ) -> CacheEntry:
+                     sharp_edges: str = "warn", executors=(), joint: str | None = None,
+                     watch=()) -> CacheEntry:
     """Trace, transform, lower and compile ``fn`` for these inputs (under COMPILE_LOCK).
     ``executors``: user executors (thunder_mlir.extend), in priority order. ``joint``:
     "grad" or "value_and_grad" compiles the gradient program of ``thunder_mlir.grad``
-    (passes/joint.py) instead of the function."""
+    (passes/joint.py) instead of the function. ``watch``: (object, description) pairs
+    whose attribute reads become guards (guards.py)."""
     from .extend import compiling
 
     check_tensor_inputs(leaves, lambda: _paths(args, kwargs))  # sparse, nested, ...
     with compiling(executors) as ext:
-        return _compile(fn, leaves, spec, sharp_edges, ext, joint)
+        return _compile(fn, leaves, spec, sharp_edges, ext, joint, watch)
 
 
 def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
-             joint: str | None = None) -> CacheEntry:
+             joint: str | None = None, watch=()) -> CacheEntry:
     from thunder_mlir.passes import PASSES
     from thunder_mlir.passes.grad import DIFF_OUTPUTS, SIDE_TABLE as GRAD_SIDE_TABLE, \
         backward_error, reached_inputs
@@ -270,7 +280,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     # joint: the gradient of every floating-point input (thunder_mlir.grad)
     wrt = floats if joint else [t.requires_grad and f for t, f in zip(tensors, floats)]
     trace, out_spec, out_leaves, monitor = trace_function(
-        fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None)
+        fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None, watch=watch)
     module = trace.module
     stages.append(Stage("initial", _asm(module), time.perf_counter() - t0))
     # the outputs eager's autograd would track (differentiability.py): grad mode at the
@@ -331,7 +341,9 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     positions = [i for i, x in enumerate(out_leaves) if type(x) is TensorProxy]
     consts = [None if type(x) is TensorProxy else x for x in out_leaves]
     entry = CacheEntry(plan, out_spec, consts, positions, stages, list(trace.fallbacks),
-                       sorted(trace.mutated_inputs), guards=list(monitor.guards))
+                       sorted(trace.mutated_inputs),
+                       guards=monitor.guards + monitor.recorder.guards,
+                       attribute_writes=monitor.recorder.replay())
     if joint:
         entry.set_joint_layout(joint == "value_and_grad", sum(wrt))
     elif needs_grad:

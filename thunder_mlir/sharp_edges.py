@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .cache import _MISSING as _GUARD_MISSING, Guard
+from .guards import MISSING as _GUARD_MISSING, AttributeRecorder, Guard, _plain_container, \
+    _watchable, guardable
 from .errors import SharpEdgeError
 
 POLICIES = ("allow", "warn", "error")
@@ -82,6 +83,12 @@ def _is_user_source(code: types.CodeType, f_globals: dict | None) -> bool:
     if not isinstance(file, str):  # __main__ of python -c, stdin, the REPL
         return True
     return not os.path.abspath(file).startswith(_LIB_DIRS)
+
+
+def is_user_code_file(filename: str | None) -> bool:
+    """Whether a Python module's file is the user's (not the standard library,
+    site-packages or thunder_mlir)."""
+    return bool(filename) and not os.path.abspath(filename).startswith(_LIB_DIRS)
 
 
 def is_user_code(code: types.CodeType, f_globals: dict | None = None) -> bool:
@@ -157,13 +164,6 @@ def _static_attr(obj, name: str):
 _MISSING = object()
 
 
-def guardable(v) -> bool:
-    """Values recorded as guards: plain, hashable Python values."""
-    if isinstance(v, (bool, int, float, complex, str, type(None), torch.dtype, torch.device)):
-        return True
-    return type(v) is tuple and all(guardable(x) for x in v)
-
-
 def nonfunctional_name(cfunc) -> str | None:
     """``module.name`` if a C function is a non-functional call (random, time, urandom)."""
     name = getattr(cfunc, "__name__", "?")
@@ -192,6 +192,8 @@ class SharpEdgeMonitor:
     nonfunctional: list[str] = field(default_factory=list)
     _inner_codes: set = field(default_factory=set)
     _undo: list = field(default_factory=list)  # (Guard, value before the first write)
+    # attribute reads and writes of the objects the program runs against (guards.py)
+    recorder: AttributeRecorder = field(default_factory=AttributeRecorder)
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -203,6 +205,7 @@ class SharpEdgeMonitor:
 
     # -- context manager
     def __enter__(self):
+        self.recorder.__enter__()
         self._prev_trace, self._prev_profile = sys.gettrace(), sys.getprofile()
         sys.settrace(self._global_trace)  # guards are needed for correctness: always on
         # A profiler installed from C (cProfile) cannot be restored through
@@ -217,6 +220,7 @@ class SharpEdgeMonitor:
         sys.settrace(self._prev_trace if callable(self._prev_trace) else None)
         if self._profiling:
             sys.setprofile(None)
+        self.recorder.__exit__(*exc)
         # A reported write to a global or an outside cell is undone: the failed jit call
         # leaves the program's state as it found it.
         for g, old in reversed(self._undo):
@@ -322,12 +326,19 @@ class SharpEdgeMonitor:
         obj = value
         for attr in (None,) + chain:
             if attr is not None:
+                prev = obj
                 try:
                     obj = _static_attr(obj, attr)
                 except Exception:  # noqa: BLE001 - naming is best effort
                     return
                 if obj is _MISSING:
                     return
+                if isinstance(prev, types.ModuleType) and guardable(obj) and \
+                        is_user_code_file(getattr(prev, "__file__", None)):
+                    # a plain value in the user's own Python module (cfg.SCALE)
+                    g = Guard("attr", attr, prev, f"module '{prev.__name__}'")
+                    if not any(g.same_source(h) for h, _ in self.guards):
+                        self.guards.append((g, obj))
                 path += "." + attr
                 if isinstance(obj, torch.Tensor):
                     self.tensor_names.setdefault(id(obj), f"attribute '{path}' of {source}")
@@ -339,11 +350,26 @@ class SharpEdgeMonitor:
                     return
 
     def _read(self, frame, guard: Guard, value, kind: str) -> None:
+        """A global or closure value read by user code: a guard by value (plain values and
+        containers of them), by identity (functions, classes, other objects, whose
+        attribute reads are then recorded); tensors are remembered by name."""
         if isinstance(value, torch.Tensor):
             self.tensor_names[id(value)] = f"{kind} '{guard.name}'"
-        elif guardable(value):
-            if not any(g.same_source(guard) for g, _ in self.guards):
-                self.guards.append((guard, value))
+            return
+        if isinstance(value, (types.ModuleType, torch.nn.Module)) or \
+                any(g.same_source(guard) for g, _ in self.guards):
+            return  # (a module's attributes: _read_attributes; nn.Module: foreign tensors)
+        if guardable(value):
+            pass
+        elif _plain_container(value):
+            guard.frozen = True
+        elif isinstance(value, (types.FunctionType, type)) or _watchable(value):
+            guard.by_identity = True
+            if _watchable(value):
+                self.recorder.watch(value, f"{kind} '{guard.name}'")
+        else:
+            return
+        self.guards.append((guard, value))
 
     def _external_cell(self, frame, name):
         """The cell of free variable ``name`` if it belongs to a function defined outside
