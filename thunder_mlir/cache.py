@@ -51,6 +51,8 @@ class CacheEntry:
     guards: list[tuple[Guard, Any]] = field(default_factory=list)
     # attribute writes the program made (guards.AttributeRecorder), replayed after each run
     attribute_writes: list = field(default_factory=list)
+    # outputs that alias inputs or earlier outputs: view recipes replayed (aliasing.py)
+    output_views: list = field(default_factory=list)
     _rebuild: Any = None
     # with autograd (grad pass): the backward plan and how forward outputs map to it
     backward_plan: Any = None

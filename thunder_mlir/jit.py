@@ -18,7 +18,7 @@ import torch
 import torch.utils._pytree as torch_pytree
 from torch_mlir import ir
 
-from . import compat, dtypes
+from . import aliasing, compat, dtypes
 from .cache import CacheEntry, FunctionCache
 from .context import COMPILE_LOCK
 from .error_reporting import check_tensor_inputs, error_boundary, unsupported_tensor
@@ -170,6 +170,8 @@ class ThunderFunction:
                 for i, v in zip(entry.mutated_inputs, outs[-k:]):
                     tensors[i].copy_(v)
             outs = outs[:-k]
+        if entry.output_views:  # outputs that alias inputs: eager's views of them
+            outs = aliasing.apply(entry.output_views, outs, tensors)
         if entry.attribute_writes:  # self.calls += 1 in forward, as eager leaves it
             for obj, name, value in entry.attribute_writes:
                 setattr(obj, name, value)
@@ -344,6 +346,9 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                        sorted(trace.mutated_inputs),
                        guards=monitor.guards + monitor.recorder.guards,
                        attribute_writes=monitor.recorder.replay())
+    if not joint:
+        entry.output_views = aliasing.output_views(
+            trace.inputs, [x for x in out_leaves if type(x) is TensorProxy])
     if joint:
         entry.set_joint_layout(joint == "value_and_grad", sum(wrt))
     elif needs_grad:

@@ -26,6 +26,7 @@ from torch_mlir.dialects import func as func_d
 from . import dtypes
 from .context import get_context
 from .errors import DataDependentControlFlowError, SharpEdgeError, TraceError
+from .aliasing import record_view
 from .differentiability import track
 from .proxy import TensorProxy
 
@@ -349,7 +350,9 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
         return emit_fallback(trace, func, a, k)
 
     with trace.location_of_user_line():
-        return user_op(func, args, kwargs, run)
+        out = user_op(func, args, kwargs, run)
+    record_view(func, args, kwargs, out)  # outputs that are views return eager's view
+    return out
 
 
 def _check_no_foreign_tensors(func, args, kwargs) -> None:
