@@ -24,6 +24,7 @@ from typing import Any
 
 import optree
 import torch
+from torch_mlir import ir
 
 from .proxy import TensorProxy
 
@@ -86,14 +87,24 @@ def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy]) -> list[
     NotImplementedError for a view eager makes with a computed tensor as an argument."""
     roots = {id(p): ("input", i) for i, p in enumerate(inputs)}
     inputs_by_id = {id(p): i for i, p in enumerate(inputs)}
+    # SSA values of the arguments and of the outputs so far: an output that is one of them
+    # without being a view in eager (x.clone(), an op that folds to its input) would come
+    # back from XLA as the same buffer: it is copied
+    taken = set(p.value for p in inputs if type(p.value.owner) is ir.Block)
     recipes = []
     for pos, o in enumerate(outputs):
         found = _chain(o, roots)
+        recipe = None
         if found is not None:
             root, steps = found
             templates = [_template(step, inputs_by_id) for step in steps]
             if all(t is not None for t in templates):  # (None: a step copies, as eager)
-                recipes.append((pos, root, templates))
+                recipe = (pos, root, templates)
+        if recipe is None and o.value in taken:
+            recipe = (pos, ("copy", pos), [])
+        if recipe is not None:
+            recipes.append(recipe)
+        taken.add(o.value)
         roots.setdefault(id(o), ("output", pos))
     return recipes
 
@@ -155,6 +166,9 @@ def apply(recipes: list[tuple], outs: list[torch.Tensor], tensors) -> list[torch
     view of its base (an input tensor of this call, or an earlier output)."""
     outs = list(outs)
     for pos, (kind, i), steps in recipes:
+        if kind == "copy":  # a new tensor whose buffer XLA shares with another
+            outs[pos] = outs[pos].clone()
+            continue
         value = tensors[i] if kind == "input" else outs[i]
         for func, args, kwargs, k in steps:
             def real(x, base=value):
@@ -170,3 +184,31 @@ def apply(recipes: list[tuple], outs: list[torch.Tensor], tensors) -> list[torch
                          if isinstance(t, torch.Tensor)][k]
         outs[pos] = value
     return outs
+
+
+def refresh_views(base: TensorProxy) -> None:
+    """After an in-place update of ``base``, recompute each of its live views (in the
+    order they were made, so a view of a view sees its refreshed parent) by calling the
+    torch view function that made it again: eager's views share the base's memory and see
+    the update. Emits the view ops at the current insertion point."""
+    import torch.utils._pytree as torch_pytree
+
+    from .tracing import _local
+
+    for ref in list(getattr(base, "_views", ())):
+        v = ref()
+        made = getattr(v, _VIEW_OF, None) if v is not None else None
+        if made is None:
+            continue
+        func, args, kwargs, k, _ = made
+        depth, _local.op_depth = getattr(_local, "op_depth", 0), 0  # a user-level op again
+        try:  # (tracked: a detach() view stays a stop-gradient)
+            fresh = func(*args, **kwargs)
+        finally:
+            _local.op_depth = depth
+        leaves = [t for t in torch_pytree.tree_leaves(fresh) if type(t) is TensorProxy]
+        new = leaves[k or 0]
+        v.value = new.value
+        with torch._C.DisableTorchFunction():
+            torch.Tensor.requires_grad.__set__(v, new.requires_grad)
+    base._views = [r for r in base._views if r() is not None]

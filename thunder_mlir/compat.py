@@ -91,7 +91,11 @@ def _checkpoint_function(original):
 
 def _function_apply(original):
     def apply(cls, *args, **kwargs):
-        if getattr(_local, "trace", None) is None:
+        from .proxy import TensorProxy
+
+        # real (or meta, replayed while tracing) tensors: torch's own apply
+        if getattr(_local, "trace", None) is None or not any(
+                type(a) is TensorProxy for a in (*args, *kwargs.values())):
             return original.__func__(cls, *args, **kwargs)
         from .custom_function import apply as traced_apply
 

@@ -25,6 +25,7 @@ tensor that requires grad), so inference traces pay nothing.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 import optree
@@ -60,16 +61,19 @@ def _meta_inputs(args, kwargs, inputs: list[TensorProxy]):
         if type(x) is not TensorProxy:
             return x
         m = metas.get(id(x))
+        if m is None and getattr(x, "_mirror_of", None) is not None and x._mirror_of == x.value:
+            m = metas[id(x)] = x._mirror  # its eager twin: the autograd graph continues
         if m is None:
             if getattr(x, "_inference", False):  # made under inference_mode(), as eager's
                 with torch.inference_mode():
                     m = torch.empty(x.tshape, dtype=x.tdtype, device="meta")
-            else:
-                m = torch.empty(x.tshape, dtype=x.tdtype, device="meta")
+            else:  # (a normal tensor even when the op runs under inference_mode)
+                with torch.inference_mode(False):
+                    m = torch.empty(x.tshape, dtype=x.tdtype, device="meta")
             if x.requires_grad:
                 m.requires_grad_()
                 if not any(x is i for i in inputs):
-                    with torch.enable_grad():
+                    with torch.enable_grad(), torch.inference_mode(False):
                         m = m.clone()
             metas[id(x)] = m
         return m
@@ -98,8 +102,9 @@ class _Replay:
     grad and the error its backward raises (or None); per input proxy, its requires_grad
     after the call (in-place ops)."""
 
-    def __init__(self, outs, inputs_after: dict[int, bool], errors):
+    def __init__(self, outs, inputs_after: dict[int, bool], errors, tensors, metas):
         self.outs, self.inputs_after, self.errors = outs, inputs_after, errors
+        self.tensors, self.metas = tensors, metas  # the meta outputs and inputs
 
 
 def _replay(func: Callable, args, kwargs, inputs: list[TensorProxy]) -> _Replay | None:
@@ -119,7 +124,7 @@ def _replay(func: Callable, args, kwargs, inputs: list[TensorProxy]) -> _Replay 
               if o.requires_grad and type(o.grad_fn).__name__ == "NotImplemented" else None
               for o in outs]
     return _Replay([o.requires_grad for o in outs],
-                   {k: m.requires_grad for k, m in metas.items()}, errors)
+                   {k: m.requires_grad for k, m in metas.items()}, errors, outs, metas)
 
 
 def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], Any]) -> Any:
@@ -143,8 +148,19 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
     return _track(func, args, kwargs, call, inputs)
 
 
+def _mutates_a_twin(func, args) -> bool:
+    """An in-place op on a tensor whose meta twin is in an autograd graph: replayed so the
+    twin's version counter moves as eager's does."""
+    if not args or type(args[0]) is not TensorProxy or \
+            getattr(args[0], "_mirror_of", None) is None:
+        return False
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or \
+        (name.startswith("__i") and name.endswith("__"))
+
+
 def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
-    if not any(p.requires_grad for p in inputs):
+    if not any(p.requires_grad for p in inputs) and not _mutates_a_twin(func, args):
         return call()
     before = [p.value for p in inputs]
     grad_on = torch.is_grad_enabled()
@@ -175,8 +191,10 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
         else:
             _set_requires_grad(p, True)
     new = [o for o in _proxies(out) if not any(o is p for p in inputs)]
+    mirrors = {}
     if replay is not None and len(replay.outs) == len(_proxies(out)):
         flags = dict(zip(map(id, _proxies(out)), zip(replay.outs, replay.errors)))
+        mirrors = dict(zip(map(id, _proxies(out)), replay.tensors))
     else:
         flags = {}
     for o in new:
@@ -188,7 +206,61 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
         elif err is not None:
             o.value = prims.no_derivative(o, err).value
         _set_requires_grad(o, rg)
+    # each proxy keeps its eager twin on meta (its in-place updates applied): the autograd
+    # graph eager would build, for the check at the end of the trace (backward_error)
+    if replay is not None:
+        for o in _proxies(out):
+            if id(o) in mirrors:
+                o._mirror, o._mirror_of = mirrors[id(o)], o.value
+        for p in inputs:
+            m = replay.metas.get(id(p))
+            if m is not None:
+                p._mirror, p._mirror_of = m, p.value
     return out
+
+
+# errors eager's backward raises that the meta twin graph reproduces
+_BACKWARD_ERRORS = ("modified by an inplace operation", "is not implemented")
+
+
+def backward_error(outputs: list[TensorProxy]) -> str | None:
+    """The RuntimeError eager's backward would raise for these program outputs (those that
+    require grad), from the graph their meta twins built while the program was traced:
+    a tensor saved for backward and then updated in place ("one of the variables needed
+    for gradient computation has been modified by an inplace operation"), or a derivative
+    eager does not implement. None when the twin graph raises nothing (or cannot tell:
+    a twin is missing where an op ran without a replay)."""
+    twins = [o._mirror for o in outputs
+             if o.requires_grad and getattr(o, "_mirror_of", None) is not None
+             and o._mirror_of == o.value and o._mirror.requires_grad]
+    if not twins:
+        return None
+    try:
+        with torch.enable_grad():
+            torch.autograd.grad(twins, [t for t in _graph_leaves(twins)],
+                                [torch.ones_like(t) for t in twins], allow_unused=True)
+    except RuntimeError as e:
+        if any(m in str(e) for m in _BACKWARD_ERRORS):  # in eager's words: its tensor types
+            return re.sub(r"Meta(\w+)Type", r"torch.\1Tensor", str(e))
+    except Exception:  # noqa: BLE001 - a meta kernel missing in some backward: no verdict
+        pass
+    return None
+
+
+def _graph_leaves(roots: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The leaves (tensors that require grad, without grad_fn) the graph of ``roots``
+    reaches."""
+    seen, leaves, stack = set(), [], [r.grad_fn for r in roots if r.grad_fn is not None]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        var = getattr(fn, "variable", None)
+        if var is not None:
+            leaves.append(var)
+        stack.extend(f for f, _ in fn.next_functions)
+    return leaves
 
 
 def _set_requires_grad(p: TensorProxy, flag: bool) -> None:

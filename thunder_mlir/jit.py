@@ -18,7 +18,7 @@ import torch
 import torch.utils._pytree as torch_pytree
 from torch_mlir import ir
 
-from . import aliasing, compat, dtypes
+from . import aliasing, compat, differentiability, dtypes
 from .cache import CacheEntry, FunctionCache
 from .context import COMPILE_LOCK
 from .error_reporting import check_tensor_inputs, error_boundary, unsupported_tensor
@@ -285,6 +285,11 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None, watch=watch)
     module = trace.module
     stages.append(Stage("initial", _asm(module), time.perf_counter() - t0))
+    # (before the passes rewrite the values the proxies hold)
+    output_views = [] if joint else aliasing.output_views(
+        trace.inputs, [x for x in out_leaves if type(x) is TensorProxy])
+    eager_backward_error = differentiability.backward_error(
+        [x for x in out_leaves if type(x) is TensorProxy])
     # the outputs eager's autograd would track (differentiability.py): grad mode at the
     # call and inside the program (no_grad/enable_grad regions), detach, op derivatives
     diff_outputs = [x.requires_grad for x in out_leaves if type(x) is TensorProxy]
@@ -346,9 +351,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                        sorted(trace.mutated_inputs),
                        guards=monitor.guards + monitor.recorder.guards,
                        attribute_writes=monitor.recorder.replay())
-    if not joint:
-        entry.output_views = aliasing.output_views(
-            trace.inputs, [x for x in out_leaves if type(x) is TensorProxy])
+    entry.output_views = output_views
     if joint:
         entry.set_joint_layout(joint == "value_and_grad", sum(wrt))
     elif needs_grad:
@@ -356,7 +359,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         # the forward's outputs: the program's, then the write-backs (not differentiable)
         entry.num_outputs = len(positions) + len(trace.mutated_inputs)
         entry.diff_outputs = diff_outputs + [False] * len(trace.mutated_inputs)
-        entry.backward_error = backward_error(module)
+        entry.backward_error = backward_error(module) or eager_backward_error
         reached = iter(reached_inputs(module))
         entry.wrt = [i for i, w in enumerate(wrt) if w and next(reached)]
         entry.residual_bytes = residual_bytes(module)

@@ -97,8 +97,7 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     out_leaves, out_spec = optree.tree_flatten(meta_out, none_is_leaf=True)
     out_pos = [i for i, leaf in enumerate(out_leaves) if isinstance(leaf, torch.Tensor)]
     inplace = _is_inplace(func, args)
-    if inplace and (getattr(args[0], "_alias_root", None) is not None
-                    or getattr(args[0], "_has_views", False)):
+    if inplace and getattr(args[0], "_alias_root", None) is not None:
         from ..tracing import describe_frame, user_frame
 
         raise NotImplementedError(
@@ -152,6 +151,10 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     results = unpermute(list(op.operation.results), out_order)
     if inplace:
         args[0].value = results[0]
+        if getattr(args[0], "_has_views", False):  # its views see the update, as in eager
+            from ..aliasing import refresh_views
+
+            refresh_views(args[0])
         for i, p in enumerate(trace.inputs):
             if p is args[0]:  # an input: written back to the caller's tensor after the run
                 trace.mutated_inputs[i] = p

@@ -8,6 +8,7 @@ name per op whichever spelling the user wrote.
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Callable
 
 import optree
@@ -96,6 +97,9 @@ def _mark_views(base, out):
         if type(o) is TensorProxy and o is not base:
             o._alias_root = root
             root._has_views = True
+            if not hasattr(root, "_views"):
+                root._views = []
+            root._views.append(weakref.ref(o))  # refreshed when root is updated in place
     return out
 
 
@@ -110,9 +114,10 @@ class _InlineView(_Inline):
 
 
 def check_writable(self, what: str) -> None:
-    """Raise NotImplementedError (naming the user's line) if the traced tensor ``self``
-    has views or is one: the functional program would not update the aliases."""
-    if getattr(self, "_alias_root", None) is not None or getattr(self, "_has_views", False):
+    """Raise NotImplementedError (naming the user's line) if the traced tensor ``self`` is
+    a view: the functional program would not update its base. (A base with views is
+    writable: its views are recomputed from it, ``aliasing.refresh_views``.)"""
+    if getattr(self, "_alias_root", None) is not None:
         from ..tracing import describe_frame, user_frame
 
         raise NotImplementedError(
@@ -138,6 +143,10 @@ def write_inplace(self: TensorProxy, out: TensorProxy, what: str) -> TensorProxy
         raise RuntimeError(f"output with shape {list(out.tshape)} doesn't match the "
                            f"broadcast shape {list(self.tshape)}")
     self.value = out.value
+    if getattr(self, "_has_views", False):  # its views see the update, as in eager
+        from ..aliasing import refresh_views
+
+        refresh_views(self)
     for i, p in enumerate(current_trace().inputs):
         if p is self:  # an input: written back to the caller's tensor after the run
             current_trace().mutated_inputs[i] = self
