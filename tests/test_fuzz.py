@@ -45,6 +45,12 @@ REGRESSIONS: list = [
     ([S("detach", "abs", (2, 0)), S("buffer", "abs", (0, 0))], (3, 4)),
     # a buffer saved for backward, then updated in place: eager's backward raises
     ([S("buffer", "abs", (0, 0)), S("buffer", "abs", (0, 0))], (3,)),
+    # a view made under no_grad() of an input that requires grad: requires grad, but no
+    # gradient flows through it
+    ([S("no_grad", "flat", (0, 0))], (3,)),
+    # contiguous() of a non-contiguous view of the buffer is a copy: the buffer's later
+    # in-place update must not reach it
+    ([S("unary", "t_t", (8, 0)), S("unary", "abs", (0, 0)), S("buffer", "abs", (0, 0))], (3,)),
 ]
 
 

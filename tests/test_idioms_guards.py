@@ -294,3 +294,24 @@ def test_guard_cost_on_a_hit_is_one_generated_function():
     assert thunder_mlir.cache_info(jm)["hits"] == 1
     fn = jm._fn.cache._guard_key
     assert fn.__name__ == "<lambda>" and len(fn()) == len(jm._fn.cache.schema)
+
+
+def test_hugging_face_config_field_changed_after_the_first_call():
+    """GPT-2 reads ``self.config.output_hidden_states`` in ``forward``: turning it on after
+    the first call returns the hidden states, as eagerly (the config is guarded)."""
+    import transformers
+
+    cfg = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50)
+    model = transformers.GPT2Model(cfg).eval()
+    jm = thunder_mlir.jit(model)
+    ids = torch.randint(0, 50, (1, 6))
+    with torch.no_grad():
+        out = jm(ids)
+        assert out.hidden_states is None
+        model.config.output_hidden_states = True
+        out, expected = jm(ids), model(ids)
+    assert out.hidden_states is not None and len(out.hidden_states) == 2
+    for got, want in zip(out.hidden_states, expected.hidden_states):
+        torch.testing.assert_close(got, want)
+    reasons = thunder_mlir.cache_info(jm)["recompile_reasons"]
+    assert "output_hidden_states" in reasons[-1], reasons

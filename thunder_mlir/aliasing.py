@@ -43,7 +43,7 @@ def record_view(func, args: tuple, kwargs: dict, out) -> None:
             from .tracing import describe_frame, user_frame
 
             setattr(o, _VIEW_OF, (func, args, kwargs, k if len(outs) > 1 else None,
-                                  describe_frame(user_frame())))
+                                  describe_frame(user_frame()), torch.is_grad_enabled()))
 
 
 def _chain(p: TensorProxy, roots: dict[int, tuple[str, int]]):
@@ -110,7 +110,7 @@ def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy]) -> list[
 
 
 def _template(step, inputs_by_id: dict[int, int]) -> tuple:
-    func, args, kwargs, k, where = step
+    func, args, kwargs, k, where, grad_mode = step
     base = args[0]
 
     def mark(x):
@@ -135,7 +135,7 @@ def _template(step, inputs_by_id: dict[int, int]) -> tuple:
         a, kw = optree.tree_map(mark, (args, kwargs), none_is_leaf=True)
     except _Copies:
         return None
-    return func, a, kw, k
+    return func, a, kw, k, grad_mode
 
 
 class _Copies(Exception):
@@ -170,7 +170,7 @@ def apply(recipes: list[tuple], outs: list[torch.Tensor], tensors) -> list[torch
             outs[pos] = outs[pos].clone()
             continue
         value = tensors[i] if kind == "input" else outs[i]
-        for func, args, kwargs, k in steps:
+        for func, args, kwargs, k, grad_mode in steps:
             def real(x, base=value):
                 if x is _BASE:
                     return base
@@ -178,7 +178,8 @@ def apply(recipes: list[tuple], outs: list[torch.Tensor], tensors) -> list[torch
                     return torch.empty(x.shape, dtype=x.dtype, device=base.device)
                 return tensors[x.index] if type(x) is _Input else x
             a, kw = optree.tree_map(real, (args, kwargs), none_is_leaf=True)
-            value = func(*a, **kw)
+            with torch.set_grad_enabled(grad_mode):  # the mode it was made in (no_grad views)
+                value = func(*a, **kw)
             if k is not None:
                 value = [t for t in optree.tree_leaves(value, none_is_leaf=True)
                          if isinstance(t, torch.Tensor)][k]
@@ -200,7 +201,7 @@ def refresh_views(base: TensorProxy) -> None:
         made = getattr(v, _VIEW_OF, None) if v is not None else None
         if made is None:
             continue
-        func, args, kwargs, k, _ = made
+        func, args, kwargs, k, _, _ = made
         depth, _local.op_depth = getattr(_local, "op_depth", 0), 0  # a user-level op again
         try:  # (tracked: a detach() view stays a stop-gradient)
             fresh = func(*args, **kwargs)
@@ -212,3 +213,28 @@ def refresh_views(base: TensorProxy) -> None:
         with torch._C.DisableTorchFunction():
             torch.Tensor.requires_grad.__set__(v, new.requires_grad)
     base._views = [r for r in base._views if r() is not None]
+
+
+def view_is_contiguous(p: TensorProxy) -> bool:
+    """Whether eager's tensor for the view ``p`` is contiguous: its chain of views replayed
+    on a meta tensor of its root (a contiguous tensor: the program's inputs are, as the
+    runtime makes them). False when the chain cannot be replayed (then a copy is assumed,
+    which ``contiguous()`` of a non-contiguous view is)."""
+    chain, q = [], p
+    while getattr(q, _VIEW_OF, None) is not None:
+        chain.append(getattr(q, _VIEW_OF))
+        q = chain[-1][1][0]
+    m = torch.empty(q.tshape, dtype=q.tdtype, device="meta")
+    try:
+        with torch._C.DisableTorchFunction():
+            for func, args, kwargs, k, _, _ in reversed(chain):
+                base = args[0]
+                a, kw = optree.tree_map(
+                    lambda x, base=base, m=m: m if x is base else
+                    (x.meta if type(x) is TensorProxy else x), (args, kwargs), none_is_leaf=True)
+                out = func(*a, **kw)
+                m = [t for t in optree.tree_leaves(out, none_is_leaf=True)
+                     if isinstance(t, torch.Tensor)][k or 0]
+        return m.is_contiguous()
+    except Exception:  # noqa: BLE001
+        return False

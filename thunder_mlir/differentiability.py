@@ -102,8 +102,9 @@ class _Replay:
     grad and the error its backward raises (or None); per input proxy, its requires_grad
     after the call (in-place ops)."""
 
-    def __init__(self, outs, inputs_after: dict[int, bool], errors, tensors, metas):
+    def __init__(self, outs, inputs_after: dict[int, bool], errors, tensors, metas, flows):
         self.outs, self.inputs_after, self.errors = outs, inputs_after, errors
+        self.flows = flows  # per output: whether a gradient flows through it
         self.tensors, self.metas = tensors, metas  # the meta outputs and inputs
 
 
@@ -123,8 +124,11 @@ def _replay(func: Callable, args, kwargs, inputs: list[TensorProxy]) -> _Replay 
     errors = [_not_implemented_message(o, leaves)
               if o.requires_grad and type(o.grad_fn).__name__ == "NotImplemented" else None
               for o in outs]
+    # a view made under no_grad() of a tensor that requires grad requires grad too, but has
+    # no grad_fn: no gradient flows through it (a stop-gradient whose flag stays True)
+    flows = [o.grad_fn is not None or not o._is_view() for o in outs]
     return _Replay([o.requires_grad for o in outs],
-                   {k: m.requires_grad for k, m in metas.items()}, errors, outs, metas)
+                   {k: m.requires_grad for k, m in metas.items()}, errors, outs, metas, flows)
 
 
 def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], Any]) -> Any:
@@ -193,15 +197,16 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
     new = [o for o in _proxies(out) if not any(o is p for p in inputs)]
     mirrors = {}
     if replay is not None and len(replay.outs) == len(_proxies(out)):
-        flags = dict(zip(map(id, _proxies(out)), zip(replay.outs, replay.errors)))
+        flags = dict(zip(map(id, _proxies(out)), zip(replay.outs, replay.errors,
+                                                     replay.flows)))
         mirrors = dict(zip(map(id, _proxies(out)), replay.tensors))
     else:
         flags = {}
     for o in new:
         if not _is_diff_dtype(o.tdtype):
             continue
-        rg, err = flags.get(id(o), (grad_on, None))
-        if not rg:
+        rg, err, flows = flags.get(id(o), (grad_on, None, True))
+        if not rg or not flows:
             o.value = prims.stop_gradient(o).value
         elif err is not None:
             o.value = prims.no_derivative(o, err).value

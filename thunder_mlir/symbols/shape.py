@@ -170,16 +170,14 @@ def broadcast_to(input, size):
 @register("contiguous", T.contiguous, composite=False)
 def contiguous(input, *args, **kwargs):
     # values are immutable SSA values: layout changes are no-ops (the same tensor). Of a
-    # view, eager returns the view itself or a copy depending on its strides, which the
-    # trace does not know: a new proxy, still marked a possible view of the same base (an
-    # output replays contiguous() on eager's view, aliasing.py; an in-place update of it
-    # is refused, as of any view)
-    root = getattr(input, "_alias_root", None)
-    if root is None:
+    # view, eager returns the view itself when its strides are contiguous, else a copy
+    # (a new tensor, no longer an alias of the base): decided on meta tensors by
+    # aliasing.view_is_contiguous
+    if getattr(input, "_alias_root", None) is None:
         return input
-    from .registry import _mark_views
+    from ..aliasing import view_is_contiguous
 
-    return _mark_views(input, _same_value(input))
+    return input if view_is_contiguous(input) else _same_value(input)
 
 
 def _same_value(input: TensorProxy) -> TensorProxy:
