@@ -2,15 +2,23 @@
 PY ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
+WHEELS := build/wheel
+# Every file of the package's four source roots (docs/architecture.md, "Layout").
+SOURCES := $(shell find thunder_mlir dialects passes tools -type f -not -path '*/__pycache__/*')
 
 .PHONY: setup demo test bench
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# The project is installed as the wheel `pip wheel .` builds (not editable), rebuilt and
+# reinstalled whenever a source changes, so the demo and the tests run what users install.
+$(VENV)/.installed: pyproject.toml $(SOURCES) | $(BIN)/python
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,examples]'
+	rm -rf $(WHEELS)
+	$(BIN)/pip wheel -q --no-deps -w $(WHEELS) .
+	$(BIN)/pip install -q "$$(ls $(WHEELS)/*.whl)[test,examples]"
+	$(BIN)/pip install -q --force-reinstall --no-deps $(WHEELS)/*.whl
 	touch $@
 
 setup: $(VENV)/.installed

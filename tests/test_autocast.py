@@ -26,8 +26,8 @@ from autocast_opinfo import BF16_TOL, autocast_state, check_cpu, check_cuda
 from torch import nn
 
 import thunder_mlir
-from thunder_mlir import autocast as ac
-from thunder_mlir.autocast_lists import ATEN_POLICIES
+from thunder_mlir.frontend import autocast as ac
+from thunder_mlir.frontend.autocast_lists import ATEN_POLICIES
 
 FP16_TOL = {"rtol": 1e-3, "atol": 1e-5}  # torch.testing's defaults for float16
 
@@ -601,7 +601,7 @@ def test_cuda_banned_binary_cross_entropy_raises_eagers_error():
 
 def test_autocast_on_another_device_type_of_the_program_is_refused():
     trace = types.SimpleNamespace(device=torch.device("xpu"))
-    sym = thunder_mlir.symbols.SYMBOLS[torch.mm]
+    sym = thunder_mlir.frontend.symbols.SYMBOLS[torch.mm]
     with pytest.raises(ac.AutocastError, match="'xpu'"):
         ac.prepare(trace, torch.mm, sym, (), {})
 

@@ -23,17 +23,14 @@ import torch
 import torch.nn.functional as F
 
 import thunder_mlir
-import thunder_mlir.dialects
-import thunder_mlir.passes
 from thunder_mlir import ThunderError
 from thunder_mlir.error_reporting import HIDDEN_NOTE, VERBOSE_ENV
-from thunder_mlir.errors import (CallArgumentError, TorchOpError, TorchOpIndexError,
-                                 TorchOpNotImplementedError, TorchOpRuntimeError,
-                                 UnsupportedError, UnsupportedInputError)
+from thunder_mlir.errors import (
+    CallArgumentError, TorchOpError, TorchOpIndexError, TorchOpNotImplementedError,
+    TorchOpRuntimeError, UnsupportedError, UnsupportedInputError)
 
 HERE = os.path.abspath(__file__)
-PACKAGE_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (
-    thunder_mlir, thunder_mlir.passes, thunder_mlir.dialects))
+PACKAGE_DIR = os.path.dirname(os.path.abspath(thunder_mlir.__file__)) + os.sep
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +56,7 @@ def _frames(e: BaseException) -> list[str]:
 
 def _internal_frames(e: BaseException) -> list[str]:
     torch_dir = os.path.dirname(torch.__file__) + os.sep
-    return [f for f in _frames(e) if f.startswith(PACKAGE_DIRS) or f.startswith(torch_dir)]
+    return [f for f in _frames(e) if f.startswith(PACKAGE_DIR) or f.startswith(torch_dir)]
 
 
 def _raised(fn, *args):
@@ -98,7 +95,7 @@ def test_verbose_env_shows_every_frame(monkeypatch):
     e = _raised(thunder_mlir.jit(data_dependent), torch.ones(2))
     files = _frames(e)
     assert any(f.endswith(os.path.join("thunder_mlir", "jit.py")) for f in files), files
-    assert any(f.endswith(os.path.join("thunder_mlir", "tracing.py")) for f in files), files
+    assert any(f.endswith(os.path.join("frontend", "tracing.py")) for f in files), files
     assert HIDDEN_NOTE not in getattr(e, "__notes__", [])
     assert str(e).splitlines()[0] == _where(data_dependent, "if x.sum()")  # still first
 
@@ -268,8 +265,8 @@ def test_failure_eager_does_not_share_is_reported_as_thunders(monkeypatch):
     names the op and its arguments and the way around it, not an internal trace."""
     import functools
 
-    from thunder_mlir import prims
-    from thunder_mlir.symbols import SYMBOLS
+    from thunder_mlir.ir import prims
+    from thunder_mlir.frontend.symbols import SYMBOLS
 
     # torch.sin's decomposition replaced by a prim check that fails (inside thunder_mlir)
     monkeypatch.setattr(SYMBOLS[torch.sin], "impl", functools.partial(prims._check, False))
@@ -428,7 +425,7 @@ def test_unsupported_custom_function_feature_is_an_unsupported_error():
     """What custom-Function support leaves unsupported (``ctx.mark_dirty``, an in-place
     forward) is refused as an UnsupportedError (a NotImplementedError) naming the line."""
     try:
-        import thunder_mlir.custom_function  # noqa: F401
+        import thunder_mlir.frontend.custom_function  # noqa: F401
     except ImportError:
         pytest.skip("custom autograd.Function support (thunder_mlir/custom_function.py) is "
                     "not on this branch: before it, a custom Function's forward is traced "

@@ -20,8 +20,8 @@ import torch.nn.functional as F
 import thunder_mlir
 import thunder_mlir.torch as ltorch
 from thunder_mlir import TensorProxy
-from thunder_mlir.extend import (ExecutorError, OperatorExecutor, get_grad, put_grads,
-                                 register_executor)
+from thunder_mlir.extend import (
+    ExecutorError, OperatorExecutor, get_grad, put_grads, register_executor)
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array_wrap__:DeprecationWarning")
 ROOT = Path(__file__).parent.parent

@@ -11,8 +11,8 @@ import torch
 
 import thunder_mlir
 from conftest import assert_close_to_eager, unregistered_add_, unregistered_cumprod
-from thunder_mlir.executors.torch_fallback import qualified_name
-from thunder_mlir.symbols import SYMBOLS
+from thunder_mlir.frontend.torch_fallback import qualified_name
+from thunder_mlir.frontend.symbols import SYMBOLS
 
 T = torch.Tensor
 
@@ -176,7 +176,7 @@ def test_a_trial_run_leaves_torchs_generator_as_it_was():
 
     import optree
 
-    from thunder_mlir.executors.torch_fallback import _trial_run
+    from thunder_mlir.frontend.torch_fallback import _trial_run
 
     x = SimpleNamespace(tshape=(3,), tdtype=torch.float32)  # what a trial run reads
     leaves, spec = optree.tree_flatten(((x,), {}))

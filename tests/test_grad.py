@@ -19,7 +19,7 @@ import torch.nn.functional as F
 import torch.utils._pytree as pytree
 
 import thunder_mlir
-from thunder_mlir.passes.grad import GradError
+from thunder_mlir.transforms.grad import GradError
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 
@@ -231,7 +231,7 @@ def test_grad_matches_eager(name):
 def test_grad_detects_wrong_gradient(monkeypatch):
     """The harness can fail: a deliberately wrong VJP rule (exp -> x instead of exp(x))
     makes the comparison raise."""
-    from thunder_mlir.passes import vjp
+    from thunder_mlir.transforms import vjp
 
     monkeypatch.setitem(vjp.VJP, "exp", lambda op, x, y, g: [vjp._e("mul", g[0], x[0])])
     with pytest.raises(AssertionError):
@@ -391,7 +391,7 @@ def test_jit_output_feeds_eager_graph():
 
 def test_missing_rule_raises_grad_error(monkeypatch):
     """An op without a VJP rule raises GradError naming it (not a wrong gradient)."""
-    from thunder_mlir.passes import vjp
+    from thunder_mlir.transforms import vjp
 
     monkeypatch.delitem(vjp.VJP, "tanh")
     jfn = thunder_mlir.jit(lambda a: a.tanh().sum(), cache="no caching")

@@ -62,7 +62,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_opinfo as _oi  # noqa: E402  (helpers only; owned by the forward conformance)
 
 import thunder_mlir  # noqa: E402
-from thunder_mlir.passes.grad import GradError  # noqa: E402
+from thunder_mlir.transforms.grad import GradError  # noqa: E402
 
 _N = os.environ.get("THUNDER_OPINFO_GRAD_SAMPLES", "2")
 GRAD_SAMPLES = None if _N == "all" else int(_N)
@@ -415,7 +415,7 @@ def test_harness_detects_a_wrong_gradient(monkeypatch):
     """The classification can fail: a wrong VJP rule for sin gives a mismatch."""
     from torch.testing._internal.common_methods_invocations import op_db
 
-    from thunder_mlir.passes import vjp
+    from thunder_mlir.transforms import vjp
 
     op = next(o for o in op_db if o.name == "sin")
     assert run_op(op, 1).status == "match"
@@ -431,7 +431,7 @@ def test_harness_checks_random_ops(monkeypatch):
     mismatch (gradient check), and so is one whose values break the op's value check."""
     from torch.testing._internal.common_methods_invocations import op_db
 
-    from thunder_mlir.passes import vjp
+    from thunder_mlir.transforms import vjp
 
     op = next(o for o in op_db if _oi._full_name(o) == "nn.functional.dropout")
     assert run_op(op, None).status == "match"

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import thunder_mlir
-from thunder_mlir.rng import SEED_ATTR
+from thunder_mlir.frontend.rng import SEED_ATTR
 
 N = 1 << 16
 SIGMAS = 6  # the tests are deterministic (conftest seeds torch); 6 sigma leaves slack
@@ -172,7 +172,7 @@ def test_two_identical_random_ops_are_independent():
 def test_independence_check_can_fail(monkeypatch):
     """With one stream for every op (the bug per-op streams prevent), two draws coincide:
     the check above would catch it."""
-    from thunder_mlir.tracing import Trace
+    from thunder_mlir.frontend.tracing import Trace
 
     monkeypatch.setattr(Trace, "next_rng_stream", lambda self: 0)
     a, b = thunder_mlir.jit(lambda: (torch.rand(8), torch.rand(8)))()

@@ -19,8 +19,8 @@ import pytest
 import torch
 
 import thunder_mlir
-from thunder_mlir import (DataDependentControlFlowError, SharpEdgeError, SharpEdgeWarning,
-                          UnsupportedInputError)
+from thunder_mlir import (
+    DataDependentControlFlowError, SharpEdgeError, SharpEdgeWarning, UnsupportedInputError)
 
 from conftest import assert_same_tree
 

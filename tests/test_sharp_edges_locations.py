@@ -27,7 +27,7 @@ import torch
 
 import thunder_mlir
 from thunder_mlir import DataDependentControlFlowError, SharpEdgeWarning
-from thunder_mlir.sharp_edges import is_user_code
+from thunder_mlir.frontend.sharp_edges import is_user_code
 
 # One session: a guarded global changed between calls, then a non-functional call. Blank
 # lines end each compound statement, so that the REPL reads the same text.

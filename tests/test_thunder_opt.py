@@ -22,9 +22,9 @@ from torch_mlir import ir
 
 import thunder_mlir
 from conftest import unregistered_cumprod
-from thunder_mlir.context import get_context
-from thunder_mlir.dialects import PRIM_OPS, Thunder
-from thunder_mlir.passes import PASSES
+from thunder_mlir.ir.context import get_context
+from thunder_mlir.ir.dialect import PRIM_OPS, Thunder
+from thunder_mlir.transforms.registry import PASSES
 from thunder_mlir.tools.thunder_opt import main as thunder_opt_main
 
 TESTS = Path(__file__).parent

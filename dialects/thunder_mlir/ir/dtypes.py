@@ -1,0 +1,84 @@
+"""torch dtypes <-> MLIR element types.
+
+StableHLO convention: signed integers are signless (``i32``), unsigned ones are ``ui8``,
+bool is ``i1``. The same element types are used in the thunder dialect. Functions that
+build MLIR types need an active ``ir.Context``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch_mlir import ir
+
+from thunder_mlir.errors import ThunderError
+
+_TO_MLIR = {
+    torch.float32: lambda: ir.F32Type.get(),
+    torch.float64: lambda: ir.F64Type.get(),
+    torch.float16: lambda: ir.F16Type.get(),
+    torch.bfloat16: lambda: ir.BF16Type.get(),
+    torch.int8: lambda: ir.IntegerType.get_signless(8),
+    torch.int16: lambda: ir.IntegerType.get_signless(16),
+    torch.int32: lambda: ir.IntegerType.get_signless(32),
+    torch.int64: lambda: ir.IntegerType.get_signless(64),
+    torch.uint8: lambda: ir.IntegerType.get_unsigned(8),
+    torch.bool: lambda: ir.IntegerType.get_signless(1),
+    torch.complex64: lambda: ir.ComplexType.get(ir.F32Type.get()),
+    torch.complex128: lambda: ir.ComplexType.get(ir.F64Type.get()),
+}
+_FROM_MLIR_STR = {
+    "f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
+    "i8": torch.int8, "i16": torch.int16, "i32": torch.int32, "i64": torch.int64,
+    "ui8": torch.uint8, "i1": torch.bool, "complex<f32>": torch.complex64,
+    "complex<f64>": torch.complex128,
+}
+
+
+class UnsupportedDtypeError(TypeError, ThunderError):
+    """A torch dtype with no MLIR element type in thunder_mlir (e.g. float8, quantized)."""
+
+
+def element_type(dtype: torch.dtype) -> ir.Type:
+    """MLIR element type of a torch dtype. Raises UnsupportedDtypeError."""
+    try:
+        return _TO_MLIR[dtype]()
+    except KeyError:
+        raise UnsupportedDtypeError(
+            f"dtype {dtype} is not supported by thunder_mlir; supported: "
+            f"{', '.join(str(d) for d in _TO_MLIR)}") from None
+
+
+def tensor_type(shape, dtype: torch.dtype) -> ir.RankedTensorType:
+    """``tensor<shape x elem>`` for a torch shape and dtype."""
+    return ir.RankedTensorType.get(list(shape), element_type(dtype))
+
+
+def complex_splat(t: ir.RankedTensorType, value) -> ir.Attribute:
+    """A DenseElementsAttr of complex tensor type ``t`` with every element ``value``. The
+    bindings have no complex scalar attribute (``IntegerAttr.get`` on a complex type hangs
+    the process): a one-element NumPy array of the element's width makes the splat."""
+    import numpy as np
+
+    width = ir.FloatType(ir.ComplexType(t.element_type).element_type).width
+    arr = np.array([complex(value)], dtype=np.complex64 if width == 32 else np.complex128)
+    return ir.DenseElementsAttr.get(arr, type=t)
+
+
+def torch_dtype(t: ir.Type) -> torch.dtype:
+    """torch dtype of an MLIR element type or ranked tensor type."""
+    if isinstance(t, ir.RankedTensorType):
+        t = t.element_type
+    return _FROM_MLIR_STR[str(t)]
+
+
+def shape_of(t: ir.Type) -> tuple[int, ...]:
+    """Static shape of a ranked tensor type."""
+    return tuple(ir.RankedTensorType(t).shape)
+
+
+def is_float(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point
+
+
+def is_integer(dtype: torch.dtype) -> bool:
+    return not dtype.is_floating_point and not dtype.is_complex and dtype is not torch.bool

@@ -1,0 +1,69 @@
+"""TensorProxy: the stand-in for a torch.Tensor while a program is traced.
+
+A proxy *is* a ``torch.Tensor`` (a storage-less wrapper subclass, as in toolchain.md §8), so
+``isinstance(x, torch.Tensor)`` checks in user and Hugging Face code pass, and it can stand
+in for parameters under ``torch.func.functional_call``. It holds the SSA value it stands
+for and a meta tensor with its metadata. Every torch call that sees a proxy reaches
+``thunder_mlir.frontend.tracing.dispatch`` through ``__torch_function__``; anything that escapes to
+ATen dispatch is a bug and raises.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch_mlir import ir
+
+
+class TensorProxy(torch.Tensor):
+    """A traced tensor: an ``ir.Value`` of type ``tensor<shape x dtype>`` plus metadata.
+
+    Attributes: ``value`` (the MLIR SSA value), ``shape`` (torch.Size), ``dtype``
+    (torch.dtype), ``device`` (torch.device of the real tensors it stands for),
+    ``ndim``, ``requires_grad``. Proxies exist only while a trace is being built.
+    """
+
+    value: ir.Value
+    tshape: tuple[int, ...]
+    tdtype: torch.dtype
+    tdevice: torch.device
+
+    @staticmethod
+    def __new__(cls, value: ir.Value, shape, dtype: torch.dtype, device: torch.device,
+                requires_grad: bool = False):
+        r = torch.Tensor._make_wrapper_subclass(
+            cls, tuple(shape), dtype=dtype, device=device, requires_grad=requires_grad)
+        r.value = value
+        # Plain attributes: reading them does not go through __torch_function__.
+        r.tshape = tuple(shape)
+        r.tdtype = dtype
+        r.tdevice = device
+        return r
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    @property
+    def meta(self) -> torch.Tensor:
+        """A meta-device tensor of the same shape and dtype, for running torch meta kernels."""
+        with torch._C.DisableTorchFunction():  # modes too: symbols may be called directly
+            return torch.empty(self.tshape, dtype=self.tdtype, device="meta")
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from thunder_mlir.frontend.tracing import dispatch
+
+        return dispatch(func, args, kwargs or {})
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise RuntimeError(
+            f"internal error: {func} reached ATen dispatch with a TensorProxy; the "
+            "thunder_mlir symbol table should have intercepted it at the torch-function level")
+
+    def __repr__(self, *, tensor_contents=None):
+        with torch._C.DisableTorchFunctionSubclass():
+            return f"TensorProxy(shape={self.tshape}, dtype={self.tdtype}, device={self.tdevice})"
+
+
+def is_proxy(x) -> bool:
+    return type(x) is TensorProxy

@@ -1,0 +1,462 @@
+"""Lowering patterns: one function per thunder prim (or family) -> StableHLO/CHLO ops.
+
+The table ``LOWERINGS`` *is* the coverage list of ``lower-to-stablehlo``. Each pattern
+receives the op, its (converted) operands and the conversion rewriter, builds the new ops
+under ``rw.ip`` with the op's location, and replaces the op. Op semantics: the StableHLO
+spec (https://openxla.org/stablehlo/spec); CHLO ops are used where StableHLO has none
+(XLA legalizes them itself).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from torch_mlir import ir
+from torch_mlir._mlir_libs import _stablehlo as shlo
+
+from thunder_mlir.ir.dtypes import complex_splat
+
+Lowering = Callable  # (op, operands, rw) -> None
+
+
+def hlo(name: str, operands, result_types, attrs=None, loc=None, regions: int = 0):
+    """Create one StableHLO/CHLO op at the current insertion point; returns the Operation."""
+    return ir.Operation.create(name, results=list(result_types), operands=list(operands),
+                               attributes=attrs or {}, regions=regions, loc=loc)
+
+
+def _elem(t: ir.Type) -> ir.Type:
+    return ir.RankedTensorType(t).element_type
+
+
+def _is_float(e: ir.Type) -> bool:
+    return isinstance(e, (ir.F32Type, ir.F64Type, ir.F16Type, ir.BF16Type))
+
+
+def _is_unsigned(e: ir.Type) -> bool:
+    return isinstance(e, ir.IntegerType) and (e.is_unsigned or e.width == 1)
+
+
+def scalar_attr(e: ir.Type, value) -> ir.Attribute:
+    """The scalar attribute of real element type ``e`` holding ``value``."""
+    if _is_float(e):
+        return ir.FloatAttr.get(e, float(value))
+    if isinstance(e, ir.IntegerType) and e.width == 1:
+        return ir.IntegerAttr.get(e, 1 if value else 0)
+    return ir.IntegerAttr.get(e, int(value))
+
+
+def splat(t: ir.Type, value, loc) -> ir.Value:
+    """stablehlo.constant of type ``t`` with every element equal to ``value``."""
+    t = ir.RankedTensorType(t)
+    if isinstance(t.element_type, ir.ComplexType):
+        attr = complex_splat(t, value)
+    else:
+        attr = ir.DenseElementsAttr.get_splat(t, scalar_attr(t.element_type, value))
+    return hlo("stablehlo.constant", [], [t], {"value": attr}, loc).result
+
+
+def _i64s(v) -> ir.Attribute:
+    return ir.DenseI64ArrayAttr.get(list(v))
+
+
+def _arr(op, name) -> list[int]:
+    return list(ir.DenseI64ArrayAttr(op.attributes[name]))
+
+
+def _int(op, name) -> int:
+    return ir.IntegerAttr(op.attributes[name]).value
+
+
+# ------------------------------------------------------------------ elementwise
+_ONE_TO_ONE = {
+    "abs": "stablehlo.abs", "neg": "stablehlo.negate", "exp": "stablehlo.exponential",
+    "log": "stablehlo.log", "log1p": "stablehlo.log_plus_one",
+    "expm1": "stablehlo.exponential_minus_one", "sqrt": "stablehlo.sqrt",
+    "rsqrt": "stablehlo.rsqrt", "cbrt": "stablehlo.cbrt", "sin": "stablehlo.sine",
+    "cos": "stablehlo.cosine", "tan": "stablehlo.tan", "tanh": "stablehlo.tanh",
+    "logistic": "stablehlo.logistic", "floor": "stablehlo.floor", "ceil": "stablehlo.ceil",
+    "round": "stablehlo.round_nearest_even", "sign": "stablehlo.sign",
+    "bitwise_not": "stablehlo.not", "isfinite": "stablehlo.is_finite", "real": "stablehlo.real",
+    "imag": "stablehlo.imag",
+    "asin": "chlo.asin", "acos": "chlo.acos", "atan": "chlo.atan", "sinh": "chlo.sinh",
+    "cosh": "chlo.cosh", "asinh": "chlo.asinh", "acosh": "chlo.acosh", "atanh": "chlo.atanh",
+    "erf": "chlo.erf", "erfc": "chlo.erfc", "erfinv": "chlo.erf_inv", "lgamma": "chlo.lgamma",
+    "digamma": "chlo.digamma", "bessel_i1e": "chlo.bessel_i1e", "zeta": "chlo.zeta",
+    "polygamma": "chlo.polygamma",
+    "add": "stablehlo.add", "sub": "stablehlo.subtract", "mul": "stablehlo.multiply",
+    "div": "stablehlo.divide", "fmod": "stablehlo.remainder", "pow": "stablehlo.power",
+    "maximum": "stablehlo.maximum", "minimum": "stablehlo.minimum", "atan2": "stablehlo.atan2",
+    "bitwise_and": "stablehlo.and", "bitwise_or": "stablehlo.or", "bitwise_xor": "stablehlo.xor",
+    "shift_left": "stablehlo.shift_left",
+    "shift_right_arithmetic": "stablehlo.shift_right_arithmetic",
+    "shift_right_logical": "stablehlo.shift_right_logical", "nextafter": "chlo.next_after",
+    "where": "stablehlo.select", "clamp": "stablehlo.clamp",
+    "convert_element_type": "stablehlo.convert", "bitcast": "stablehlo.bitcast_convert",
+    "reshape": "stablehlo.reshape",
+}
+
+
+def _one_to_one(target: str) -> Lowering:
+    def lower(op, operands, rw):
+        with rw.ip:
+            new = hlo(target, operands, [op.result.type], loc=op.location)
+        rw.replace_op(op, new.results)
+    return lower
+
+
+_DIRECTIONS = {"eq": "EQ", "ne": "NE", "lt": "LT", "le": "LE", "gt": "GT", "ge": "GE"}
+
+
+def compare(x: ir.Value, y: ir.Value, direction: str, loc) -> ir.Value:
+    """stablehlo.compare with the comparison type implied by the element type."""
+    e = _elem(x.type)
+    kind = "FLOAT" if _is_float(e) or isinstance(e, ir.ComplexType) else (
+        "UNSIGNED" if _is_unsigned(e) else "SIGNED")
+    rt = ir.RankedTensorType.get(ir.RankedTensorType(x.type).shape, ir.IntegerType.get_signless(1))
+    return hlo("stablehlo.compare", [x, y], [rt], {
+        "comparison_direction": shlo.ComparisonDirectionAttr.get(direction),
+        "compare_type": shlo.ComparisonTypeAttr.get(kind)}, loc).result
+
+
+def _compare(direction: str) -> Lowering:
+    def lower(op, operands, rw):
+        with rw.ip:
+            r = compare(operands[0], operands[1], direction, op.location)
+        rw.replace_op(op, [r])
+    return lower
+
+
+def _scaled_log_or_exp(base_op: str, pre: float | None, post: float | None) -> Lowering:
+    """exp2(x) = exp(x ln2); log2(x) = log(x) / ln2; log10(x) = log(x) / ln10."""
+    def lower(op, operands, rw):
+        t, loc = op.result.type, op.location
+        with rw.ip:
+            x = operands[0]
+            if pre is not None:
+                x = hlo("stablehlo.multiply", [x, splat(t, pre, loc)], [t], loc=loc).result
+            y = hlo(base_op, [x], [t], loc=loc).result
+            if post is not None:
+                y = hlo("stablehlo.divide", [y, splat(t, post, loc)], [t], loc=loc).result
+        rw.replace_op(op, [y])
+    return lower
+
+
+def lower_trunc(op, operands, rw):
+    """trunc(x) = x < 0 ? ceil(x) : floor(x) (StableHLO has no trunc)."""
+    t, loc, x = op.result.type, op.location, operands[0]
+    with rw.ip:
+        neg = compare(x, splat(t, 0.0, loc), "LT", loc)
+        c = hlo("stablehlo.ceil", [x], [t], loc=loc).result
+        f = hlo("stablehlo.floor", [x], [t], loc=loc).result
+        r = hlo("stablehlo.select", [neg, c, f], [t], loc=loc)
+    rw.replace_op(op, r.results)
+
+
+def lower_reciprocal(op, operands, rw):
+    t, loc = op.result.type, op.location
+    with rw.ip:
+        r = hlo("stablehlo.divide", [splat(t, 1.0, loc), operands[0]], [t], loc=loc)
+    rw.replace_op(op, r.results)
+
+
+# ----------------------------------------------------------------- structural
+def _with_attrs(target: str, renames: dict[str, str]) -> Lowering:
+    def lower(op, operands, rw):
+        attrs = {new: op.attributes[old] for old, new in renames.items()}
+        with rw.ip:
+            r = hlo(target, operands, [op.result.type], attrs, op.location)
+        rw.replace_op(op, r.results)
+    return lower
+
+
+def lower_full(op, operands, rw):
+    v = op.attributes["value"]
+    value = ir.FloatAttr(v).value if isinstance(v, ir.FloatAttr) else ir.IntegerAttr(v).value
+    with rw.ip:
+        r = splat(op.result.type, value, op.location)
+    rw.replace_op(op, [r])
+
+
+def lower_constant(op, operands, rw):
+    with rw.ip:
+        r = hlo("stablehlo.constant", [], [op.result.type], {"value": op.attributes["value"]},
+                op.location)
+    rw.replace_op(op, r.results)
+
+
+def lower_identity(op, operands, rw):
+    """stop_gradient / no_derivative: autograd markers with no run-time effect."""
+    rw.replace_op(op, [operands[0]])
+
+
+def lower_concatenate(op, operands, rw):
+    with rw.ip:
+        r = hlo("stablehlo.concatenate", operands, [op.result.type],
+                {"dimension": op.attributes["dimension"]}, op.location)
+    rw.replace_op(op, r.results)
+
+
+def lower_iota(op, operands, rw):
+    with rw.ip:
+        r = hlo("stablehlo.iota", [], [op.result.type],
+                {"iota_dimension": op.attributes["dimension"]}, op.location)
+    rw.replace_op(op, r.results)
+
+
+def add_combiner(region_op, st: ir.Type, loc, combine) -> None:
+    """Fill ``region_op``'s one region with the scalar reducer ``(a, b) -> combine(a, b)``
+    on 0-d tensors of type ``st`` (the body of stablehlo.reduce, reduce_window, scatter)."""
+    b = ir.Block.create_at_start(region_op.regions[0], [st, st])
+    with ir.InsertionPoint(b):
+        hlo("stablehlo.return", [combine(*b.arguments)], [], loc=loc)
+
+
+def binary(name: str, st: ir.Type, loc):
+    """A combiner applying the elementwise StableHLO op ``name`` (for ``add_combiner``)."""
+    return lambda a, b: hlo(name, [a, b], [st], loc=loc).result
+
+
+# ------------------------------------------------------------------ reductions
+def _reduce_init(kind: str, e: ir.Type):
+    if kind in ("reduce_sum", "reduce_or"):
+        return 0
+    if kind in ("reduce_prod", "reduce_and"):
+        return 1
+    if _is_float(e):
+        return -math.inf if kind == "reduce_max" else math.inf
+    w = ir.IntegerType(e).width
+    if w == 1:
+        return 0 if kind == "reduce_max" else 1
+    if ir.IntegerType(e).is_unsigned:
+        return 0 if kind == "reduce_max" else (1 << w) - 1
+    return -(1 << (w - 1)) if kind == "reduce_max" else (1 << (w - 1)) - 1
+
+
+_REDUCE_BODY = {"reduce_sum": "stablehlo.add", "reduce_prod": "stablehlo.multiply",
+                "reduce_max": "stablehlo.maximum", "reduce_min": "stablehlo.minimum",
+                "reduce_and": "stablehlo.and", "reduce_or": "stablehlo.or"}
+
+
+def _reduce(kind: str) -> Lowering:
+    def lower(op, operands, rw):
+        t, loc = op.result.type, op.location
+        e = _elem(t)
+        st = ir.RankedTensorType.get([], e)
+        with rw.ip:
+            init = splat(st, _reduce_init(kind, e), loc)
+            red = hlo("stablehlo.reduce", [operands[0], init], [t],
+                      {"dimensions": op.attributes["dims"]}, loc, regions=1)
+            add_combiner(red, st, loc, binary(_REDUCE_BODY[kind], st, loc))
+        rw.replace_op(op, red.results)
+    return lower
+
+
+def _argreduce(kind: str) -> Lowering:
+    """Variadic stablehlo.reduce over (value, index); NaN counts as the extreme, ties -> first."""
+    direction = "GT" if kind == "argmax" else "LT"
+
+    def lower(op, operands, rw):
+        loc = op.location
+        x = operands[0]
+        xt = ir.RankedTensorType(x.type)
+        e = xt.element_type
+        dim = _int(op, "dim")
+        i64 = ir.IntegerType.get_signless(64)
+        it = ir.RankedTensorType.get(xt.shape, i64)
+        sv, si = ir.RankedTensorType.get([], e), ir.RankedTensorType.get([], i64)
+        rt = op.result.type
+        rv = ir.RankedTensorType.get(ir.RankedTensorType(rt).shape, e)
+        with rw.ip:
+            idx = hlo("stablehlo.iota", [], [it], {"iota_dimension": ir.IntegerAttr.get(i64, dim)},
+                      loc).result
+            init_v = splat(sv, _reduce_init("reduce_max" if kind == "argmax" else "reduce_min", e),
+                           loc)
+            init_i = splat(si, 0, loc)
+            red = hlo("stablehlo.reduce", [x, idx, init_v, init_i], [rv, rt],
+                      {"dimensions": _i64s([dim])}, loc, regions=1)
+            b = ir.Block.create_at_start(red.regions[0], [sv, si, sv, si])
+            av, ai, bv, bi = b.arguments
+            with ir.InsertionPoint(b):
+                better = compare(av, bv, direction, loc)
+                if _is_float(e):
+                    better = hlo("stablehlo.or", [better, compare(av, av, "NE", loc)],
+                                 [better.type], loc=loc).result
+                eq = compare(av, bv, "EQ", loc)
+                first = compare(ai, bi, "LT", loc)
+                tie = hlo("stablehlo.and", [eq, first], [eq.type], loc=loc).result
+                pick_a = hlo("stablehlo.or", [better, tie], [eq.type], loc=loc).result
+                v = hlo("stablehlo.select", [pick_a, av, bv], [sv], loc=loc).result
+                i = hlo("stablehlo.select", [pick_a, ai, bi], [si], loc=loc).result
+                hlo("stablehlo.return", [v, i], [], loc=loc)
+        rw.replace_op(op, [red.results[1]])
+    return lower
+
+
+def lower_cumsum(op, operands, rw):
+    """Inclusive prefix sum: stablehlo.reduce_window with a window of the full dim length."""
+    t, loc = op.result.type, op.location
+    rt = ir.RankedTensorType(t)
+    dim, n = _int(op, "dim"), rt.shape[_int(op, "dim")]
+    st = ir.RankedTensorType.get([], rt.element_type)
+    window = [n if i == dim else 1 for i in range(rt.rank)]
+    pads = [[n - 1 if i == dim else 0, 0] for i in range(rt.rank)]
+    i64 = ir.IntegerType.get_signless(64)
+    pad_attr = ir.DenseElementsAttr.get(
+        __import__("numpy").array(pads, dtype="int64").reshape(rt.rank, 2),
+        type=i64)
+    with rw.ip:
+        init = splat(st, 0, loc)
+        rwin = hlo("stablehlo.reduce_window", [operands[0], init], [t],
+                   {"window_dimensions": _i64s(window), "padding": pad_attr}, loc, regions=1)
+        add_combiner(rwin, st, loc, binary("stablehlo.add", st, loc))
+    rw.replace_op(op, rwin.results)
+
+
+# -------------------------------------------------------------- linear algebra
+def lower_dot_general(op, operands, rw):
+    e = _elem(op.result.type)
+    dn = shlo.DotDimensionNumbers.get(
+        lhs_batching_dimensions=_arr(op, "lhs_batching_dimensions"),
+        rhs_batching_dimensions=_arr(op, "rhs_batching_dimensions"),
+        lhs_contracting_dimensions=_arr(op, "lhs_contracting_dimensions"),
+        rhs_contracting_dimensions=_arr(op, "rhs_contracting_dimensions"))
+    attrs = {"dot_dimension_numbers": dn}
+    if isinstance(e, (ir.F32Type, ir.F64Type)):
+        # full fp32 accuracy everywhere, as torch's default (no TF32 on GPUs)
+        p = shlo.PrecisionAttr.get("HIGHEST")
+        attrs["precision_config"] = ir.ArrayAttr.get([p, p])
+    with rw.ip:
+        r = hlo("stablehlo.dot_general", operands, [op.result.type], attrs, op.location)
+    rw.replace_op(op, r.results)
+
+
+# ----------------------------------------------------------------- indexing
+def lower_take(op, operands, rw):
+    """index_select as stablehlo.gather: collapse ``dim``, indices' dims become batch dims."""
+    x, idx = operands
+    xs = ir.RankedTensorType(x.type).shape
+    r = ir.RankedTensorType(idx.type).rank
+    d = _int(op, "dim")
+    offset_dims = list(range(d)) + list(range(d + r, d + r + len(xs) - d - 1))
+    dn = shlo.GatherDimensionNumbers.get(
+        offset_dims=offset_dims, collapsed_slice_dims=[d], operand_batching_dims=[],
+        start_indices_batching_dims=[], start_index_map=[d], index_vector_dim=r)
+    sizes = [1 if i == d else s for i, s in enumerate(xs)]
+    with rw.ip:
+        g = hlo("stablehlo.gather", [x, idx], [op.result.type],
+                {"dimension_numbers": dn, "slice_sizes": _i64s(sizes),
+                 "indices_are_sorted": ir.BoolAttr.get(False)}, op.location)
+    rw.replace_op(op, g.results)
+
+
+def lower_take_along(op, operands, rw):
+    """torch.gather as stablehlo.gather with every other dim a batching dim."""
+    x, idx = operands
+    loc = op.location
+    it = ir.RankedTensorType(idx.type)
+    xt = ir.RankedTensorType(x.type)
+    d = _int(op, "dim")
+    rank = it.rank
+    others = [i for i in range(rank) if i != d]
+    # torch.gather allows index.size(k) <= input.size(k) for k != d: slice x to match
+    lim = [xt.shape[i] if i == d else it.shape[i] for i in range(rank)]
+    with rw.ip:
+        if lim != list(xt.shape):
+            st = ir.RankedTensorType.get(lim, xt.element_type)
+            x = hlo("stablehlo.slice", [x], [st], {"start_indices": _i64s([0] * rank),
+                                                  "limit_indices": _i64s(lim),
+                                                  "strides": _i64s([1] * rank)}, loc).result
+        dn = shlo.GatherDimensionNumbers.get(
+            offset_dims=[], collapsed_slice_dims=[d], operand_batching_dims=others,
+            start_indices_batching_dims=others, start_index_map=[d], index_vector_dim=rank)
+        g = hlo("stablehlo.gather", [x, idx], [op.result.type],
+                {"dimension_numbers": dn, "slice_sizes": _i64s([1] * rank),
+                 "indices_are_sorted": ir.BoolAttr.get(False)}, loc)
+    rw.replace_op(op, g.results)
+
+
+def _scatter_add(op, x, idx, src, dn, loc, rw):
+    t = op.result.type
+    st = ir.RankedTensorType.get([], ir.RankedTensorType(t).element_type)
+    with rw.ip:
+        sc = hlo("stablehlo.scatter", [x, idx, src], [t],
+                 {"scatter_dimension_numbers": dn,
+                  "indices_are_sorted": ir.BoolAttr.get(False),
+                  "unique_indices": ir.BoolAttr.get(False)}, loc, regions=1)
+        add_combiner(sc, st, loc, binary("stablehlo.add", st, loc))
+    rw.replace_op(op, sc.results)
+
+
+def lower_index_add(op, operands, rw):
+    """torch.index_add as stablehlo.scatter (add), the transpose of ``lower_take``."""
+    x, idx, src = operands
+    xs = ir.RankedTensorType(x.type).shape
+    r = ir.RankedTensorType(idx.type).rank
+    d = _int(op, "dim")
+    window = list(range(d)) + list(range(d + r, d + r + len(xs) - d - 1))
+    dn = shlo.ScatterDimensionNumbers.get(
+        update_window_dims=window, inserted_window_dims=[d], input_batching_dims=[],
+        scatter_indices_batching_dims=[], scattered_dims_to_operand_dims=[d],
+        index_vector_dim=r)
+    _scatter_add(op, x, idx, src, dn, op.location, rw)
+
+
+def lower_take_along_add(op, operands, rw):
+    """torch.scatter_add as stablehlo.scatter with every other dim a batching dim."""
+    x, idx, src = operands
+    it = ir.RankedTensorType(idx.type)
+    xt = ir.RankedTensorType(x.type)
+    d = _int(op, "dim")
+    if [s for i, s in enumerate(it.shape) if i != d] != [s for i, s in enumerate(xt.shape)
+                                                        if i != d]:
+        raise NotImplementedError("take_along_add with indices smaller than x off `dim`")
+    others = [i for i in range(it.rank) if i != d]
+    dn = shlo.ScatterDimensionNumbers.get(
+        update_window_dims=[], inserted_window_dims=[d], input_batching_dims=others,
+        scatter_indices_batching_dims=others, scattered_dims_to_operand_dims=[d],
+        index_vector_dim=it.rank)
+    _scatter_add(op, x, idx, src, dn, op.location, rw)
+
+
+LOWERINGS: dict[str, Lowering] = {
+    **{name: _one_to_one(target) for name, target in _ONE_TO_ONE.items()},
+    **{name: _compare(d) for name, d in _DIRECTIONS.items()},
+    "exp2": _scaled_log_or_exp("stablehlo.exponential", math.log(2.0), None),
+    "log2": _scaled_log_or_exp("stablehlo.log", None, math.log(2.0)),
+    "log10": _scaled_log_or_exp("stablehlo.log", None, math.log(10.0)),
+    "trunc": lower_trunc,
+    "reciprocal": lower_reciprocal,
+    "broadcast_in_dim": _with_attrs("stablehlo.broadcast_in_dim",
+                                    {"broadcast_dimensions": "broadcast_dimensions"}),
+    "transpose": _with_attrs("stablehlo.transpose", {"permutation": "permutation"}),
+    "slice": _with_attrs("stablehlo.slice", {"start_indices": "start_indices",
+                                             "limit_indices": "limit_indices",
+                                             "strides": "strides"}),
+    "reverse": _with_attrs("stablehlo.reverse", {"dims": "dimensions"}),
+    "pad": _with_attrs("stablehlo.pad", {"low": "edge_padding_low", "high": "edge_padding_high",
+                                         "interior": "interior_padding"}),
+    "concatenate": lower_concatenate,
+    "stop_gradient": lower_identity,
+    "no_derivative": lower_identity,
+    "iota": lower_iota,
+    "full": lower_full,
+    "constant": lower_constant,
+    **{k: _reduce(k) for k in _REDUCE_BODY},
+    "argmax": _argreduce("argmax"),
+    "argmin": _argreduce("argmin"),
+    "cumsum": lower_cumsum,
+    "dot_general": lower_dot_general,
+    "take": lower_take,
+    "take_along": lower_take_along,
+    "index_add": lower_index_add,
+    "take_along_add": lower_take_along_add,
+}
+
+from thunder_mlir.transforms.lowerings_extra import EXTRA_LOWERINGS  # noqa: E402  (it imports the helpers above)
+
+from thunder_mlir.transforms.lowerings_dynamic import DYNAMIC_LOWERINGS  # noqa: E402
+
+LOWERINGS.update(EXTRA_LOWERINGS)
+LOWERINGS.update(DYNAMIC_LOWERINGS)

@@ -1,1 +1,0 @@
-"""Built-in executors: ``xla`` (everything that lowers to StableHLO) and ``torch`` (fallback)."""

@@ -1,0 +1,68 @@
+"""thunder_mlir: a JIT compiler for PyTorch programs built on MLIR, StableHLO and XLA.
+
+    jfn = thunder_mlir.jit(fn_or_module)     # same signature, compiled on first call
+    jfn(*args)                               # runs on XLA (torch fallback where needed)
+    thunder_mlir.last_traces(jfn)            # the MLIR of each stage of the last compile
+"""
+
+from __future__ import annotations
+
+from thunder_mlir.errors import (  # noqa: F401
+    CallArgumentError, CompileError, DataDependentControlFlowError, LoweringError, PassError,
+    SharpEdgeError, ThunderError, TorchOpError, TraceError, UnsupportedError,
+    UnsupportedInputError)
+from thunder_mlir.cache import RecompileWarning  # noqa: F401
+from thunder_mlir.grad_api import grad, value_and_grad  # noqa: F401
+from thunder_mlir.jit import Stage, ThunderFunction, jit  # noqa: F401
+from thunder_mlir.frontend.sharp_edges import SharpEdgeWarning  # noqa: F401
+from thunder_mlir.module import ThunderModule  # noqa: F401
+from thunder_mlir.ir.proxy import TensorProxy  # noqa: F401
+from thunder_mlir.examine import Examination, OpReport, examine  # noqa: F401
+
+
+def _function(jfn) -> ThunderFunction:
+    if isinstance(jfn, ThunderModule):
+        return jfn._fn
+    if isinstance(jfn, ThunderFunction):
+        return jfn
+    raise TypeError(f"expected the result of thunder_mlir.jit, got {type(jfn).__name__}")
+
+
+def last_traces(jfn) -> list[Stage]:
+    """The stages of the last compilation used by ``jfn``: ``initial`` (thunder dialect as
+    traced), ``prims`` (after decompose), ``plan`` (after partition), ``stablehlo`` (after
+    lowering), and ``xla-compile``. Each Stage has ``name``, ``text`` (MLIR with locations)
+    and ``seconds``. Raises RuntimeError before the first call."""
+    entry = _function(jfn).last
+    if entry is None:
+        raise RuntimeError("last_traces: the jitted function has not been called yet")
+    return list(entry.stages)
+
+
+def fallback_ops(jfn) -> list[str]:
+    """Names of the torch ops the last compilation of ``jfn`` ran on the torch fallback."""
+    entry = _function(jfn).last
+    if entry is None:
+        raise RuntimeError("fallback_ops: the jitted function has not been called yet")
+    return list(entry.fallbacks)
+
+
+def cache_hits(jfn) -> int:
+    """Calls of ``jfn`` that reused a compiled program."""
+    return _function(jfn).cache.hits
+
+
+def cache_misses(jfn) -> int:
+    """Calls of ``jfn`` that traced and compiled a new program."""
+    return _function(jfn).cache.misses
+
+
+def cache_info(jfn) -> dict:
+    """The cache of ``jfn``: ``hits``, ``misses``, ``recompile_reasons`` (one line per
+    miss after the first, naming the input or guard that changed), ``guards`` (the
+    global/closure values the program depends on) and ``entries`` (what each compiled
+    entry was specialized on: per input path, tensor metadata or Python value)."""
+    c = _function(jfn).cache
+    return {"hits": c.hits, "misses": c.misses, "recompile_reasons": list(c.reasons),
+            "guards": [g.describe() for g in c.schema],
+            "entries": [e.specialization() for e in c.entries.values()]}

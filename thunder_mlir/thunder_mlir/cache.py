@@ -1,0 +1,209 @@
+"""The compilation cache of one jitted function: hashed keys, guards, recompile reasons.
+
+Key = (input tree structure, per-leaf metadata — shape, dtype, device, requires_grad for
+tensors, type and value for Python values —, grad mode, default dtype, current values of
+the function's guards, torch.autocast state). One dict lookup per call; no scan of entries.
+
+Guards are Python values the program read from outside its signature while it was traced
+(a global, a closure cell). The function's *guard schema* is the list of such sources seen
+so far; their current values are part of every key, so a changed value is a cache miss
+(a re-trace), never a stale result.
+"""
+
+from __future__ import annotations
+
+import collections
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from thunder_mlir.frontend import autocast
+from thunder_mlir.frontend.guards import MISSING as _MISSING, Guard, key_function
+
+
+class RecompileWarning(UserWarning):
+    """A jitted function recompiled more often than its ``recompile_limit``."""
+
+
+_any_autocast = torch._C._is_any_autocast_enabled  # one C call on the hot path
+MAX_REASONS = 256  # recompile reasons kept per function
+
+
+def fmt(v) -> str:
+    return "<deleted>" if v is _MISSING else repr(v)
+
+
+@dataclass
+class CacheEntry:
+    """A compiled specialization: the plan plus how to rebuild the outputs."""
+
+    plan: Any
+    out_spec: Any
+    out_consts: list  # per output leaf: None for a tensor, else the constant value
+    out_tensor_positions: list[int]
+    stages: list
+    fallbacks: list[str] = field(default_factory=list)
+    mutated_inputs: list[int] = field(default_factory=list)  # tensor indices to write back
+    key: Any = None
+    paths: list[str] = field(default_factory=list)
+    guards: list[tuple[Guard, Any]] = field(default_factory=list)
+    # attribute writes the program made (guards.AttributeRecorder), replayed after each run
+    attribute_writes: list = field(default_factory=list)
+    # outputs that alias inputs or earlier outputs: view recipes replayed (aliasing.py)
+    output_views: list = field(default_factory=list)
+    _rebuild: Any = None
+    # with autograd (grad pass): the backward plan and how forward outputs map to it
+    backward_plan: Any = None
+    num_outputs: int = 0
+    diff_outputs: list[bool] = field(default_factory=list)
+    wrt: list[int] = field(default_factory=list)  # tensor-input indices that get gradients
+    residual_bytes: int = 0
+    backward_error: str | None = None  # eager's error for a derivative it does not implement
+
+    def rebuild(self, outs: list):
+        """The user-visible output from the plan's flat output tensors."""
+        if self._rebuild is None:
+            self._rebuild = self._make_rebuild()
+        return self._rebuild(outs)
+
+    def set_joint_layout(self, keep_outputs: bool, n_grads: int) -> None:
+        """A gradient program's plan returns [outputs (keep_outputs)] + [n_grads
+        gradients] (write-backs already removed by the caller): ``rebuild`` gives
+        (outputs, [gradients]) or the gradients alone."""
+        n_out = len(self.out_tensor_positions) if keep_outputs else 0
+        plain = self._make_rebuild()
+        if keep_outputs:
+            self._rebuild = lambda outs: (plain(outs[:n_out]), list(outs[n_out:]))
+        else:
+            self._rebuild = lambda outs: list(outs[n_out:n_out + n_grads])
+
+    def _make_rebuild(self):
+        import torch.utils._pytree as torch_pytree
+
+        spec, consts, positions = self.out_spec, self.out_consts, self.out_tensor_positions
+        if spec.is_leaf() and positions == [0]:
+            return lambda outs: outs[0]
+        if spec.type is tuple and all(c.is_leaf() for c in spec.children()) and \
+                positions == list(range(len(consts))):
+            return tuple
+
+        def general(outs):
+            leaves = list(consts)
+            for pos, t in zip(positions, outs):
+                leaves[pos] = t
+            return torch_pytree.tree_unflatten(leaves, spec)
+        return general
+
+    def specialization(self) -> dict:
+        """What this entry was specialized on, for ``cache_info`` (``autocast``: the
+        caller's torch.autocast state, present when one was on)."""
+        _, metas, grad, dtype, _ = self.key[:5]
+        inputs = {}
+        for path, m in zip(self.paths, metas):
+            if m[0] == "tensor":
+                inputs[path] = {"shape": tuple(m[1]), "dtype": m[2], "device": m[3],
+                                "requires_grad": m[4]}
+            else:
+                inputs[path] = {"type": m[0].__name__, "value": m[1]}
+        spec = {"inputs": inputs, "grad_enabled": grad, "default_dtype": dtype,
+                "guards": {g.describe(): v for g, v in self.guards}}
+        if self.key[5] is not None:  # compiled inside a torch.autocast region
+            spec["autocast"] = autocast.describe_state(self.key[5])
+        return spec
+
+
+class FunctionCache:
+    """Entries of one jitted function; counts hits/misses and why each miss happened."""
+
+    def __init__(self, name: str, recompile_limit: int = 8, enabled: bool = True):
+        self.name = name
+        self.recompile_limit = recompile_limit
+        self.enabled = enabled
+        self.entries: dict[Any, CacheEntry] = {}
+        self.schema: list[Guard] = []
+        self._guard_key = key_function(self.schema)  # the schema's current key values
+        self.hits = 0
+        self.misses = 0
+        # the latest MAX_REASONS (a function re-traced on every call must not grow it)
+        self.reasons: collections.deque[str] = collections.deque(maxlen=MAX_REASONS)
+        self._last_key = None
+        self._last_paths: list[str] = []
+
+    def key(self, spec, metas: tuple) -> tuple:
+        return (spec, metas, torch.is_grad_enabled(), torch.get_default_dtype(),
+                self._guard_key(), autocast.state_key() if _any_autocast() else None)
+
+    def lookup(self, key) -> CacheEntry | None:
+        if not self.enabled:
+            return None
+        try:
+            return self.entries.get(key)
+        except TypeError:  # an unhashable Python value among the inputs
+            return None
+
+    def insert(self, key, entry: CacheEntry, paths: list[str], guards: list[tuple[Guard, Any]]):
+        """Record a compiled entry; extends the guard schema with new sources."""
+        self.misses += 1
+        if self.misses > 1:
+            reason = self._why(key, paths)
+            self.reasons.append(reason)
+            if self.enabled and self.misses - 1 > self.recompile_limit:
+                from thunder_mlir.frontend.locations import user_stacklevel
+
+                warnings.warn(f"{self.name} has recompiled {self.misses - 1} times (limit "
+                              f"{self.recompile_limit}); last recompile because {reason}. A value "
+                              "that changes on every call should be a tensor input.",
+                              RecompileWarning, stacklevel=user_stacklevel())
+        new_sources = [g for g, _ in guards if not any(g.same_source(s) for s in self.schema)]
+        if new_sources:
+            self.schema.extend(new_sources)
+            self._guard_key = key_function(self.schema)
+            # keys of existing entries lack the new sources: they can no longer be hit
+            self.entries.clear()
+            key = key[:4] + (self._guard_key(),) + key[5:]
+        entry.key, entry.paths, entry.guards = key, paths, guards
+        if self.enabled:
+            try:
+                self.entries[key] = entry
+            except TypeError:
+                pass
+        self._last_key, self._last_paths = key, paths
+
+    def _why(self, key, paths) -> str:
+        """Why ``key`` missed: what differs from the nearest compiled key (fewest
+        differences; the latest compiled on a tie), first difference first."""
+        candidates = [self._last_key] if self._last_key is not None else []
+        candidates += [k for k in reversed(list(self.entries)) if k is not self._last_key]
+        if not candidates:
+            return "the cache was empty"
+        diffs = min((self._diffs(old, key, paths) for old in candidates), key=len)
+        if diffs:
+            return diffs[0]
+        return "caching is disabled" if not self.enabled else "the previous entry was evicted"
+
+    def _diffs(self, old, key, paths) -> list[str]:
+        if old[0] != key[0]:
+            return ["the structure of the inputs changed"]
+        out = [f"input {path} changed: {_meta_str(a)} -> {_meta_str(b)}"
+               for path, a, b in zip(paths, old[1], key[1]) if a != b]
+        if old[2] != key[2]:
+            out.append(f"grad mode changed: {old[2]} -> {key[2]}")
+        if old[3] != key[3]:
+            out.append(f"default dtype changed: {old[3]} -> {key[3]}")
+        if old[5] != key[5]:
+            out.append(f"torch.autocast state changed: {autocast.describe_state(old[5])} -> "
+                       f"{autocast.describe_state(key[5])}")
+        out += [f"{g.describe()} is another object" if g.by_identity else
+                f"{g.describe()} changed: {fmt(a)} -> {fmt(b)}"
+                for g, a, b in zip(self.schema, old[4], key[4]) if a != b]
+        if not out and len(old[4]) != len(key[4]):
+            out.append("new guards were recorded")
+        return out
+
+
+def _meta_str(m) -> str:
+    if m[0] == "tensor":
+        return f"tensor(shape={tuple(m[1])}, dtype={m[2]}, device={m[3]}, requires_grad={m[4]})"
+    return f"{m[0].__name__} {m[1]!r}"

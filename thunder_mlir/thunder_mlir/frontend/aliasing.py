@@ -1,0 +1,240 @@
+"""Outputs that alias inputs, as in eager: ``return x``, ``x.view(-1)``, ``x[0]``,
+``x.detach()``, ``x.t()``, or a view of another output.
+
+A compiled program computes values; eager returns *views*, tensors sharing memory with
+their base, so a later in-place update of the output changes the input (and the other way
+round), and ``f(x) is x`` when ``f`` returns its input. To give the same objects back, the
+tracer remembers how each view was made (``record_view``: the torch function, its
+arguments, which of its outputs), and ``output_views`` turns every output whose chain of
+views reaches an input (or an earlier output) into a *recipe*: at run time ``apply`` calls
+the same torch view functions on the real base tensor, after the program has run and its
+in-place write-backs are done. The result is eager's own — a view where eager gives a view,
+a copy where eager copies (``reshape`` of a non-viewable tensor), with torch's autograd
+view tracking when the input requires grad.
+
+A view made with another traced tensor as an argument is replayed with that argument when
+it is an input; a value computed inside the program stands in as an empty tensor of its
+metadata (``expand_as``, ``view_as`` read nothing else), except as an index
+(``x[computed_0d_index]`` selects by value: refused, NotImplementedError naming the line).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optree
+import torch
+from torch_mlir import ir
+
+from thunder_mlir.ir.proxy import TensorProxy
+
+_VIEW_OF = "_view_of"  # proxy attribute: (func, args, kwargs, output index, location)
+
+
+def record_view(func, args: tuple, kwargs: dict, out) -> None:
+    """Remember, on each view among ``out`` (the proxies ``_mark_views`` marked), that it is
+    output ``k`` of ``func(*args, **kwargs)`` with ``args[0]`` its base."""
+    if not args or type(args[0]) is not TensorProxy:
+        return
+    outs = [o for o in optree.tree_leaves(out, none_is_leaf=True) if type(o) is TensorProxy]
+    for k, o in enumerate(outs):
+        if o is not args[0] and getattr(o, "_alias_root", None) is not None \
+                and not hasattr(o, _VIEW_OF):
+            from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+            setattr(o, _VIEW_OF, (func, args, kwargs, k if len(outs) > 1 else None,
+                                  describe_frame(user_frame()), torch.is_grad_enabled()))
+
+
+def _chain(p: TensorProxy, roots: dict[int, tuple[str, int]]):
+    """The view steps from a root (input or earlier output) to ``p``, outermost last, and
+    the root; None when ``p`` is not a view of one."""
+    steps = []
+    while id(p) not in roots:
+        made = getattr(p, _VIEW_OF, None)
+        if made is None:
+            return None
+        steps.append(made)
+        p = made[1][0]
+    return roots[id(p)], list(reversed(steps))
+
+
+class _Input:
+    """Marker in a recipe step's arguments: the call's input tensor ``index``."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+_BASE = object()  # marker: the step's base (the root, or the previous step's result)
+
+
+class _Like:
+    """Marker: a tensor computed in the program, of which the view only reads metadata."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype
+
+
+def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy]) -> list[tuple]:
+    """Recipes ``(output position, ("input" | "output", index), steps)`` for the outputs
+    that are, or are views of, an input or an earlier output; a step is ``(func, args,
+    kwargs, output index)`` with its tensors replaced by markers (no proxy is kept). Raises
+    NotImplementedError for a view eager makes with a computed tensor as an argument."""
+    roots = {id(p): ("input", i) for i, p in enumerate(inputs)}
+    inputs_by_id = {id(p): i for i, p in enumerate(inputs)}
+    # SSA values of the arguments and of the outputs so far: an output that is one of them
+    # without being a view in eager (x.clone(), an op that folds to its input) would come
+    # back from XLA as the same buffer: it is copied
+    taken = set(p.value for p in inputs if type(p.value.owner) is ir.Block)
+    recipes = []
+    for pos, o in enumerate(outputs):
+        found = _chain(o, roots)
+        recipe = None
+        if found is not None:
+            root, steps = found
+            templates = [_template(step, inputs_by_id) for step in steps]
+            if all(t is not None for t in templates):  # (None: a step copies, as eager)
+                recipe = (pos, root, templates)
+        if recipe is None and o.value in taken:
+            recipe = (pos, ("copy", pos), [])
+        if recipe is not None:
+            recipes.append(recipe)
+        taken.add(o.value)
+        roots.setdefault(id(o), ("output", pos))
+    return recipes
+
+
+def _template(step, inputs_by_id: dict[int, int]) -> tuple:
+    func, args, kwargs, k, where, grad_mode = step
+    base = args[0]
+
+    def mark(x):
+        if x is base:
+            return _BASE
+        if type(x) is TensorProxy:
+            if id(x) not in inputs_by_id:
+                if not _aliases_on_meta(func, args, kwargs, k):
+                    raise _Copies  # x[computed_index]: eager copies, no view to return
+                if func is not torch.Tensor.__getitem__:
+                    # a view's metadata comes from the other tensor's metadata alone
+                    # (expand_as, view_as): an empty tensor of that metadata stands in
+                    return _Like(x.tshape, x.tdtype)
+                raise NotImplementedError(
+                    f"{where}\n  this output is a view of an input made with a tensor "
+                    "computed in the program as an argument; thunder_mlir cannot return "
+                    "eager's view of it. Return .clone() of it, or pass that tensor as an "
+                    "input.")
+            return _Input(inputs_by_id[id(x)])
+        return x
+    try:
+        a, kw = optree.tree_map(mark, (args, kwargs), none_is_leaf=True)
+    except _Copies:
+        return None
+    return func, a, kw, k, grad_mode
+
+
+class _Copies(Exception):
+    """A view step that eager computes as a copy (nothing aliases the base)."""
+
+
+def _aliases_on_meta(func, args, kwargs, k) -> bool:
+    """Whether eager's ``func(*args, **kwargs)`` (output ``k``) aliases ``args[0]``, judged
+    on meta tensors of the proxies' metadata."""
+    metas = {}
+
+    def meta(x):
+        if type(x) is TensorProxy:
+            return metas.setdefault(id(x), x.meta)
+        return x
+    a, kw = optree.tree_map(meta, (args, kwargs), none_is_leaf=True)
+    try:
+        with torch._C.DisableTorchFunction():
+            out = func(*a, **kw)
+    except Exception:  # noqa: BLE001 - cannot judge: assume it aliases (refused)
+        return True
+    outs = [t for t in optree.tree_leaves(out, none_is_leaf=True) if isinstance(t, torch.Tensor)]
+    return torch._C._is_alias_of(outs[k or 0], a[0])
+
+
+def apply(recipes: list[tuple], outs: list[torch.Tensor], tensors) -> list[torch.Tensor]:
+    """``outs`` (the program's output tensors) with each recipe's output replaced by eager's
+    view of its base (an input tensor of this call, or an earlier output)."""
+    outs = list(outs)
+    for pos, (kind, i), steps in recipes:
+        if kind == "copy":  # a new tensor whose buffer XLA shares with another
+            outs[pos] = outs[pos].clone()
+            continue
+        value = tensors[i] if kind == "input" else outs[i]
+        for func, args, kwargs, k, grad_mode in steps:
+            def real(x, base=value):
+                if x is _BASE:
+                    return base
+                if type(x) is _Like:
+                    return torch.empty(x.shape, dtype=x.dtype, device=base.device)
+                return tensors[x.index] if type(x) is _Input else x
+            a, kw = optree.tree_map(real, (args, kwargs), none_is_leaf=True)
+            with torch.set_grad_enabled(grad_mode):  # the mode it was made in (no_grad views)
+                value = func(*a, **kw)
+            if k is not None:
+                value = [t for t in optree.tree_leaves(value, none_is_leaf=True)
+                         if isinstance(t, torch.Tensor)][k]
+        outs[pos] = value
+    return outs
+
+
+def refresh_views(base: TensorProxy) -> None:
+    """After an in-place update of ``base``, recompute each of its live views (in the
+    order they were made, so a view of a view sees its refreshed parent) by calling the
+    torch view function that made it again: eager's views share the base's memory and see
+    the update. Emits the view ops at the current insertion point."""
+    import torch.utils._pytree as torch_pytree
+
+    from thunder_mlir.frontend.tracing import _local
+
+    for ref in list(getattr(base, "_views", ())):
+        v = ref()
+        made = getattr(v, _VIEW_OF, None) if v is not None else None
+        if made is None:
+            continue
+        func, args, kwargs, k, _, _ = made
+        depth, _local.op_depth = getattr(_local, "op_depth", 0), 0  # a user-level op again
+        try:  # (tracked: a detach() view stays a stop-gradient)
+            fresh = func(*args, **kwargs)
+        finally:
+            _local.op_depth = depth
+        leaves = [t for t in torch_pytree.tree_leaves(fresh) if type(t) is TensorProxy]
+        new = leaves[k or 0]
+        v.value = new.value
+        with torch._C.DisableTorchFunction():
+            torch.Tensor.requires_grad.__set__(v, new.requires_grad)
+    base._views = [r for r in base._views if r() is not None]
+
+
+def view_is_contiguous(p: TensorProxy) -> bool:
+    """Whether eager's tensor for the view ``p`` is contiguous: its chain of views replayed
+    on a meta tensor of its root (a contiguous tensor: the program's inputs are, as the
+    runtime makes them). False when the chain cannot be replayed (then a copy is assumed,
+    which ``contiguous()`` of a non-contiguous view is)."""
+    chain, q = [], p
+    while getattr(q, _VIEW_OF, None) is not None:
+        chain.append(getattr(q, _VIEW_OF))
+        q = chain[-1][1][0]
+    m = torch.empty(q.tshape, dtype=q.tdtype, device="meta")
+    try:
+        with torch._C.DisableTorchFunction():
+            for func, args, kwargs, k, _, _ in reversed(chain):
+                base = args[0]
+                a, kw = optree.tree_map(
+                    lambda x, base=base, m=m: m if x is base else
+                    (x.meta if type(x) is TensorProxy else x), (args, kwargs), none_is_leaf=True)
+                out = func(*a, **kw)
+                m = [t for t in optree.tree_leaves(out, none_is_leaf=True)
+                     if isinstance(t, torch.Tensor)][k or 0]
+        return m.is_contiguous()
+    except Exception:  # noqa: BLE001
+        return False

@@ -1,0 +1,138 @@
+"""Autograd attributes of traced tensors: ``requires_grad`` (set), ``requires_grad_()``,
+``detach_()``, ``is_leaf``, ``grad_fn``, ``grad``, ``retain_grad()``, ``register_hook()``.
+
+A traced tensor's ``requires_grad`` is eager's (``differentiability.py``); these calls
+read or change autograd state. Each either has eager's meaning in the IR (``detach_()``
+is a ``thunder.stop_gradient``) or raises NotImplementedError naming the user's line:
+the compiled program has no autograd graph of its own, and changing the flags of the
+caller's tensors from inside it would be a side effect the cached program cannot replay.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from thunder_mlir.ir.proxy import TensorProxy
+
+_T = torch.Tensor
+
+
+def _refuse(what: str, instead: str):
+    from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+    raise NotImplementedError(f"{describe_frame(user_frame())}\n  {what} inside a jitted "
+                              f"function is not supported: {instead}")
+
+
+def _is_input(x: TensorProxy) -> bool:
+    from thunder_mlir.frontend.tracing import current_trace
+
+    return any(x is p for p in current_trace().inputs)
+
+
+def _set_flag(x: TensorProxy, flag: bool) -> None:
+    with torch._C.DisableTorchFunction():
+        _T.requires_grad.__set__(x, flag)
+
+
+def requires_grad_(x: TensorProxy, requires_grad: bool = True) -> TensorProxy:
+    """``x.requires_grad_(flag)`` / ``x.requires_grad = flag``: a no-op when the flag does
+    not change; eager's RuntimeError for a computed tensor that requires grad; else refused
+    (a new autograd leaf, or a change to the caller's tensor)."""
+    flag = bool(requires_grad)
+    if flag == x.requires_grad:
+        return x
+    if _is_input(x):
+        _refuse(f"changing requires_grad of an input to {flag}",
+                "it would change the caller's tensor. Set it before the call, or use "
+                "x.detach() inside the function.")
+    if not flag:
+        raise RuntimeError(
+            "you can only change requires_grad flags of leaf variables. If you want to use a "
+            "computed variable in a subgraph that doesn't require differentiation use "
+            "var_no_grad = var.detach().")
+    if not (x.tdtype.is_floating_point or x.tdtype.is_complex):
+        raise RuntimeError("only Tensors of floating point and complex dtype can require "
+                           "gradients")
+    _refuse("requires_grad_() on a tensor computed inside the function",
+            "it makes a new autograd leaf whose .grad the caller cannot reach. Create the "
+            "tensor outside the function and pass it as an input.")
+
+
+def detach_(x: TensorProxy) -> TensorProxy:
+    """``x.detach_()``: ``x`` rebound to ``thunder.stop_gradient(x)`` (eager's in-place
+    detach); eager's RuntimeError for a view; refused for an input that requires grad."""
+    from thunder_mlir.ir import prims
+
+    if getattr(x, "_alias_root", None) is not None:
+        raise RuntimeError("Can't detach views in-place. Use detach() instead. If you are "
+                           "using DistributedDataParallel (DDP) for training, and "
+                           "gradient_as_bucket_view is set as True, gradients are views of "
+                           "DDP buckets, and hence detach_() cannot be called on these "
+                           "gradients. To fix this error, please refer to the Optimizer.zero_grad() "
+                           "function in torch/optim/optimizer.py as the solution.")
+    if not x.requires_grad:
+        return x
+    if _is_input(x):
+        _refuse("detach_() of an input that requires grad",
+                "it would detach the caller's tensor. Use x = x.detach().")
+    x.value = prims.stop_gradient(x).value
+    _set_flag(x, False)
+    return x
+
+
+def is_leaf(x: TensorProxy) -> bool:
+    """Eager's ``is_leaf``: True for a tensor that does not require grad; False for one
+    computed from tensors that require grad. For an input that requires grad it depends
+    on how the caller made it, which the program is not specialized on: refused."""
+    if not x.requires_grad:
+        return True
+    if _is_input(x):
+        _refuse("reading is_leaf of an input that requires grad",
+                "the compiled program is not specialized on it. Read it before the call.")
+    return False
+
+
+def grad_fn(x: TensorProxy):
+    """None for a tensor that does not require grad (as eager); refused otherwise (the
+    compiled program has no autograd graph to return)."""
+    if not x.requires_grad:
+        return None
+    _refuse("reading grad_fn of a tensor that requires grad",
+            "the compiled program has no autograd graph. Test x.requires_grad instead.")
+
+
+def grad(x: TensorProxy):
+    """Eager's ``.grad`` is None for a computed tensor; an input's is refused (its value
+    at trace time would be baked into the program)."""
+    if _is_input(x):
+        _refuse("reading .grad of an input",
+                "its value at trace time would be baked into the compiled program. Pass it "
+                "as an input.")
+    return None
+
+
+def handle(func, args: tuple, kwargs: dict):
+    """Dispatch one call of ``tracing.AUTOGRAD_ATTRIBUTES``."""
+    x = args[0]
+    if func == _T.requires_grad.__set__:
+        return requires_grad_(x, args[1])
+    if func is _T.requires_grad_:
+        return requires_grad_(*args, **kwargs)
+    if func is _T.detach_:
+        return detach_(x)
+    if func == _T.is_leaf.__get__:
+        return is_leaf(x)
+    if func == _T.grad_fn.__get__:
+        return grad_fn(x)
+    if func == _T.grad.__get__:
+        return grad(x)
+    if func is _T.retain_grad:
+        _refuse("retain_grad()", "the compiled program keeps no .grad of intermediate "
+                "values. Return the tensor and call retain_grad() on the result.")
+    if func is _T.register_hook:
+        _refuse("register_hook()", "Python hooks cannot run inside the compiled backward. "
+                "Register the hook on the function's result instead.")
+    _refuse(f"assigning {'.grad' if func == _T.grad.__set__ else '.data'}",
+            "the compiled program cannot change the caller's tensors this way. Assign "
+            "outside the function.")

@@ -1,0 +1,273 @@
+"""Eager autograd's meaning, applied while tracing: which traced tensors require grad, and
+where gradients stop.
+
+Eager PyTorch decides per op whether its outputs require grad: grad mode on, some input
+requiring grad, a floating-point output, and an op whose derivative exists (derivatives.yaml
+``output_differentiability``; ``NotImplemented`` nodes raise in the backward). ``track``
+applies the same decision to every torch call the tracer dispatches, by asking torch
+itself: the call is replayed on meta tensors whose ``requires_grad`` mirror the proxies',
+under the current grad mode, and the meta outputs' ``requires_grad`` and ``grad_fn`` are
+read back. The result is written into the IR, so the ``grad`` pass needs no Python state:
+
+* an output eager would not track (computed under ``no_grad()``/``inference_mode()``, or
+  by a non-differentiable op such as ``histc``) from an input that requires grad becomes
+  ``thunder.stop_gradient`` of itself;
+* an output whose derivative eager does not implement (``floor_divide``) becomes
+  ``thunder.no_derivative`` of itself, carrying eager's error message for the backward;
+* the proxy's ``requires_grad`` is eager's, so user code reading ``x.requires_grad`` sees
+  what it sees eagerly, and ``jit`` knows which outputs are differentiable;
+* results computed under ``inference_mode()`` are marked as inference tensors, so a later
+  op that would save one for backward raises eager's RuntimeError.
+
+Only calls with an input that requires grad are replayed (nothing else can produce a
+tensor that requires grad), so inference traces pay nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+import optree
+import torch
+
+from thunder_mlir.ir.proxy import TensorProxy
+
+_T = torch.Tensor
+
+
+def _is_diff_dtype(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point or dtype.is_complex
+
+
+def _proxies(tree) -> list[TensorProxy]:
+    return [x for x in optree.tree_leaves(tree, none_is_leaf=True) if type(x) is TensorProxy]
+
+
+def _calls_user_code(args, kwargs) -> bool:
+    """Higher-order calls (torch.cond, checkpoint): replaying them would run user code."""
+    return any(callable(x) and not isinstance(x, (torch.Tensor, type, torch.dtype))
+               for x in optree.tree_leaves((args, kwargs), none_is_leaf=True))
+
+
+def _meta_inputs(args, kwargs, inputs: list[TensorProxy]):
+    """``(args, kwargs)`` with each proxy replaced by a meta tensor of its metadata whose
+    ``requires_grad`` is the proxy's: a leaf for a program input (as the caller's tensor is),
+    a non-leaf (a clone) for a value computed inside the program. Returns the meta tree and
+    the meta tensor of each proxy, by identity."""
+    metas: dict[int, torch.Tensor] = {}
+
+    def to_meta(x):
+        if type(x) is not TensorProxy:
+            return x
+        m = metas.get(id(x))
+        if m is None and getattr(x, "_mirror_of", None) is not None and x._mirror_of == x.value:
+            m = metas[id(x)] = x._mirror  # its eager twin: the autograd graph continues
+        if m is None:
+            if getattr(x, "_inference", False):  # made under inference_mode(), as eager's
+                with torch.inference_mode():
+                    m = torch.empty(x.tshape, dtype=x.tdtype, device="meta")
+            else:  # (a normal tensor even when the op runs under inference_mode)
+                with torch.inference_mode(False):
+                    m = torch.empty(x.tshape, dtype=x.tdtype, device="meta")
+            if x.requires_grad:
+                m.requires_grad_()
+                if not any(x is i for i in inputs):
+                    with torch.enable_grad(), torch.inference_mode(False):
+                        m = m.clone()
+            metas[id(x)] = m
+        return m
+
+    tree = optree.tree_map(to_meta, (args, kwargs), none_is_leaf=True)
+    return tree, metas
+
+
+def _not_implemented_message(out: torch.Tensor, leaves: list[torch.Tensor]) -> str:
+    """Eager's error for differentiating through ``out`` (a NotImplemented grad_fn)."""
+    try:
+        torch.autograd.grad(out, [x for x in leaves if x.requires_grad],
+                            torch.zeros_like(out), allow_unused=True)
+    except RuntimeError as e:
+        return str(e)
+    return f"derivative for {out.grad_fn.name()} is not implemented"
+
+
+# errors torch's autograd raises where eager would (replayed on meta tensors)
+_AUTOGRAD_ERRORS = ("requires grad", "leaf Variable", "Inference tensors",
+                    "inference tensor")
+
+
+class _Replay:
+    """What eager autograd says about one call: per output tensor leaf, whether it requires
+    grad and the error its backward raises (or None); per input proxy, its requires_grad
+    after the call (in-place ops)."""
+
+    def __init__(self, outs, inputs_after: dict[int, bool], errors, tensors, metas, flows):
+        self.outs, self.inputs_after, self.errors = outs, inputs_after, errors
+        self.flows = flows  # per output: whether a gradient flows through it
+        self.tensors, self.metas = tensors, metas  # the meta outputs and inputs
+
+
+def _replay(func: Callable, args, kwargs, inputs: list[TensorProxy]) -> _Replay | None:
+    (m_args, m_kwargs), metas = _meta_inputs(args, kwargs, inputs)
+    leaves = list(metas.values())
+    try:
+        with torch._C.DisableTorchFunction(), torch.device("meta"):
+            out = func(*m_args, **m_kwargs)
+    except RuntimeError as e:
+        if any(m in str(e) for m in _AUTOGRAD_ERRORS):
+            raise  # eager's autograd error (an in-place op on a leaf that requires grad)
+        return None
+    except Exception:  # noqa: BLE001 - no meta kernel: the caller applies the plain rule
+        return None
+    outs = [o for o in optree.tree_leaves(out, none_is_leaf=True) if isinstance(o, torch.Tensor)]
+    errors = [_not_implemented_message(o, leaves)
+              if o.requires_grad and type(o.grad_fn).__name__ == "NotImplemented" else None
+              for o in outs]
+    # a view made under no_grad() of a tensor that requires grad requires grad too, but has
+    # no grad_fn: no gradient flows through it (a stop-gradient whose flag stays True)
+    flows = [o.grad_fn is not None or not o._is_view() for o in outs]
+    return _Replay([o.requires_grad for o in outs],
+                   {k: m.requires_grad for k, m in metas.items()}, errors, outs, metas, flows)
+
+
+def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], Any]) -> Any:
+    """Run ``call()`` (the traced op for ``func(*args, **kwargs)``) and give its results
+    eager's autograd meaning (see the module docstring). Returns ``call()``'s result.
+    With ``func`` None (a thunder Symbol called directly), outputs follow the plain rule:
+    a floating-point output of an input that requires grad requires grad in grad mode.
+
+    Raises NotImplementedError for an in-place update, under ``no_grad()``, of a tensor
+    that requires grad (eager keeps that tensor's gradient path while changing its value,
+    which the functional IR cannot express), and eager's RuntimeError for an in-place
+    update of a leaf that requires grad with grad mode on.
+    """
+    inputs = _proxies((args, kwargs))
+    if torch.is_inference_mode_enabled():  # eager's results are inference tensors
+        out = _track(func, args, kwargs, call, inputs)
+        for o in _proxies(out):
+            if not any(o is p for p in inputs):
+                o._inference = True
+        return out
+    return _track(func, args, kwargs, call, inputs)
+
+
+def _mutates_a_twin(func, args) -> bool:
+    """An in-place op on a tensor whose meta twin is in an autograd graph: replayed so the
+    twin's version counter moves as eager's does."""
+    if not args or type(args[0]) is not TensorProxy or \
+            getattr(args[0], "_mirror_of", None) is None:
+        return False
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or \
+        (name.startswith("__i") and name.endswith("__"))
+
+
+def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
+    if not any(p.requires_grad for p in inputs) and not _mutates_a_twin(func, args):
+        return call()
+    before = [p.value for p in inputs]
+    grad_on = torch.is_grad_enabled()
+    from thunder_mlir.frontend.tracing import current_trace
+
+    trace = current_trace()
+    replay = None if func is None or _calls_user_code(args, kwargs) else \
+        _replay(func, args, kwargs, trace.inputs)
+    out = call()
+    from thunder_mlir.ir import prims
+
+    # in-place updates: the updated tensor's flag as eager's after the call
+    for p, v in zip(inputs, before):
+        if p.value == v or not _is_diff_dtype(p.tdtype):
+            continue
+        if not grad_on:
+            if p.requires_grad:
+                from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+                raise NotImplementedError(
+                    f"{describe_frame(user_frame())}\n  an in-place update under no_grad() of "
+                    "a tensor that requires grad: eager keeps its gradient path while "
+                    "changing its value, which thunder_mlir cannot express. Update a "
+                    "detached copy, or compute the new value out of place.")
+            p.value = prims.stop_gradient(p).value
+        elif replay is not None:
+            _set_requires_grad(p, replay.inputs_after.get(id(p), True))
+        else:
+            _set_requires_grad(p, True)
+    new = [o for o in _proxies(out) if not any(o is p for p in inputs)]
+    mirrors = {}
+    if replay is not None and len(replay.outs) == len(_proxies(out)):
+        flags = dict(zip(map(id, _proxies(out)), zip(replay.outs, replay.errors,
+                                                     replay.flows)))
+        mirrors = dict(zip(map(id, _proxies(out)), replay.tensors))
+    else:
+        flags = {}
+    for o in new:
+        if not _is_diff_dtype(o.tdtype):
+            continue
+        rg, err, flows = flags.get(id(o), (grad_on, None, True))
+        if not rg or not flows:
+            o.value = prims.stop_gradient(o).value
+        elif err is not None:
+            o.value = prims.no_derivative(o, err).value
+        _set_requires_grad(o, rg)
+    # each proxy keeps its eager twin on meta (its in-place updates applied): the autograd
+    # graph eager would build, for the check at the end of the trace (backward_error)
+    if replay is not None:
+        for o in _proxies(out):
+            if id(o) in mirrors:
+                o._mirror, o._mirror_of = mirrors[id(o)], o.value
+        for p in inputs:
+            m = replay.metas.get(id(p))
+            if m is not None:
+                p._mirror, p._mirror_of = m, p.value
+    return out
+
+
+# errors eager's backward raises that the meta twin graph reproduces
+_BACKWARD_ERRORS = ("modified by an inplace operation", "is not implemented")
+
+
+def backward_error(outputs: list[TensorProxy]) -> str | None:
+    """The RuntimeError eager's backward would raise for these program outputs (those that
+    require grad), from the graph their meta twins built while the program was traced:
+    a tensor saved for backward and then updated in place ("one of the variables needed
+    for gradient computation has been modified by an inplace operation"), or a derivative
+    eager does not implement. None when the twin graph raises nothing (or cannot tell:
+    a twin is missing where an op ran without a replay)."""
+    twins = [o._mirror for o in outputs
+             if o.requires_grad and getattr(o, "_mirror_of", None) is not None
+             and o._mirror_of == o.value and o._mirror.requires_grad]
+    if not twins:
+        return None
+    try:
+        with torch.enable_grad():
+            torch.autograd.grad(twins, [t for t in _graph_leaves(twins)],
+                                [torch.ones_like(t) for t in twins], allow_unused=True)
+    except RuntimeError as e:
+        if any(m in str(e) for m in _BACKWARD_ERRORS):  # in eager's words: its tensor types
+            return re.sub(r"Meta(\w+)Type", r"torch.\1Tensor", str(e))
+    except Exception:  # noqa: BLE001 - a meta kernel missing in some backward: no verdict
+        pass
+    return None
+
+
+def _graph_leaves(roots: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The leaves (tensors that require grad, without grad_fn) the graph of ``roots``
+    reaches."""
+    seen, leaves, stack = set(), [], [r.grad_fn for r in roots if r.grad_fn is not None]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        var = getattr(fn, "variable", None)
+        if var is not None:
+            leaves.append(var)
+        stack.extend(f for f, _ in fn.next_functions)
+    return leaves
+
+
+def _set_requires_grad(p: TensorProxy, flag: bool) -> None:
+    with torch._C.DisableTorchFunction():
+        _T.requires_grad.__set__(p, flag)

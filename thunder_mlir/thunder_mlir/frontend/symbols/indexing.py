@@ -1,0 +1,179 @@
+"""Indexing symbols: ``__getitem__`` (basic and advanced), index_select, gather.
+
+Basic indexing (ints, slices, None, Ellipsis) becomes slice/reshape prims. Advanced indexing
+with integer tensors follows NumPy/torch rules
+(https://numpy.org/doc/stable/user/basics.indexing.html#advanced-indexing): index tensors
+broadcast together; if they are adjacent their result dims replace the indexed dims in
+place, otherwise they go first. Boolean-mask indexing has a data-dependent shape and is
+refused.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from thunder_mlir.ir import prims
+from thunder_mlir.frontend.lang import canonical_dim, expand_to
+from thunder_mlir.ir.proxy import TensorProxy
+from thunder_mlir.frontend.symbols.registry import T, register
+
+
+def _is_advanced(ix) -> bool:
+    return type(ix) is TensorProxy or isinstance(ix, (list, tuple))
+
+
+def _as_index_tensor(ix, size: int) -> TensorProxy:
+    if not (type(ix) is TensorProxy):
+        from thunder_mlir.frontend.symbols.creation import _literal
+        ix = _literal(ix)
+    if ix.tdtype is torch.bool:
+        raise NotImplementedError(
+            "indexing with a boolean mask has a data-dependent shape; use torch.where or "
+            "masked_fill instead")
+    if ix.tdtype.is_floating_point:
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    ix = prims.convert_element_type(ix, torch.int64)
+    neg = prims.elementwise("lt", ix, prims.full(ix.tshape, 0, torch.int64))
+    wrapped = prims.elementwise("add", ix, prims.full(ix.tshape, size, torch.int64))
+    return prims.where(neg, wrapped, ix)
+
+
+def _sequence_as_tuple(index) -> bool:
+    """torch's (and old NumPy's) rule: a list shorter than 32 that holds a tensor, a
+    sequence, a slice, None or Ellipsis indexes like a tuple (``x[[i, j]]`` is ``x[i, j]``);
+    other lists are one integer index tensor."""
+    if not isinstance(index, list) or len(index) >= 32:
+        return False
+    return any(type(i) is TensorProxy or isinstance(i, (list, tuple, slice)) or i is None
+               or i is Ellipsis for i in index)
+
+
+@register("getitem", T.__getitem__, view=True)
+def getitem(input, index):
+    if _sequence_as_tuple(index):
+        index = tuple(index)
+    if not isinstance(index, tuple):
+        index = (index,)
+    consumed = sum(1 for ix in index if ix is not None and ix is not Ellipsis
+                   and not isinstance(ix, bool))
+    if any(ix is Ellipsis for ix in index):
+        i = next(k for k, ix in enumerate(index) if ix is Ellipsis)
+        index = index[:i] + (slice(None),) * (len(input.tshape) - consumed) + index[i + 1:]
+    else:
+        index = index + (slice(None),) * (len(input.tshape) - consumed)
+    if sum(1 for ix in index if ix is not None and not isinstance(ix, bool)) > len(input.tshape):
+        raise IndexError(f"too many indices for tensor of dimension {len(input.tshape)}")
+
+    # Pass 1: basic indexing. Track which result dim each advanced index applies to.
+    starts, limits, strides = [], [], []
+    out_shape: list[int] = []
+    advanced: list[tuple[int, object]] = []  # (dim in out_shape, index)
+    d = 0
+    for ix in index:
+        if ix is None or isinstance(ix, bool):
+            out_shape.append(1)
+            if ix is False:
+                raise NotImplementedError("indexing with False gives an empty tensor")
+            continue
+        size = input.tshape[d]
+        if isinstance(ix, int):
+            i = ix + size if ix < 0 else ix
+            if not 0 <= i < size:
+                raise IndexError(f"index {ix} is out of bounds for dimension {d} with size {size}")
+            starts.append(i), limits.append(i + 1), strides.append(1)
+        elif isinstance(ix, slice):
+            s, e, st = ix.indices(size)
+            if st <= 0:
+                raise ValueError("step must be greater than zero")
+            e = max(e, s)
+            starts.append(s), limits.append(e), strides.append(st)
+            out_shape.append(len(range(s, e, st)))
+        elif _is_advanced(ix):
+            starts.append(0), limits.append(size), strides.append(1)
+            advanced.append((len(out_shape), ix, size))
+            out_shape.append(size)
+        else:
+            raise IndexError(f"unsupported index of type {type(ix).__name__}")
+        d += 1
+    x = prims.slice_(input, starts, limits, strides) if input.tshape else input
+    x = prims.reshape(x, out_shape)
+    if not advanced:
+        return x
+    return _advanced(x, advanced)
+
+
+def _advanced(x: TensorProxy, advanced) -> TensorProxy:
+    dims = [d for d, _, _ in advanced]
+    idx = [_as_index_tensor(ix, size) for _, ix, size in advanced]
+    bshape = tuple(torch.broadcast_shapes(*[i.tshape for i in idx]))
+    idx = [expand_to(i, bshape) for i in idx]
+    # linear index over the advanced dims (row-major), after moving them to the front
+    flat = None
+    for dim, i in zip(dims, idx):
+        flat = i if flat is None else prims.elementwise("add", prims.elementwise(
+            "mul", flat, prims.full(bshape, x.tshape[dim], torch.int64)), i)
+    rest = [k for k in range(len(x.tshape)) if k not in dims]
+    moved = prims.transpose(x, dims + rest)
+    n = 1
+    for dim in dims:
+        n *= x.tshape[dim]
+    moved = prims.reshape(moved, (n,) + tuple(x.tshape[k] for k in rest))
+    out = prims.take(moved, flat, 0)  # bshape + rest
+    adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+    if adjacent and dims[0] > 0:
+        nb = len(bshape)
+        first = dims[0]
+        perm = list(range(nb, nb + first)) + list(range(nb)) + list(range(nb + first, len(out.tshape)))
+        out = prims.transpose(out, perm)
+    return out
+
+
+@register("index_select", torch.index_select, T.index_select)
+def index_select(input, dim, index):
+    d = canonical_dim(dim, len(input.tshape))
+    if len(input.tshape) == 0:
+        return input
+    idx = _as_index_tensor(index, input.tshape[d])
+    if idx.tshape == ():  # a 0-d index selects a dim of size 1 (torch keeps the dim)
+        idx = prims.reshape(idx, (1,))
+    return prims.take(input, idx, d)
+
+
+@register("gather", torch.gather, T.gather)
+def gather(input, dim, index, *, sparse_grad=False):
+    if _numel(index) == 0:  # ATen skips its checks (rank included) for an empty index
+        return prims.full(index.tshape, 0, input.tdtype)
+    if index.tdtype not in (torch.int32, torch.int64):
+        raise RuntimeError("gather(): Expected dtype int32/int64 for index")
+    if len(input.tshape) == 0:  # a 0-d input gathers as one element of a 1-d tensor
+        n = _numel(index)
+        flat = prims.take_along(prims.reshape(input, (1,)), prims.reshape(
+            prims.convert_element_type(index, torch.int64), (n,)), 0)
+        return prims.reshape(flat, index.tshape)
+    d = canonical_dim(dim, len(input.tshape))
+    return prims.take_along(input, prims.convert_element_type(index, torch.int64), d)
+
+
+@register("take_along_dim", torch.take_along_dim, T.take_along_dim)
+def take_along_dim(input, indices, dim=None):
+    """torch.take_along_dim: negative indices count from the end (ATen wraps them)."""
+    if dim is None:
+        n = _numel(input)
+        flat = prims.reshape(input, (max(1, n),))
+        return prims.take(flat, _as_index_tensor(
+            prims.reshape(indices, (_numel(indices),)), n), 0)
+    d = canonical_dim(dim, len(input.tshape))
+    shape = list(torch.broadcast_shapes(
+        tuple(1 if i == d else s for i, s in enumerate(input.tshape)),
+        tuple(1 if i == d else s for i, s in enumerate(indices.tshape))))
+    xs = list(shape); xs[d] = input.tshape[d]
+    ishape = list(shape); ishape[d] = indices.tshape[d]
+    return prims.take_along(expand_to(input, xs),
+                            expand_to(_as_index_tensor(indices, input.tshape[d]), ishape), d)
+
+
+def _numel(x):
+    n = 1
+    for s in x.tshape:
+        n *= s
+    return n

@@ -1,0 +1,188 @@
+"""The symbol table: torch callables -> Symbols.
+
+``register`` is the one way in. Every torch spelling of an op (``torch.add``,
+``Tensor.add``, ``Tensor.__add__``) maps to the same Symbol, so ``last_traces`` shows one
+name per op whichever spelling the user wrote.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from typing import Callable
+
+import optree
+import torch
+
+from thunder_mlir.errors import TraceError
+from thunder_mlir.ir.proxy import TensorProxy
+from thunder_mlir.frontend.symbol import Symbol
+from thunder_mlir.frontend.tracing import current_trace
+
+SYMBOLS: dict[Callable, Symbol] = {}
+BY_NAME: dict[str, Symbol] = {}
+
+
+def register(name: str, *torch_fns: Callable, composite: bool = True, view: bool = False,
+             inplace_flag: bool = False, opmath: bool = False):
+    """Decorator: make ``impl`` the Symbol ``ltorch.<name>`` for ``torch_fns``.
+
+    With ``composite=False`` the impl runs inline (no composite op): for pure metadata or
+    aliasing helpers whose output is one of their inputs or another symbol's output.
+    ``view=True`` marks torch view ops (their outputs alias the first argument), so that an
+    in-place update of a view or of its base is refused instead of silently diverging.
+    ``inplace_flag=True``: the op has an ``inplace`` argument (``F.dropout(x, inplace=True)``);
+    when it is true, the result is also written into the first argument (``write_inplace``).
+    ``opmath=True``: ATen computes the op in one CPU kernel whose arithmetic is in float32
+    for float16/bfloat16 inputs (``at::opmath_type``), rounding once at the output; the
+    decomposition then does the same (``with_opmath``).
+    """
+    def deco(impl: Callable):
+        if opmath:
+            impl = with_opmath(impl)
+        cls = Symbol if composite else _Inline
+        if view:
+            cls = _ViewSymbol if composite else _InlineView
+        if inplace_flag:
+            cls = _InplaceFlagSymbol
+        sym = cls(f"ltorch.{name}", impl)
+        BY_NAME[sym.name] = sym
+        for fn in torch_fns:
+            if fn in SYMBOLS and SYMBOLS[fn] is not sym:
+                raise RuntimeError(f"{fn} registered twice ({SYMBOLS[fn].name}, {sym.name})")
+            SYMBOLS[fn] = sym
+        return sym
+    return deco
+
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def with_opmath(impl: Callable) -> Callable:
+    """``impl`` computing in float32 when its floating-point tensor arguments all have one
+    16-bit dtype: those arguments are converted to float32 (exactly), and float32 results
+    are rounded back to that dtype once. Calls with mixed float dtypes (where promotion
+    decides the result dtype) run ``impl`` unchanged. Mirrors ATen's CPU kernels, which
+    load 16-bit floats into ``at::opmath_type`` (float32) and round each output once."""
+    from thunder_mlir.ir import prims
+
+    @functools.wraps(impl)
+    def wrapped(*args, **kwargs):
+        floats = {x.tdtype for x in optree.tree_leaves((args, kwargs), none_is_leaf=True)
+                  if type(x) is TensorProxy and x.tdtype.is_floating_point}
+        if len(floats) != 1 or (low := next(iter(floats))) not in _LOW_PRECISION:
+            return impl(*args, **kwargs)
+        up = lambda x: prims.convert_element_type(x, torch.float32) \
+            if type(x) is TensorProxy and x.tdtype is low else x  # noqa: E731
+        out = impl(*optree.tree_map(up, args, none_is_leaf=True),
+                   **optree.tree_map(up, kwargs, none_is_leaf=True))
+        down = lambda y: prims.convert_element_type(y, low) \
+            if type(y) is TensorProxy and y.tdtype is torch.float32 else y  # noqa: E731
+        return optree.tree_map(down, out, none_is_leaf=True)
+    return wrapped
+
+
+class _Inline(Symbol):
+    def __call__(self, *args, **kwargs):
+        return self.impl(*args, **kwargs)
+
+
+def _mark_views(base, out):
+    if type(base) is not TensorProxy:
+        return out
+    root = getattr(base, "_alias_root", None)
+    if root is None:  # (no `or`: bool() of a proxy is a data-dependent error)
+        root = base
+    for o in optree.tree_leaves(out, none_is_leaf=True):
+        if type(o) is TensorProxy and o is not base:
+            o._alias_root = root
+            root._has_views = True
+            if not hasattr(root, "_views"):
+                root._views = []
+            root._views.append(weakref.ref(o))  # refreshed when root is updated in place
+    return out
+
+
+class _ViewSymbol(Symbol):
+    def __call__(self, *args, **kwargs):
+        return _mark_views(args[0] if args else None, super().__call__(*args, **kwargs))
+
+
+class _InlineView(_Inline):
+    def __call__(self, *args, **kwargs):
+        return _mark_views(args[0] if args else None, self.impl(*args, **kwargs))
+
+
+def check_writable(self, what: str) -> None:
+    """Raise NotImplementedError (naming the user's line) if the traced tensor ``self`` is
+    a view: the functional program would not update its base. (A base with views is
+    writable: its views are recomputed from it, ``aliasing.refresh_views``.)"""
+    if getattr(self, "_alias_root", None) is not None:
+        from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+        raise NotImplementedError(
+            f"{describe_frame(user_frame())}\n  in-place {what} on a tensor that shares memory "
+            "with a view (or is one): the compiled program is functional and would not "
+            "update the aliases. Use the out-of-place form.")
+
+
+def write_inplace(self: TensorProxy, out: TensorProxy, what: str) -> TensorProxy:
+    """Rebind the traced tensor ``self`` to ``out`` (converted to its dtype): the in-place
+    update ``what`` (named in errors).
+
+    A proxy is rebound in place (its SSA value replaced), so later uses of the same Python
+    object see the update, as torch's in-place semantics require. An updated program input
+    becomes an extra output that the runtime copies back into the caller's tensor after the
+    run. Updating a tensor that has views (or is one) raises NotImplementedError.
+    """
+    from thunder_mlir.ir import prims
+
+    check_writable(self, what)
+    out = prims.convert_element_type(out, self.tdtype)
+    if out.tshape != self.tshape:
+        raise RuntimeError(f"output with shape {list(out.tshape)} doesn't match the "
+                           f"broadcast shape {list(self.tshape)}")
+    self.value = out.value
+    if getattr(self, "_has_views", False):  # its views see the update, as in eager
+        from thunder_mlir.frontend.aliasing import refresh_views
+
+        refresh_views(self)
+    for i, p in enumerate(current_trace().inputs):
+        if p is self:  # an input: written back to the caller's tensor after the run
+            current_trace().mutated_inputs[i] = self
+    return self
+
+
+class _InplaceFlagSymbol(Symbol):
+    def __call__(self, *args, **kwargs):
+        try:
+            inplace = self.signature.bind(*args, **kwargs).arguments.get("inplace", False)
+        except TypeError:
+            inplace = False  # emit_composite reports the bad call
+        if inplace and type(args[0]) is TensorProxy:
+            check_writable(args[0], self.name)  # before the op is recorded
+        out = super().__call__(*args, **kwargs)
+        if inplace and type(args[0]) is TensorProxy and type(out) is TensorProxy:
+            return write_inplace(args[0], out, self.name)
+        return out
+
+
+def register_inplace(functional: Symbol, *torch_fns: Callable) -> None:
+    """``Tensor.op_(self, ...)``: compute ``functional`` and rebind ``self`` to the result
+    (``write_inplace``)."""
+    def impl(self, *args, **kwargs):
+        if type(self) is not TensorProxy:
+            raise TypeError(f"{functional.name}_: expected a tensor, got {type(self).__name__}")
+        check_writable(self, functional.name + "_")
+        return write_inplace(self, functional(self, *args, **kwargs), functional.name + "_")
+
+    inplace = _Inline(functional.name + "_", impl)
+    for fn in torch_fns:
+        SYMBOLS[fn] = inplace
+
+
+def unsupported(msg: str):
+    raise TraceError(msg)
+
+
+T = torch.Tensor

@@ -1,0 +1,284 @@
+"""Scatter symbols: scatter/scatter_add/scatter_reduce, index_add/index_copy/index_reduce,
+index_put, put, masked_scatter — functional forms, on the ``scatter`` prim
+(stablehlo.scatter, spec section "scatter").
+
+Semantics follow the PyTorch documentation of each op (``Tensor.scatter_``,
+``Tensor.index_add_``, ...). Duplicate indices under ``set`` semantics are unspecified in
+torch and in StableHLO alike. Boolean-mask ``index_put`` runs on the torch fallback.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from thunder_mlir.ir import prims
+from thunder_mlir.frontend.lang import canonical_dim, expand_to
+from thunder_mlir.ir.proxy import TensorProxy
+from thunder_mlir.frontend.symbols.registry import T, register
+from thunder_mlir.frontend.symbols.nn import Fallback
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _wrap(idx: TensorProxy, size: int) -> TensorProxy:
+    idx = prims.convert_element_type(idx, torch.int64)
+    neg = prims.elementwise("lt", idx, prims.full(idx.tshape, 0, torch.int64))
+    return prims.where(neg, prims.elementwise("add", idx, prims.full(idx.tshape, size,
+                                                                      torch.int64)), idx)
+
+
+def _coords(index: TensorProxy, dim: int, rank: int) -> TensorProxy:
+    """index.shape + (rank,): (i0, ..., index[i], ..., i_{r-1}) for torch.scatter."""
+    shape = index.tshape
+    parts = []
+    for i in range(rank):
+        c = index if i == dim else prims.iota(shape, torch.int64, i)
+        parts.append(prims.reshape(prims.convert_element_type(c, torch.int64), shape + (1,)))
+    return prims.concatenate(parts, len(shape))
+
+
+def _identity(kind, dtype):
+    if kind in ("add", "sum", "mean"):
+        return 0
+    if kind in ("mul", "prod"):
+        return 1
+    if dtype.is_floating_point:
+        return float("-inf") if kind in ("max", "amax") else float("inf")
+    if dtype is torch.bool:
+        return kind not in ("max", "amax")
+    info = torch.iinfo(dtype)
+    return info.min if kind in ("max", "amax") else info.max
+
+
+_KIND = {"sum": "add", "add": "add", "prod": "mul", "multiply": "mul", "amax": "max",
+         "amin": "min", "mean": "add"}
+
+
+def _reduce_scatter(x, coords, upd, reduce, include_self):
+    """scatter_reduce/index_reduce semantics over prepared coordinates and updates."""
+    dt = x.tdtype
+    kind = _KIND[reduce]
+    if dt is torch.bool and kind in ("add", "mul"):
+        raise Fallback("bool scatter reductions")
+    base = x
+    if not include_self:
+        touched = prims.scatter(prims.full(x.tshape, False, torch.bool), coords,
+                                prims.full(upd.tshape, True, torch.bool), "set")
+        base = prims.where(touched, prims.full(x.tshape, _identity(reduce, dt), dt), x)
+    out = prims.scatter(base, coords, upd, kind)
+    if reduce != "mean":
+        return out
+    ones = prims.full(upd.tshape, 1, dt)
+    count = prims.scatter(prims.full(x.tshape, 1 if include_self else 0, dt), coords, ones, "add")
+    safe = prims.where(prims.elementwise("eq", count, prims.full(x.tshape, 0, dt)),
+                       prims.full(x.tshape, 1, dt), count)
+    if dt.is_floating_point:
+        return prims.elementwise("div", out, safe)
+    from thunder_mlir.frontend.symbols.elementwise import floor_divide
+    return floor_divide(out, safe)
+
+
+def _src_like(src, index, dtype):
+    if type(src) is TensorProxy:
+        lim = index.tshape
+        s = prims.slice_(src, [0] * len(lim), list(lim)) if src.tshape != lim else src
+        return prims.convert_element_type(s, dtype)
+    return prims.full(index.tshape, src, dtype)
+
+
+@register("scatter", torch.scatter, T.scatter)
+def scatter(input, dim, index, src=None, value=None, *, reduce=None):
+    """torch.scatter(input, dim, index, src | value, reduce=None | 'add' | 'multiply')."""
+    if src is None:
+        src = value
+    r = len(input.tshape)
+    d = canonical_dim(dim, r)
+    if r == 0:
+        raise Fallback("scatter on a 0-d tensor")
+    if len(index.tshape) != r or (type(src) is TensorProxy and len(src.tshape) != r):
+        raise RuntimeError("Index tensor must have the same number of dimensions as self "
+                           "tensor" if len(index.tshape) != r else "Index tensor must have "
+                           "the same number of dimensions as src tensor")
+    if _numel(index.tshape) == 0:
+        return input
+    upd = _src_like(src, index, input.tdtype)
+    kind = {None: "set", "add": "add", "multiply": "mul"}[reduce]
+    return prims.scatter(input, _coords(index, d, r), upd, kind)
+
+
+@register("scatter_add", torch.scatter_add, T.scatter_add)
+def scatter_add(input, dim, index, src):
+    return scatter(input, dim, index, src, reduce="add") if input.tdtype is not torch.bool \
+        else _bool_fallback()
+
+
+def _bool_fallback():
+    raise Fallback("bool scatter_add")
+
+
+@register("scatter_reduce", torch.scatter_reduce, T.scatter_reduce)
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    r = len(input.tshape)
+    d = canonical_dim(dim, r)
+    if r == 0:
+        raise Fallback("scatter_reduce on a 0-d tensor")
+    if _numel(index.tshape) == 0:
+        return input
+    upd = _src_like(src, index, input.tdtype)
+    return _reduce_scatter(input, _coords(index, d, r), upd, reduce, include_self)
+
+
+def _front(x, d):
+    r = len(x.tshape)
+    return prims.transpose(x, [d] + [i for i in range(r) if i != d])
+
+
+def _back(x, d):
+    r = len(x.tshape)
+    perm = [i for i in range(r) if i != d]
+    inv = [0] * r
+    for pos, i in enumerate([d] + perm):
+        inv[i] = pos
+    return prims.transpose(x, inv)
+
+
+def _index_op(input, dim, index, source, reduce, include_self=True, alpha=1):
+    r = len(input.tshape)
+    if r == 0:  # a 0-d tensor indexes like a 1-element vector
+        canonical_dim(dim, 0)
+        out = _index_op(prims.reshape(input, (1,)), 0, index, prims.reshape(
+            source, (1,) * len(source.tshape) or (1,)), reduce, include_self, alpha)
+        return prims.reshape(out, ())
+    d = canonical_dim(dim, r)
+    n = input.tshape[d]
+    idx = _wrap(prims.reshape(index, (_numel(index.tshape),)), n)
+    k = idx.tshape[0]
+    if k == 0:
+        return input
+    x = _front(input, d)
+    src = source
+    if len(src.tshape) == 0:
+        src = prims.reshape(src, (1,))
+    src = prims.convert_element_type(_front(src, d) if len(source.tshape) else src, input.tdtype)
+    if alpha != 1:
+        from thunder_mlir.frontend.symbols.elementwise import mul
+        src = prims.convert_element_type(mul(src, alpha), input.tdtype)
+    coords = prims.reshape(idx, (k, 1))
+    if reduce == "set":
+        out = prims.scatter(x, coords, src, "set")
+    elif reduce == "add" and input.tdtype is not torch.bool:
+        out = prims.scatter(x, coords, src, "add")
+    else:
+        out = _reduce_scatter(x, coords, src, "sum" if reduce == "add" else reduce, include_self)
+    return _back(out, d)
+
+
+@register("index_add", torch.index_add, T.index_add)
+def index_add(input, dim, index, source, *, alpha=1):
+    if input.tdtype is torch.bool:
+        raise Fallback("bool index_add")
+    return _index_op(input, dim, index, source, "add", alpha=alpha)
+
+
+@register("index_copy", torch.index_copy, T.index_copy)
+def index_copy(input, dim, index, source):
+    if source.tdtype != input.tdtype:  # ATen's index_copy_ check (no type promotion)
+        raise RuntimeError(
+            "index_copy_(): self and source expected to have the same dtype, but got (self) "
+            f"{_aten_name(input.tdtype)} and (source) {_aten_name(source.tdtype)}")
+    return _index_op(input, dim, index, source, "set")
+
+
+def _aten_name(dtype: torch.dtype) -> str:
+    """ATen's ScalarType name (``BFloat16``, ``Double``) for error messages."""
+    return {torch.float64: "Double", torch.float32: "Float", torch.float16: "Half",
+            torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int",
+            torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte",
+            torch.bool: "Bool"}.get(dtype, str(dtype))
+
+
+@register("index_reduce", torch.index_reduce, T.index_reduce)
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):
+    return _index_op(input, dim, index, source, reduce, include_self)
+
+
+@register("index_put", torch.index_put, T.index_put)
+def index_put(input, indices, values, accumulate=False):
+    """input[indices] = values (or +=, accumulate=True) with integer index tensors; None
+    entries are full slices. Index tensors broadcast together (NumPy advanced indexing)."""
+    indices = list(indices)
+    r = len(input.tshape)
+    for ix in indices:
+        if ix is not None and (ix.tdtype is torch.bool or ix.tdtype is torch.uint8):
+            raise Fallback("index_put with a boolean mask")
+    while len(indices) < r:
+        indices.append(None)
+    dims = [i for i, ix in enumerate(indices) if ix is not None]
+    if not dims:
+        raise Fallback("index_put without index tensors")
+    idx = [_wrap(indices[i], input.tshape[i]) for i in dims]
+    bshape = tuple(torch.broadcast_shapes(*[i.tshape for i in idx]))
+    idx = [expand_to(i, bshape) for i in idx]
+    rest = [i for i in range(r) if i not in dims]
+    x = prims.transpose(input, dims + rest)
+    nb = len(bshape)
+    coords = prims.concatenate([prims.reshape(i, bshape + (1,)) for i in idx], nb)
+    # values broadcast to input[indices]'s shape, then to B + rest order
+    rest_shape = tuple(input.tshape[i] for i in rest)
+    adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+    if adjacent and dims[0] > 0:
+        first = dims[0]
+        res_shape = rest_shape[:first] + bshape + rest_shape[first:]
+    else:
+        first, res_shape = 0, bshape + rest_shape
+    v = values if type(values) is TensorProxy else prims.full((), values, input.tdtype)
+    v = expand_to(prims.convert_element_type(v, input.tdtype), res_shape)
+    if adjacent and first > 0:
+        perm = list(range(first, first + nb)) + list(range(first)) + list(
+            range(first + nb, len(res_shape)))
+        v = prims.transpose(v, perm)
+    if accumulate and input.tdtype is torch.bool:
+        raise Fallback("bool index_put accumulate")
+    out = prims.scatter(x, coords, v, "add" if accumulate else "set")
+    order = dims + rest
+    inv = [order.index(i) for i in range(r)]
+    return prims.transpose(out, inv)
+
+
+@register("put", torch.put, T.put)
+def put(input, index, source, accumulate=False):
+    n = _numel(input.tshape)
+    flat = prims.reshape(input, (n,))
+    k = _numel(index.tshape)
+    if k == 0:
+        return input
+    idx = prims.reshape(_wrap(prims.reshape(index, (k,)), n), (k, 1))
+    src = prims.reshape(prims.convert_element_type(source, input.tdtype), (k,))
+    if accumulate and input.tdtype is torch.bool:
+        raise Fallback("bool put accumulate")
+    out = prims.scatter(flat, idx, src, "add" if accumulate else "set")
+    return prims.reshape(out, input.tshape)
+
+
+@register("masked_scatter", torch.masked_scatter, T.masked_scatter)
+def masked_scatter(input, mask, source):
+    """Positions where mask is true take source's elements in order: the k-th true
+    position (row-major) takes source.flatten()[k] (an inclusive cumsum of the mask)."""
+    shape = tuple(torch.broadcast_shapes(input.tshape, mask.tshape))
+    x = expand_to(input, shape)
+    m = expand_to(mask, shape)
+    n = _numel(shape)
+    ns = _numel(source.tshape)
+    if n == 0 or ns == 0:
+        return x
+    mf = prims.reshape(prims.convert_element_type(m, torch.int64), (n,))
+    pos = prims.elementwise("sub", prims.cumsum(mf, 0), prims.full((n,), 1, torch.int64))
+    pos = prims.clamp(prims.full((n,), 0, torch.int64), pos, prims.full((n,), ns - 1, torch.int64))
+    vals = prims.take(prims.reshape(prims.convert_element_type(source, input.tdtype), (ns,)),
+                      pos, 0)
+    return prims.where(m, prims.reshape(vals, shape), x)

@@ -1,0 +1,181 @@
+"""The executable plan: the ``@computation`` of a lowered module turned into Python steps.
+
+Every SSA value of ``@computation`` gets a slot. ``func.call @xla_region_k`` becomes an
+``XlaStep`` (a compiled executable), ``thunder.executor_call`` a ``TorchStep`` (the Python
+implementation from the trace's side table). Slots hold torch tensors or XLA buffers and
+are converted lazily, so values that flow from one XLA region to another never visit torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+from torch_mlir import ir
+
+from thunder_mlir.frontend.rng import SEED_ATTR
+from thunder_mlir.runtime import dlpack
+from thunder_mlir.runtime.xla import compile_stablehlo, jax_device
+
+
+@dataclass
+class XlaStep:
+    name: str
+    executable: object
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+
+@dataclass
+class TorchStep:
+    name: str
+    fn: Callable
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+
+class Plan:
+    """Run a partitioned, lowered program on torch tensors.
+
+    ``run(inputs)`` takes the flat list of input tensors (in ``@computation`` argument
+    order) and returns the flat list of output tensors (torch, on the program's device).
+    A ``seeded`` plan (a program with random ops) takes one input fewer than its function:
+    ``run`` appends a seed drawn from torch's generator (``draw_seed``).
+    """
+
+    def __init__(self, steps: Sequence, n_slots: int, n_inputs: int,
+                 outputs: Sequence[int], device: torch.device, seeded: bool = False):
+        self.steps = list(steps)
+        self.n_slots = n_slots
+        self.n_inputs = n_inputs
+        self.outputs = tuple(outputs)
+        self.device = device
+        self.seeded = seeded
+        self._jax_device = jax_device(device)
+        self._on_cpu = device.type == "cpu"
+        # inputs passed again unchanged (parameters, repeated arguments) keep their buffer
+        self._import = dlpack.ImportCache(self._jax_device, 2 * n_inputs)
+        # The common case — one XLA region reading only program inputs (in any order: a
+        # module's parameters come sorted by name) and producing the outputs in order —
+        # skips the slot machinery.
+        only = self.steps[0] if len(self.steps) == 1 else None
+        self._single = (type(only) is XlaStep and all(i < n_inputs for i in only.inputs)
+                        and only.outputs == self.outputs)
+        # A program with random ops takes a seed as its last input, drawn here at each call
+        # (programs without keep their run methods untouched).
+        self._order = only.inputs if self._single else ()
+        if seeded:
+            self.run = self._run_single_seeded if self._single else self._run_seeded
+        elif self._single:
+            self.run = (self._run_single if only.inputs == tuple(range(n_inputs))
+                        else self._run_single_permuted)
+
+    def _run_single(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        imp, on_cpu, to_torch = self._import, self._on_cpu, dlpack.to_torch
+        res = self.steps[0].executable.execute_sharded([imp(t) for t in inputs])
+        return [to_torch(r[0], on_cpu) for r in res.disassemble_into_single_device_arrays()]
+
+    def _run_single_permuted(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        imp, on_cpu, to_torch = self._import, self._on_cpu, dlpack.to_torch
+        res = self.steps[0].executable.execute_sharded([imp(inputs[i]) for i in self._order])
+        return [to_torch(r[0], on_cpu) for r in res.disassemble_into_single_device_arrays()]
+
+    def _seed(self):
+        # imported directly, not through the ImportCache: a new tensor at every call
+        return dlpack.to_xla(draw_seed(self.device), self._jax_device)
+
+    def _run_single_seeded(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        imp, on_cpu, to_torch = self._import, self._on_cpu, dlpack.to_torch
+        seed, last = self._seed(), self.n_inputs - 1  # the seed is the last input
+        args = [seed if i == last else imp(inputs[i]) for i in self._order]
+        res = self.steps[0].executable.execute_sharded(args)
+        return [to_torch(r[0], on_cpu) for r in res.disassemble_into_single_device_arrays()]
+
+    def _run_seeded(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        return Plan.run(self, [*inputs, self._seed()])  # slots hold XLA buffers too
+
+    def run(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        slots: list = [None] * self.n_slots
+        slots[:self.n_inputs] = inputs
+        dev, on_cpu = self._jax_device, self._on_cpu
+        for step in self.steps:
+            if type(step) is XlaStep:
+                args = [v if not isinstance(v, torch.Tensor) else
+                        (self._import(v) if i < self.n_inputs else dlpack.to_xla(v, dev))
+                        for i, v in ((i, slots[i]) for i in step.inputs)]
+                outs = step.executable.execute(args)
+            else:
+                args = [v if isinstance(v, torch.Tensor) else dlpack.to_torch(v, on_cpu)
+                        for v in (slots[i] for i in step.inputs)]
+                outs = step.fn(*args)
+            for i, v in zip(step.outputs, outs):
+                slots[i] = v
+        return [v if isinstance(v, torch.Tensor) else dlpack.to_torch(v, on_cpu)
+                for v in (slots[i] for i in self.outputs)]
+
+    @property
+    def fallback_count(self) -> int:
+        return sum(1 for s in self.steps if type(s) is TorchStep)
+
+
+def draw_seed(device: torch.device) -> torch.Tensor:
+    """A 0-d int64 seed in [0, 2^63) from torch's default generator of ``device`` (so
+    ``torch.manual_seed`` governs it; each draw advances the generator)."""
+    return torch.empty((), dtype=torch.int64, device=device).random_()
+
+
+def region_module_text(module: ir.Module, name: str) -> str:
+    """The StableHLO of region ``name`` as a standalone module with entry ``@main``."""
+    with module.context, ir.Location.unknown():
+        fn = next(op.operation for op in module.body.operations
+                  if op.operation.name == "func.func"
+                  and ir.StringAttr(op.operation.attributes["sym_name"]).value == name)
+        single = ir.Module.create()
+        clone = fn.clone(ip=ir.InsertionPoint(single.body))
+        clone.attributes["sym_name"] = ir.StringAttr.get("main")
+        if "sym_visibility" in clone.attributes:
+            del clone.attributes["sym_visibility"]
+        return str(single)
+
+
+def build_plan(module: ir.Module, side_table: Sequence[Callable], device: torch.device,
+               func_name: str = "computation") -> tuple[Plan, dict[str, str]]:
+    """Compile every region of ``module`` and return the Plan and each region's text."""
+    with module.context:
+        comp = next(op.operation for op in module.body.operations
+                    if op.operation.name == "func.func"
+                    and ir.StringAttr(op.operation.attributes["sym_name"]).value == func_name)
+        block = comp.regions[0].blocks[0]
+        seeded = SEED_ATTR in comp.attributes
+        if seeded and ir.IntegerAttr(comp.attributes[SEED_ATTR]).value != \
+                len(block.arguments) - 1:
+            raise RuntimeError(f"plan: the seed must be the last argument of @{func_name}")
+        slot: dict[ir.Value, int] = {}
+        for a in block.arguments:
+            slot[a] = len(slot)
+        n_inputs = len(slot)
+        steps, texts = [], {}
+        outputs: list[int] = []
+        for op in block.operations:
+            op = op.operation
+            if op.name == "func.return":
+                outputs = [slot[v] for v in op.operands]
+                break
+            for r in op.results:
+                slot[r] = len(slot)
+            ins = tuple(slot[v] for v in op.operands)
+            outs = tuple(slot[r] for r in op.results)
+            if op.name == "func.call":
+                callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                text = region_module_text(module, callee)
+                texts[callee] = text
+                steps.append(XlaStep(callee, compile_stablehlo(text, device), ins, outs))
+            elif op.name == "thunder.executor_call":
+                impl = ir.IntegerAttr(op.attributes["impl"]).value
+                callee = ir.StringAttr(op.attributes["callee"]).value
+                steps.append(TorchStep(callee, side_table[impl], ins, outs))
+            else:
+                raise RuntimeError(f"plan: unexpected op {op.name} in @{func_name}; run "
+                                   "decompose and partition first")
+    return Plan(steps, len(slot), n_inputs, outputs, device, seeded), texts

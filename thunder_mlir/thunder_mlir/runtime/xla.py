@@ -1,0 +1,61 @@
+"""Compiling StableHLO regions with XLA through jaxlib's client.
+
+One compiled executable per (StableHLO text, device), shared across jitted functions: XLA's
+own ``compile_and_load`` does no caching (toolchain.md §4) and costs 25 ms even for a
+2x2 add.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from thunder_mlir.errors import CompileError
+
+_LOCK = threading.Lock()
+_EXECUTABLES: dict[tuple[str, str], object] = {}
+_MAX_EXECUTABLES = 512
+
+
+def jax_device(device: torch.device):
+    """The jax Device for a torch device (cpu -> the CPU client, cuda:N -> GPU N)."""
+    from jax.extend import backend
+
+    if device.type == "cpu":
+        return backend.get_backend("cpu").devices()[0]
+    if device.type == "cuda":
+        devs = backend.get_backend("cuda").devices()
+        return devs[device.index or 0]
+    raise NotImplementedError(f"thunder_mlir runs on cpu and cuda devices, not {device}")
+
+
+def _compile_options(xc):
+    """XLA's options for every region. ``xla_allow_excess_precision`` off: by default XLA
+    may drop a rounding to a 16-bit float that the program spells out (a bfloat16 dot whose
+    result is converted back to float32 in the same region, as the backward of an autocast
+    region's matmul is), computing more precisely than eager PyTorch does."""
+    opts = xc.CompileOptions()
+    opts.env_option_overrides = [("xla_allow_excess_precision", False)]
+    return opts
+
+
+def compile_stablehlo(text: str, device: torch.device):
+    """Compile a StableHLO module (entry ``@main``) for ``device``; cached by text."""
+    from jax._src.lib import xla_client as xc
+
+    key = (text, str(device))
+    exe = _EXECUTABLES.get(key)
+    if exe is not None:
+        return exe
+    dev = jax_device(device)
+    client = dev.client
+    try:
+        exe = client.compile_and_load(text, xc.DeviceList((dev,)), _compile_options(xc))
+    except Exception as e:  # XlaRuntimeError has no stable import path
+        raise CompileError(f"XLA rejected a lowered region: {e}\n--- module ---\n{text}") from None
+    with _LOCK:
+        if len(_EXECUTABLES) >= _MAX_EXECUTABLES:
+            _EXECUTABLES.pop(next(iter(_EXECUTABLES)))
+        _EXECUTABLES[key] = exe
+    return exe

@@ -1,0 +1,1 @@
+"""The tools layer: command-line tools over thunder IR (``thunder-opt``)."""
