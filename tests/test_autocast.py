@@ -26,6 +26,7 @@ from autocast_opinfo import BF16_TOL, autocast_state, check_cpu, check_cuda
 from torch import nn
 
 import thunder_mlir
+from thunder_mlir.errors import AutocastError
 from thunder_mlir.frontend import autocast as ac
 from thunder_mlir.frontend.autocast_lists import ATEN_POLICIES
 
@@ -327,7 +328,7 @@ def test_weight_cast_cached_across_autocast_dtypes_is_refused():
     x, w = _r(4, 8), _r(8, 8, dtype=torch.float32).requires_grad_()
     with pytest.raises(RuntimeError):
         program(x, w)
-    with pytest.raises(ac.AutocastError, match="matmul.*weight cache"):
+    with pytest.raises(AutocastError, match="matmul.*weight cache"):
         thunder_mlir.jit(program)(x, w)
     # without the cache (or without requires_grad) eager computes, and so does jit
     def uncached(x, w):
@@ -602,7 +603,7 @@ def test_cuda_banned_binary_cross_entropy_raises_eagers_error():
 def test_autocast_on_another_device_type_of_the_program_is_refused():
     trace = types.SimpleNamespace(device=torch.device("xpu"))
     sym = thunder_mlir.frontend.symbols.SYMBOLS[torch.mm]
-    with pytest.raises(ac.AutocastError, match="'xpu'"):
+    with pytest.raises(AutocastError, match="'xpu'"):
         ac.prepare(trace, torch.mm, sym, (), {})
 
 

@@ -19,8 +19,8 @@ import warnings
 import pytest
 import torch
 
+from thunder_mlir.errors import RecompileWarning
 import thunder_mlir
-from thunder_mlir import RecompileWarning
 
 from conftest import assert_same_tree
 

@@ -17,11 +17,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from thunder_mlir.errors import ExecutorError
 import thunder_mlir
 import thunder_mlir.torch as ltorch
 from thunder_mlir import TensorProxy
-from thunder_mlir.extend import (
-    ExecutorError, OperatorExecutor, get_grad, put_grads, register_executor)
+from thunder_mlir.extend import OperatorExecutor, get_grad, put_grads, register_executor
 
 pytestmark = pytest.mark.filterwarnings("ignore:__array_wrap__:DeprecationWarning")
 ROOT = Path(__file__).parent.parent

@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 import torch.utils._pytree as pytree
 
+from thunder_mlir.errors import GradError
 import thunder_mlir
-from thunder_mlir.transforms.grad import GradError
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 

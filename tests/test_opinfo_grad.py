@@ -61,8 +61,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import test_opinfo as _oi  # noqa: E402  (helpers only; owned by the forward conformance)
 
+from thunder_mlir.errors import GradError
 import thunder_mlir  # noqa: E402
-from thunder_mlir.transforms.grad import GradError  # noqa: E402
 
 _N = os.environ.get("THUNDER_OPINFO_GRAD_SAMPLES", "2")
 GRAD_SAMPLES = None if _N == "all" else int(_N)

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import torch
 
+from thunder_mlir.errors import SharpEdgeWarning
 import thunder_mlir
-from thunder_mlir import (
-    DataDependentControlFlowError, SharpEdgeError, SharpEdgeWarning, UnsupportedInputError)
+from thunder_mlir import DataDependentControlFlowError, SharpEdgeError, UnsupportedInputError
 
 from conftest import assert_same_tree
 

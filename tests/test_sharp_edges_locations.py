@@ -25,8 +25,9 @@ import warnings
 import pytest
 import torch
 
+from thunder_mlir.errors import SharpEdgeWarning
 import thunder_mlir
-from thunder_mlir import DataDependentControlFlowError, SharpEdgeWarning
+from thunder_mlir import DataDependentControlFlowError
 from thunder_mlir.frontend.sharp_edges import is_user_code
 
 # One session: a guarded global changed between calls, then a non-functional call. Blank

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from thunder_mlir.errors import (  # noqa: F401
     CallArgumentError, CompileError, DataDependentControlFlowError, LoweringError, PassError,
-    SharpEdgeError, ThunderError, TorchOpError, TraceError, UnsupportedError,
-    UnsupportedInputError)
-from thunder_mlir.cache import RecompileWarning  # noqa: F401
+    RecompileWarning, SharpEdgeError, SharpEdgeWarning, ThunderError, TorchOpError, TraceError,
+    UnsupportedError, UnsupportedInputError)
 from thunder_mlir.grad_api import grad, value_and_grad  # noqa: F401
 from thunder_mlir.jit import Stage, ThunderFunction, jit  # noqa: F401
-from thunder_mlir.frontend.sharp_edges import SharpEdgeWarning  # noqa: F401
 from thunder_mlir.module import ThunderModule  # noqa: F401
 from thunder_mlir.ir.proxy import TensorProxy  # noqa: F401
 from thunder_mlir.examine import Examination, OpReport, examine  # noqa: F401

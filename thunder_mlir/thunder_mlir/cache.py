@@ -19,12 +19,9 @@ from typing import Any
 
 import torch
 
+from thunder_mlir.errors import RecompileWarning
 from thunder_mlir.frontend import autocast
 from thunder_mlir.frontend.guards import MISSING as _MISSING, Guard, key_function
-
-
-class RecompileWarning(UserWarning):
-    """A jitted function recompiled more often than its ``recompile_limit``."""
 
 
 _any_autocast = torch._C._is_any_autocast_enabled  # one C call on the hot path

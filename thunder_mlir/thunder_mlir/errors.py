@@ -1,4 +1,11 @@
-"""Exceptions raised to users of thunder_mlir. Each names what went wrong and what to do."""
+"""Every exception and warning class of thunder_mlir, in one module that imports nothing of
+thunder_mlir, so that every layer can raise them. Each names what went wrong and what to do.
+
+``Fallback`` is internal: a symbol's decomposition raises it to send the call to the torch
+fallback executor, and it never reaches users. Two exceptions stay private to their module,
+as control flow that never leaves it: ``aliasing._Copies`` and ``thunder_opt.OptError`` (a
+command-line usage error, turned into an exit status).
+"""
 
 from __future__ import annotations
 
@@ -73,6 +80,38 @@ class TorchOpIndexError(TorchOpError, IndexError):
 class TorchOpNotImplementedError(TorchOpError, NotImplementedError):
     """A ``TorchOpError`` where eager raises ``NotImplementedError`` (a dtype without a
     kernel, e.g. ``bitwise_and`` of floats)."""
+
+
+
+class UnsupportedDtypeError(TypeError, ThunderError):
+    """A torch dtype with no MLIR element type in thunder_mlir (e.g. float8, quantized)."""
+
+
+class GradError(NotImplementedError):
+    """An op the grad pass cannot differentiate (named with its source location)."""
+
+
+class AutocastError(NotImplementedError):
+    """An op inside a ``torch.autocast`` region whose autocast behaviour thunder_mlir
+    cannot reproduce (named in the message)."""
+
+
+class ExecutorError(ThunderError, RuntimeError):
+    """A user executor misbehaved: its checker raised, its implementation returned outputs
+    of the wrong shape or dtype, an operator was registered twice, a grad transform broke
+    its contract. The message names the executor and the op."""
+
+
+class Fallback(Exception):
+    """Raised by a decomposition that cannot express this call: run it on the torch executor."""
+
+
+class SharpEdgeWarning(UserWarning):
+    """A non-functional call's value was constant-folded into the compiled program."""
+
+
+class RecompileWarning(UserWarning):
+    """A jitted function recompiled more often than its ``recompile_limit``."""
 
 
 _TORCH_OP_TYPES: dict[type, type] = {

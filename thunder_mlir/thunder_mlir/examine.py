@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import optree
 import torch
 
+from thunder_mlir.errors import Fallback
 from thunder_mlir.ir.dialect import REGION_OPS
 
 __all__ = ["examine", "Examination", "OpReport"]
@@ -78,7 +79,6 @@ def _record_fallback_reasons():
     by the returned undo function)."""
     from thunder_mlir.frontend import torch_fallback
     from thunder_mlir.frontend.symbols import SYMBOLS
-    from thunder_mlir.frontend.symbols.nn import Fallback
 
     orig_init, orig_emit = Fallback.__init__, torch_fallback.emit_fallback
 

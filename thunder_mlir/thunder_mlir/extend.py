@@ -4,9 +4,10 @@ implementation is ``thunder_mlir.executors.extend``; this module is its public s
     from thunder_mlir.extend import OperatorExecutor, register_executor, get_grad, put_grads
 """
 
+from thunder_mlir.errors import ExecutorError  # noqa: F401
 from thunder_mlir.executors.extend import (  # noqa: F401
-    ExecutorError, OperatorExecutor, get_all_executors, get_executor, get_grad, put_grad,
-    put_grads, register_executor)
+    OperatorExecutor, get_all_executors, get_executor, get_grad, put_grad, put_grads,
+    register_executor)
 
 __all__ = ["OperatorExecutor", "ExecutorError", "register_executor", "get_executor",
            "get_all_executors", "get_grad", "put_grad", "put_grads"]

@@ -63,7 +63,7 @@ def grad(jfn: Callable) -> Callable:
 
     Cotangents are ones for every differentiable output (the gradient of the sum of all
     outputs). ``jfn`` is a ``thunder_mlir.jit`` result or a plain function (jitted here).
-    Raises thunder_mlir.transforms.grad.GradError for an op without a VJP rule.
+    Raises thunder_mlir.errors.GradError for an op without a VJP rule.
     """
     from thunder_mlir.module import ThunderModule
 

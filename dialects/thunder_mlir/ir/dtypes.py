@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch_mlir import ir
 
-from thunder_mlir.errors import ThunderError
+from thunder_mlir.errors import UnsupportedDtypeError
 
 _TO_MLIR = {
     torch.float32: lambda: ir.F32Type.get(),
@@ -32,10 +32,6 @@ _FROM_MLIR_STR = {
     "ui8": torch.uint8, "i1": torch.bool, "complex<f32>": torch.complex64,
     "complex<f64>": torch.complex128,
 }
-
-
-class UnsupportedDtypeError(TypeError, ThunderError):
-    """A torch dtype with no MLIR element type in thunder_mlir (e.g. float8, quantized)."""
 
 
 def element_type(dtype: torch.dtype) -> ir.Type:

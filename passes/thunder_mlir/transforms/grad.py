@@ -34,6 +34,7 @@ import torch
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
+from thunder_mlir.errors import GradError
 from thunder_mlir.ir import dtypes, prims
 from thunder_mlir.ir.dialect import REGION_OPS
 from thunder_mlir.frontend.torch_fallback import DIFFERENTIABLE
@@ -225,10 +226,6 @@ def _side_table_rule(op):
                         "has a VJP rule only the jit that traced it holds (a custom "
                         "autograd.Function's backward); thunder-opt cannot differentiate it")
     return table[ir.IntegerAttr(op.attributes[CUSTOM_VJP_ATTR]).value]
-
-
-class GradError(NotImplementedError):
-    """An op the grad pass cannot differentiate (named with its source location)."""
 
 
 def _func(module: ir.Module, name: str):

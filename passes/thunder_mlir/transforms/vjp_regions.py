@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from thunder_mlir.errors import GradError
 from thunder_mlir.ir import prims
 from thunder_mlir.ir.dialect import CondOp, YieldOp, fits_in_runs, segment_kwargs
 from thunder_mlir.ir.regions import copy_block, values_defined_above
@@ -41,7 +42,7 @@ def cond_vjp(bt, op, ct: dict, active: set) -> None:
     """Emit a ``thunder.cond`` on ``op``'s predicate whose branches recompute and
     differentiate the forward branches; accumulate its results into the cotangents of the
     captured differentiable values. Raises GradError past 8 runs of their types."""
-    from thunder_mlir.transforms.grad import GradError, _is_float, accumulate, backprop
+    from thunder_mlir.transforms.grad import _is_float, accumulate, backprop
 
     captured = [v for v in values_defined_above(op) if v in active and _is_float(v.type)]
     if not captured:
@@ -84,7 +85,6 @@ def cond_vjp(bt, op, ct: dict, active: set) -> None:
 
 def while_vjp(bt, op, ct: dict, active: set) -> None:
     """Raise GradError: a data-dependent loop is not differentiated (module docstring)."""
-    from thunder_mlir.transforms.grad import GradError
 
     origin = (ir.StringAttr(op.attributes["origin"]).value if "origin" in op.attributes
               else "while_loop")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 from torch_mlir import ir
 
+from thunder_mlir.errors import ExecutorError
 from thunder_mlir.ir.dialect import ExecutorCallOp, segment_kwargs
 from thunder_mlir.ir.dialect import BINARY_PRIMS, UNARY_PRIMS
 
@@ -93,7 +94,6 @@ def _arguments(trace, state, op, prim: bool):
 def _transform(trace, state, op, ex, name, impl, args, excluded, prim) -> bool:
     import optree
 
-    from thunder_mlir.executors.extend import ExecutorError
     from thunder_mlir.ir.proxy import TensorProxy
 
     holder = ir.Operation.create("thunder_internal.holder", regions=1, ip=False)

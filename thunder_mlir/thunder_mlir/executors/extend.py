@@ -37,7 +37,6 @@ transforms and implementations see exactly the Python call the program made.
 
 from __future__ import annotations
 
-import inspect
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -47,18 +46,12 @@ import optree
 import torch
 from torch_mlir import ir
 
-from thunder_mlir.errors import ThunderError
+from thunder_mlir.errors import ExecutorError
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbol import ON_COMPOSITE, Symbol
 
 __all__ = ["OperatorExecutor", "ExecutorError", "register_executor", "get_executor",
            "get_all_executors", "get_grad", "put_grad", "put_grads"]
-
-
-class ExecutorError(ThunderError, RuntimeError):
-    """A user executor misbehaved: its checker raised, its implementation returned outputs
-    of the wrong shape or dtype, an operator was registered twice, a grad transform broke
-    its contract. The message names the executor and the op."""
 
 
 _TENSOR = object()  # placeholder for a tensor argument in a CallRecord

@@ -40,6 +40,7 @@ from typing import Any
 import optree
 import torch
 
+from thunder_mlir.errors import AutocastError
 from thunder_mlir.frontend.autocast_lists import (
     ATEN_POLICIES, BANNED, BANNED_MESSAGE, FP32, FP32_APPEND_DTYPE, FP32_SET_OPT_DTYPE, LOWER,
     PROMOTE, TORCH)
@@ -48,11 +49,6 @@ from thunder_mlir.frontend.symbol import Symbol
 
 _local = threading.local()
 SUPPORTED_DEVICES = ("cpu", "cuda")  # device types whose op lists autocast_lists.py holds
-
-
-class AutocastError(NotImplementedError):
-    """An op inside a ``torch.autocast`` region whose autocast behaviour thunder_mlir
-    cannot reproduce (named in the message)."""
 
 
 # ------------------------------------------------------------------------ state

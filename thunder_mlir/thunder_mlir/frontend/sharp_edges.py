@@ -35,14 +35,10 @@ import torch
 
 from thunder_mlir.frontend.guards import (
     MISSING as _GUARD_MISSING, AttributeRecorder, Guard, _plain_container, _watchable, guardable)
-from thunder_mlir.errors import SharpEdgeError
+from thunder_mlir.errors import SharpEdgeError, SharpEdgeWarning
 from thunder_mlir.frontend.locations import PACKAGE_DIR
 
 POLICIES = ("allow", "warn", "error")
-
-
-class SharpEdgeWarning(UserWarning):
-    """A non-functional call's value was constant-folded into the compiled program."""
 
 
 def _library_dirs() -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from torch_mlir.dialects import func as func_d
 
 from thunder_mlir.ir import dtypes
 from thunder_mlir.ir.context import get_context
-from thunder_mlir.errors import DataDependentControlFlowError, SharpEdgeError, TraceError
+from thunder_mlir.errors import DataDependentControlFlowError, Fallback, SharpEdgeError, TraceError
 from thunder_mlir.frontend.aliasing import record_view
 from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame
 from thunder_mlir.frontend.differentiability import track
@@ -247,7 +247,6 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
             "which is not known while tracing. Use tensor ops instead (torch.where, masking), "
             "or torch.cond for control flow that depends on tensor values.")
     _check_no_foreign_tensors(func, args, kwargs)
-    from thunder_mlir.frontend.symbols.nn import Fallback
     from thunder_mlir.frontend.symbols.complex_support import COMPLEX_SYMBOLS, involves_complex
 
     if kwargs.get("requires_grad") is True:

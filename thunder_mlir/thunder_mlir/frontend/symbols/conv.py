@@ -17,10 +17,10 @@ import math
 import torch
 import torch.nn.functional as F
 
+from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import expand_to
 from thunder_mlir.frontend.symbols.registry import register
-from thunder_mlir.frontend.symbols.nn import Fallback
 
 
 def _tuple(v, n):

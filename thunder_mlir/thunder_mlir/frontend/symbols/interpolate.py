@@ -17,11 +17,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import promote
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
-from thunder_mlir.frontend.symbols.nn import Fallback
 from thunder_mlir.frontend.symbols.reduction import sum_accumulated
 
 

@@ -12,10 +12,10 @@ import math
 
 import torch
 
+from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.frontend.symbols.registry import T, register
-from thunder_mlir.frontend.symbols.nn import Fallback
 from thunder_mlir.frontend.symbols.elementwise import mul
 from thunder_mlir.frontend.symbols.linalg import matmul
 from thunder_mlir.frontend.symbols.reduction import amax, amin, sum as rsum, vector_norm

@@ -10,11 +10,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import expand_to
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import register
-from thunder_mlir.frontend.symbols.nn import Fallback, log_softmax
+from thunder_mlir.frontend.symbols.nn import log_softmax
 
 
 def _class_dim(x: TensorProxy) -> int:

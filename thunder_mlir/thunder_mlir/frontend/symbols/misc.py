@@ -15,11 +15,11 @@ import math
 import torch
 import torch.nn.functional as F
 
+from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
-from thunder_mlir.frontend.symbols.nn import Fallback
 from thunder_mlir.frontend.symbols.elementwise import abs as tabs, add, div, mul, sub, where
 from thunder_mlir.frontend.symbols.reduction import sum as rsum, vector_norm
 

@@ -11,6 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend.symbol import Symbol
 from thunder_mlir.frontend.lang import canonical_dim, expand_to, lift
@@ -19,10 +20,6 @@ from thunder_mlir.frontend.symbols.registry import T, register
 from thunder_mlir.frontend.symbols.elementwise import add, mul
 from thunder_mlir.frontend.symbols.linalg import matmul
 from thunder_mlir.frontend.symbols.reduction import _acc_dtype
-
-
-class Fallback(Exception):
-    """Raised by a decomposition that cannot express this call: run it on the torch executor."""
 
 
 # Normalizing over one element: x - mean is 0, so the exact gradient of the input and the
@@ -487,6 +484,5 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     if reduction == "none":
         return sq
     return mean(sq) if reduction == "mean" else sum(sq)
-
 
 

@@ -15,11 +15,12 @@ import math
 import torch
 import torch.nn.functional as F
 
+from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import broadcast_shape, canonical_dim, expand_to, lift, promote
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import register
-from thunder_mlir.frontend.symbols.nn import Fallback, softmax
+from thunder_mlir.frontend.symbols.nn import softmax
 from thunder_mlir.frontend.symbols.elementwise import (
     add, clamp, div, exp, log, log1p, mul, neg, sub, where)
 from thunder_mlir.frontend.symbols.reduction import mean as rmean, sum as rsum, vector_norm

@@ -22,13 +22,13 @@ import math
 import torch
 import torch.nn.functional as F
 
+from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend import rng
 from thunder_mlir.frontend.lang import expand_to, lift
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.locations import describe_frame, user_frame
 from thunder_mlir.frontend.symbols.creation import _check_device, _meta_factory
-from thunder_mlir.frontend.symbols.nn import Fallback
 from thunder_mlir.frontend.symbols.registry import T, register, register_inplace
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)

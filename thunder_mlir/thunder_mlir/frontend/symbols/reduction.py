@@ -9,6 +9,7 @@ import math
 
 import torch
 
+from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import canonical_dim, canonical_dims
 from thunder_mlir.ir.proxy import TensorProxy
@@ -317,6 +318,5 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     if p == "fro" or p is None:
         p = 2
     if isinstance(p, str):
-        from thunder_mlir.frontend.symbols.nn import Fallback
         raise Fallback(f"norm with p={p!r}")
     return vector_norm(input, p, dim, keepdim, dtype=dtype)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import torch
 
+from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
-from thunder_mlir.frontend.symbols.nn import Fallback
 
 
 def _numel(shape):

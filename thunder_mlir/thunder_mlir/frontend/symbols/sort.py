@@ -11,10 +11,10 @@ import math
 
 import torch
 
+from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import canonical_dim, canonical_dims
 from thunder_mlir.frontend.symbols.registry import T, register
-from thunder_mlir.frontend.symbols.nn import Fallback
 from thunder_mlir.frontend.symbols.reduction import _acc_dtype, _keep, _sum_dtype
 
 

@@ -13,6 +13,7 @@ import math
 
 import torch
 
+from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import Kind, broadcast_shape, elementwise_unary, lift, promote
 from thunder_mlir.ir.proxy import TensorProxy
@@ -47,7 +48,6 @@ def _low_precision_fallback(x, name):
     """float16/bfloat16: torch's kernel rounds intermediates differently from this formula
     by more than the dtype's tolerance near the function's poles: use the fallback."""
     if type(x) is TensorProxy and x.tdtype in (torch.float16, torch.bfloat16):
-        from thunder_mlir.frontend.symbols.nn import Fallback
         raise Fallback(f"{name} of {x.tdtype}")
 
 
@@ -106,7 +106,6 @@ def positive(input):
 def conj_physical(input):
     """Identity on real tensors; complex inputs run on the torch fallback."""
     if input.tdtype.is_complex:
-        from thunder_mlir.frontend.symbols.nn import Fallback
         raise Fallback("complex conjugation")
     return input
 
@@ -131,7 +130,6 @@ def signbit(input):
 @register("sgn", *_fns("sgn"))
 def sgn(input):
     if input.tdtype.is_complex:
-        from thunder_mlir.frontend.symbols.nn import Fallback
         raise Fallback("complex sgn")
     if input.tdtype is torch.bool:
         return input
@@ -143,7 +141,6 @@ def sgn(input):
 def angle(input):
     """Real input: pi where x < 0, else 0; NaN stays NaN (torch._refs.angle)."""
     if input.tdtype.is_complex:
-        from thunder_mlir.frontend.symbols.nn import Fallback
         raise Fallback("complex angle")
     (x,), comp, res, s = _args(input, kind=Kind.INT_TO_FLOAT)
     out = prims.where(E("lt", x, _c(s, 0, comp)), _c(s, math.pi, comp), _c(s, 0.0, comp))
@@ -168,7 +165,6 @@ def isneginf(input):
 @register("isreal", *_fns("isreal"))
 def isreal(input):
     if input.tdtype.is_complex:
-        from thunder_mlir.frontend.symbols.nn import Fallback
         raise Fallback("complex isreal")
     return _c(input.tshape, True, torch.bool)
 
@@ -367,7 +363,6 @@ def float_power(input, exponent):
     dt = torch.float64
     for a in (input, exponent):
         if (type(a) is TensorProxy and a.tdtype.is_complex) or isinstance(a, complex):
-            from thunder_mlir.frontend.symbols.nn import Fallback
             raise Fallback("complex float_power")
     s = broadcast_shape(input, exponent)
     return E("pow", lift(input, dt, s), lift(exponent, dt, s))

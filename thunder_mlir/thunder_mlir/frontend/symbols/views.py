@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.ir.proxy import TensorProxy
@@ -76,7 +77,6 @@ for _name, _sym in (("expand_copy", S.expand), ("permute_copy", S.permute), ("t_
 @register("view_copy", torch.view_copy)
 def view_copy(input, *size):
     if len(size) == 1 and isinstance(size[0], torch.dtype):
-        from thunder_mlir.frontend.symbols.nn import Fallback
         raise Fallback("view(dtype) is a bitcast")
     return S.reshape(input, *size)
 
@@ -155,7 +155,6 @@ def tensor_split(input, indices_or_sections, dim=0):
     """torch.tensor_split with an int or a list of split indices (a tensor of indices whose
     values are data runs on the torch fallback)."""
     if type(indices_or_sections) is TensorProxy:
-        from thunder_mlir.frontend.symbols.nn import Fallback
         raise Fallback("tensor_split with a tensor of indices")
     d = canonical_dim(dim, len(input.tshape))
     n = input.tshape[d]
@@ -239,7 +238,6 @@ def sum_to_size(input, *size):
 @register("adjoint", T.H.__get__, T.mH.__get__, T.adjoint, torch.adjoint)
 def adjoint(input):
     if input.tdtype.is_complex:
-        from thunder_mlir.frontend.symbols.nn import Fallback
         raise Fallback("complex adjoint")
     r = len(input.tshape)
     if r < 2:
@@ -424,7 +422,6 @@ register("unfold_copy", torch.unfold_copy)(lambda input, dimension, size, step:
 
 @register("repeat_interleave", torch.repeat_interleave, T.repeat_interleave)
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
-    from thunder_mlir.frontend.symbols.nn import Fallback
     if type(repeats) is TensorProxy or repeats is None or type(input) is not TensorProxy:
         raise Fallback("repeat_interleave with tensor repeats has a data-dependent shape")
     x = input
@@ -504,7 +501,6 @@ def pad(input, pad, mode="constant", value=None):
     if mode not in ("reflect", "replicate", "circular"):
         raise NotImplementedError(f"pad mode {mode!r}")
     if mode == "circular" and min(pad) < 0:
-        from thunder_mlir.frontend.symbols.nn import Fallback
         raise Fallback("circular padding with negative (cropping) amounts")
     x = input
     for d in range(r):
