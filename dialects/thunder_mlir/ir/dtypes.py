@@ -72,9 +72,7 @@ def shape_of(t: ir.Type) -> tuple[int, ...]:
     return tuple(ir.RankedTensorType(t).shape)
 
 
-def is_float(dtype: torch.dtype) -> bool:
-    return dtype.is_floating_point
-
-
-def is_integer(dtype: torch.dtype) -> bool:
-    return not dtype.is_floating_point and not dtype.is_complex and dtype is not torch.bool
+def is_inexact(dtype: torch.dtype) -> bool:
+    """Floating-point or complex: the dtypes autograd differentiates and true division
+    keeps (NumPy's "inexact")."""
+    return dtype.is_floating_point or dtype.is_complex

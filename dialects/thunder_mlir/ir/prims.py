@@ -7,6 +7,7 @@ op each prim lowers to (https://openxla.org/stablehlo/spec), named per function.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
@@ -121,7 +122,7 @@ def broadcast_in_dim(x: TensorProxy, shape: Sequence[int], dims: Sequence[int]) 
 def reshape(x: TensorProxy, shape: Sequence[int]) -> TensorProxy:
     """stablehlo.reshape (row-major element order); element counts must agree."""
     shape = tuple(int(s) for s in shape)
-    _check(_numel(shape) == _numel(x.tshape), f"reshape: {x.tshape} -> {shape}")
+    _check(math.prod(shape) == math.prod(x.tshape), f"reshape: {x.tshape} -> {shape}")
     if shape == x.tshape:
         return x
     return _emit("reshape", (x,), shape, x.tdtype)
@@ -309,14 +310,6 @@ def take_along_add(x: TensorProxy, indices: TensorProxy, src: TensorProxy,
     _check(indices.tshape == src.tshape and len(src.tshape) == len(x.tshape),
            "take_along_add: indices and src must match, with x's rank")
     return _emit("take_along_add", (x, indices, src), x.tshape, x.tdtype, _i64(dim))
-
-
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
 
 
 # ------------------------------------------------- cumulative, scatter, sort, windows

@@ -36,6 +36,7 @@ from torch_mlir.dialects import func as func_d
 
 from thunder_mlir.errors import GradError
 from thunder_mlir.ir import dtypes, prims
+from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 from thunder_mlir.ir.dialect import REGION_OPS
 from thunder_mlir.frontend.torch_fallback import DIFFERENTIABLE
 from thunder_mlir.ir.regions import (
@@ -72,8 +73,8 @@ def _executor_call_vjp(bt, side_table, active, op, x, y, g):
     from thunder_mlir.frontend.torch_fallback import replaying_rng_state
 
     forward = side_table[ir.IntegerAttr(op.attributes["impl"]).value]
-    float_in = [_is_float(v.type) and v in active for v in op.operands]
-    float_out = [_is_float(r.type) for r in op.results]
+    float_in = [is_inexact(torch_dtype(v.type)) and v in active for v in op.operands]
+    float_out = [is_inexact(torch_dtype(r.type)) for r in op.results]
     cots = [c for c, f in zip(g, float_out) if f]
     result_types = [v.type for v, f in zip(op.operands, float_in) if f]
     operand_values = [p.value for p in x] + [c.value for c in cots]
@@ -236,11 +237,6 @@ def _func(module: ir.Module, name: str):
     return None
 
 
-def _is_float(t: ir.Type) -> bool:
-    d = dtypes.torch_dtype(t)
-    return d.is_floating_point or d.is_complex
-
-
 def _nbytes(t: ir.Type) -> int:
     rt = ir.RankedTensorType(t)
     n = 1
@@ -270,7 +266,7 @@ def _differentiate(module: ir.Module, fwd) -> None:
     if "thunder.requires_grad" in fwd.attributes:
         wrt = [bool(ir.BoolAttr(a).value) for a in ir.ArrayAttr(fwd.attributes["thunder.requires_grad"])]
     else:
-        wrt = [_is_float(a.type) for a in args]
+        wrt = [is_inexact(torch_dtype(a.type)) for a in args]
     outputs = list(ret.operands)
     active = {a for a, w in zip(args, wrt) if w}
     if DIFF_OUTPUTS in fwd.attributes:  # set by jit: the outputs eager's autograd tracks
@@ -281,7 +277,7 @@ def _differentiate(module: ir.Module, fwd) -> None:
         n_diff = len(outputs) - (ir.IntegerAttr(fwd.attributes[WRITE_BACKS]).value
                                  if WRITE_BACKS in fwd.attributes else 0)
         mark_active(body, active)
-        diff_out = [_is_float(v.type) and i < n_diff and v in active
+        diff_out = [is_inexact(torch_dtype(v.type)) and i < n_diff and v in active
                     for i, v in enumerate(outputs)]
     device = torch.device(ir.StringAttr(fwd.attributes["thunder.device"]).value) \
         if "thunder.device" in fwd.attributes else torch.device("cpu")
@@ -349,7 +345,7 @@ def differentiable_results(op: ir.Operation) -> list[ir.Value]:
     if DIFFERENTIABLE in op.attributes:
         flags = [ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes[DIFFERENTIABLE])]
     return [r for i, r in enumerate(op.results)
-            if _is_float(r.type) and (flags is None or flags[i])]
+            if is_inexact(torch_dtype(r.type)) and (flags is None or flags[i])]
 
 
 def mark_active(body: list, active: set) -> None:

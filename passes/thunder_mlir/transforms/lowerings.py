@@ -30,7 +30,7 @@ def _elem(t: ir.Type) -> ir.Type:
     return ir.RankedTensorType(t).element_type
 
 
-def _is_float(e: ir.Type) -> bool:
+def _is_real_float(e: ir.Type) -> bool:
     return isinstance(e, (ir.F32Type, ir.F64Type, ir.F16Type, ir.BF16Type))
 
 
@@ -40,7 +40,7 @@ def _is_unsigned(e: ir.Type) -> bool:
 
 def scalar_attr(e: ir.Type, value) -> ir.Attribute:
     """The scalar attribute of real element type ``e`` holding ``value``."""
-    if _is_float(e):
+    if _is_real_float(e):
         return ir.FloatAttr.get(e, float(value))
     if isinstance(e, ir.IntegerType) and e.width == 1:
         return ir.IntegerAttr.get(e, 1 if value else 0)
@@ -112,7 +112,7 @@ _DIRECTIONS = {"eq": "EQ", "ne": "NE", "lt": "LT", "le": "LE", "gt": "GT", "ge":
 def compare(x: ir.Value, y: ir.Value, direction: str, loc) -> ir.Value:
     """stablehlo.compare with the comparison type implied by the element type."""
     e = _elem(x.type)
-    kind = "FLOAT" if _is_float(e) or isinstance(e, ir.ComplexType) else (
+    kind = "FLOAT" if _is_real_float(e) or isinstance(e, ir.ComplexType) else (
         "UNSIGNED" if _is_unsigned(e) else "SIGNED")
     rt = ir.RankedTensorType.get(ir.RankedTensorType(x.type).shape, ir.IntegerType.get_signless(1))
     return hlo("stablehlo.compare", [x, y], [rt], {
@@ -224,7 +224,7 @@ def _reduce_init(kind: str, e: ir.Type):
         return 0
     if kind in ("reduce_prod", "reduce_and"):
         return 1
-    if _is_float(e):
+    if _is_real_float(e):
         return -math.inf if kind == "reduce_max" else math.inf
     w = ir.IntegerType(e).width
     if w == 1:
@@ -280,7 +280,7 @@ def _argreduce(kind: str) -> Lowering:
             av, ai, bv, bi = b.arguments
             with ir.InsertionPoint(b):
                 better = compare(av, bv, direction, loc)
-                if _is_float(e):
+                if _is_real_float(e):
                     better = hlo("stablehlo.or", [better, compare(av, av, "NE", loc)],
                                  [better.type], loc=loc).result
                 eq = compare(av, bv, "EQ", loc)

@@ -16,7 +16,7 @@ from torch_mlir._mlir_libs import _stablehlo as shlo
 from thunder_mlir.ir.dialect import RNG_STREAM_SHIFT
 
 from thunder_mlir.transforms.lowerings import (
-    _i64s, _int, _is_float, _reduce_init, add_combiner, compare, hlo, splat)
+    _i64s, _int, _is_real_float, _reduce_init, add_combiner, compare, hlo, splat)
 
 
 def _pad_attr(pairs) -> ir.Attribute:
@@ -123,7 +123,7 @@ def lower_argsort(op, operands, rw):
         with ir.InsertionPoint(b):
             first, second = (b_, a_) if desc else (a_, b_)
             r = compare(first, second, "LT", loc)
-            if _is_float(e):  # first < second, or second is NaN and first is not
+            if _is_real_float(e):  # first < second, or second is NaN and first is not
                 nan2 = compare(second, second, "NE", loc)
                 num1 = compare(first, first, "EQ", loc)
                 both = hlo("stablehlo.and", [nan2, num1], [r.type], loc=loc).result

@@ -23,6 +23,7 @@ from torch_mlir import ir
 
 from thunder_mlir.errors import GradError
 from thunder_mlir.ir import prims
+from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 from thunder_mlir.ir.dialect import CondOp, YieldOp, fits_in_runs, segment_kwargs
 from thunder_mlir.ir.regions import copy_block, values_defined_above
 
@@ -42,9 +43,10 @@ def cond_vjp(bt, op, ct: dict, active: set) -> None:
     """Emit a ``thunder.cond`` on ``op``'s predicate whose branches recompute and
     differentiate the forward branches; accumulate its results into the cotangents of the
     captured differentiable values. Raises GradError past 8 runs of their types."""
-    from thunder_mlir.transforms.grad import _is_float, accumulate, backprop
+    from thunder_mlir.transforms.grad import accumulate, backprop
 
-    captured = [v for v in values_defined_above(op) if v in active and _is_float(v.type)]
+    captured = [v for v in values_defined_above(op)
+                if v in active and is_inexact(torch_dtype(v.type))]
     if not captured:
         return
     captured.sort(key=lambda v: str(v.type))  # fewest runs of equal types

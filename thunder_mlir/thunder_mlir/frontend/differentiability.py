@@ -31,13 +31,10 @@ from typing import Any, Callable
 import optree
 import torch
 
+from thunder_mlir.ir.dtypes import is_inexact
 from thunder_mlir.ir.proxy import TensorProxy
 
 _T = torch.Tensor
-
-
-def _is_diff_dtype(dtype: torch.dtype) -> bool:
-    return dtype.is_floating_point or dtype.is_complex
 
 
 def _proxies(tree) -> list[TensorProxy]:
@@ -178,7 +175,7 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
 
     # in-place updates: the updated tensor's flag as eager's after the call
     for p, v in zip(inputs, before):
-        if p.value == v or not _is_diff_dtype(p.tdtype):
+        if p.value == v or not is_inexact(p.tdtype):
             continue
         if not grad_on:
             if p.requires_grad:
@@ -203,7 +200,7 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
     else:
         flags = {}
     for o in new:
-        if not _is_diff_dtype(o.tdtype):
+        if not is_inexact(o.tdtype):
             continue
         rg, err, flows = flags.get(id(o), (grad_on, None, True))
         if not rg or not flows:

@@ -10,6 +10,7 @@ refused.
 
 from __future__ import annotations
 
+import math
 import torch
 
 from thunder_mlir.ir import prims
@@ -141,12 +142,12 @@ def index_select(input, dim, index):
 
 @register("gather", torch.gather, T.gather)
 def gather(input, dim, index, *, sparse_grad=False):
-    if _numel(index) == 0:  # ATen skips its checks (rank included) for an empty index
+    if math.prod(index.tshape) == 0:  # ATen skips its checks (rank included) for an empty index
         return prims.full(index.tshape, 0, input.tdtype)
     if index.tdtype not in (torch.int32, torch.int64):
         raise RuntimeError("gather(): Expected dtype int32/int64 for index")
     if len(input.tshape) == 0:  # a 0-d input gathers as one element of a 1-d tensor
-        n = _numel(index)
+        n = math.prod(index.tshape)
         flat = prims.take_along(prims.reshape(input, (1,)), prims.reshape(
             prims.convert_element_type(index, torch.int64), (n,)), 0)
         return prims.reshape(flat, index.tshape)
@@ -158,10 +159,10 @@ def gather(input, dim, index, *, sparse_grad=False):
 def take_along_dim(input, indices, dim=None):
     """torch.take_along_dim: negative indices count from the end (ATen wraps them)."""
     if dim is None:
-        n = _numel(input)
+        n = math.prod(input.tshape)
         flat = prims.reshape(input, (max(1, n),))
         return prims.take(flat, _as_index_tensor(
-            prims.reshape(indices, (_numel(indices),)), n), 0)
+            prims.reshape(indices, (math.prod(indices.tshape),)), n), 0)
     d = canonical_dim(dim, len(input.tshape))
     shape = list(torch.broadcast_shapes(
         tuple(1 if i == d else s for i, s in enumerate(input.tshape)),
@@ -172,8 +173,3 @@ def take_along_dim(input, indices, dim=None):
                             expand_to(_as_index_tensor(indices, input.tshape[d]), ishape), d)
 
 
-def _numel(x):
-    n = 1
-    for s in x.tshape:
-        n *= s
-    return n

@@ -25,13 +25,6 @@ from thunder_mlir.frontend.symbols.registry import T, register
 from thunder_mlir.frontend.symbols.reduction import sum_accumulated
 
 
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def _scale(in_size, out_size, align_corners, scale, ft=np.float32):
     """ATen's ``area_pixel_compute_scale`` in the float type ``ft`` (float32, or float64
     for float64 inputs of the linear modes: their opmath type)."""
@@ -289,7 +282,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
 
 @register("block_diag", torch.block_diag)
 def block_diag(*tensors):
-    ts = [prims.reshape(t, (1, _numel(t.tshape)) if len(t.tshape) < 2 else t.tshape)
+    ts = [prims.reshape(t, (1, math.prod(t.tshape)) if len(t.tshape) < 2 else t.tshape)
           if len(t.tshape) < 2 else t for t in tensors]
     ts = [prims.reshape(t, (1, 1)) if len(t.tshape) == 0 else t for t in ts]
     dt = ts[0].tdtype
@@ -311,7 +304,7 @@ def cartesian_prod(*tensors):
     if len(tensors) == 1:
         return tensors[0]
     grids = meshgrid(*tensors, indexing="ij")
-    n = _numel(grids[0].tshape)
+    n = math.prod(grids[0].tshape)
     return prims.concatenate([prims.reshape(g, (n, 1)) for g in grids], 1)
 
 

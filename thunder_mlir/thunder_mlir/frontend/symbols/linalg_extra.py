@@ -158,7 +158,7 @@ def linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     if dim is not None and len(dim) == 2:
         return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
     if ord is None:
-        x = prims.reshape(A, (_numel(A.tshape),))
+        x = prims.reshape(A, (math.prod(A.tshape),))
         out = vector_norm(x, 2, None, False, dtype=dtype)
         return prims.reshape(out, (1,) * len(A.tshape)) if keepdim else out
     if len(A.tshape) == 1:
@@ -166,13 +166,6 @@ def linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     if len(A.tshape) == 2:
         return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
     raise RuntimeError("linalg.norm: input must be 1-D or 2-D when ord is given and dim is None")
-
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 # ------------------------------------------------------------ Cholesky, solves

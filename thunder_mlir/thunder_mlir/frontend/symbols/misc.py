@@ -24,13 +24,6 @@ from thunder_mlir.frontend.symbols.elementwise import abs as tabs, add, div, mul
 from thunder_mlir.frontend.symbols.reduction import sum as rsum, vector_norm
 
 
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 @register("isclose", torch.isclose, T.isclose)
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """|a - b| <= atol + rtol |b|, or a == b (equal infinities), or both NaN if equal_nan."""
@@ -162,7 +155,7 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
     if type(input) is not TensorProxy or len(boundaries.tshape) != 1:
         raise Fallback("bucketize of a scalar")
     dt = torch.promote_types(input.tdtype, boundaries.tdtype)
-    flat = prims.reshape(prims.convert_element_type(input, dt), (_numel(input.tshape),))
+    flat = prims.reshape(prims.convert_element_type(input, dt), (math.prod(input.tshape),))
     out = prims.reshape(_count_less(prims.convert_element_type(boundaries, dt), flat, right),
                         input.tshape)
     return prims.convert_element_type(out, torch.int32 if out_int32 else torch.int64)
@@ -182,7 +175,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     seq = prims.convert_element_type(sorted_sequence, dt)
     vals = prims.convert_element_type(input, dt)
     if len(seq.tshape) == 1:
-        flat = prims.reshape(vals, (_numel(vals.tshape),))
+        flat = prims.reshape(vals, (math.prod(vals.tshape),))
         out = prims.reshape(_count_less(seq, flat, right), vals.tshape)
     else:
         if len(vals.tshape) == 0:
@@ -196,9 +189,9 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     if type(elements) is not TensorProxy or type(test_elements) is not TensorProxy:
         raise Fallback("isin with a scalar")
     dt = torch.promote_types(elements.tdtype, test_elements.tdtype)
-    e = prims.reshape(prims.convert_element_type(elements, dt), (_numel(elements.tshape), 1))
+    e = prims.reshape(prims.convert_element_type(elements, dt), (math.prod(elements.tshape), 1))
     t = prims.reshape(prims.convert_element_type(test_elements, dt),
-                      (1, _numel(test_elements.tshape)))
+                      (1, math.prod(test_elements.tshape)))
     shape = (e.tshape[0], t.tshape[1])
     hit = prims.reduce("reduce_or", prims.elementwise("eq", expand_to(e, shape),
                                                       expand_to(t, shape)), [1])
@@ -224,7 +217,7 @@ def pdist(input, p=2):
 def cov(input, *, correction=1, fweights=None, aweights=None):
     """torch.cov's formula (ATen ``cov``: weights, normalization, final squeeze) with
     dot_general. The weights keep their own dtype, as in ATen: their sums round there."""
-    x = input if len(input.tshape) == 2 else prims.reshape(input, (1, _numel(input.tshape)))
+    x = input if len(input.tshape) == 2 else prims.reshape(input, (1, math.prod(input.tshape)))
     if not x.tdtype.is_floating_point:
         x = prims.convert_element_type(x, torch.get_default_dtype())
     n = x.tshape[1]
@@ -295,7 +288,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
 @register("native_group_norm", torch.native_group_norm)
 def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     from thunder_mlir.frontend.symbols.nn_extra import group_norm
-    x = prims.reshape(input, (N, group, _numel(input.tshape) // max(N * group, 1)))
+    x = prims.reshape(input, (N, group, math.prod(input.tshape) // max(N * group, 1)))
     m = torch.mean(x, 2)
     c = sub(x, prims.reshape(m, (N, group, 1)))
     rstd = torch.rsqrt(add(torch.mean(mul(c, c), 2), eps))
@@ -337,7 +330,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
         raise Fallback("nanquantile or quantile of integers")
     x = input if input.tshape else prims.reshape(input, (1,))
     if dim is None:
-        x, d = prims.reshape(x, (_numel(x.tshape),)), 0
+        x, d = prims.reshape(x, (math.prod(x.tshape),)), 0
     else:
         d = canonical_dim(dim, len(x.tshape))
     if len(x.tshape) == 0:
@@ -348,7 +341,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
     srt = torch.sort(x, d).values
     scalar_q = not isinstance(q, TensorProxy)
     qv = prims.full((1,), float(q), x.tdtype) if scalar_q else \
-        prims.reshape(prims.convert_element_type(q, x.tdtype), (_numel(q.tshape),))
+        prims.reshape(prims.convert_element_type(q, x.tdtype), (math.prod(q.tshape),))
     pos = mul(qv, float(n - 1))
     if interpolation == "lower":
         pos = torch.floor(pos)

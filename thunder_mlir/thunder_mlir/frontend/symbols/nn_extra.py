@@ -124,7 +124,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enable
     from thunder_mlir.frontend.symbols.reduction import _acc_dtype
     from thunder_mlir.frontend.symbols.nn import ONE_ELEMENT_NORM
     n, c = input.tshape[:2]
-    group_size = _numel(input.tshape) // max(n * num_groups, 1)
+    group_size = math.prod(input.tshape) // max(n * num_groups, 1)
     if group_size == 1:
         raise Fallback(ONE_ELEMENT_NORM)
     x = prims.convert_element_type(input, _acc_dtype(input.tdtype))
@@ -139,13 +139,6 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enable
     return prims.convert_element_type(out, input.tdtype)
 
 
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 @register("instance_norm", F.instance_norm, composite=False)
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-5):
@@ -157,7 +150,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     from thunder_mlir.frontend.symbols.registry import check_writable, write_inplace
 
     shape = input.tshape
-    if use_input_stats and len(shape) >= 2 and _numel(shape[2:]) == 1:  # _verify_spatial_size
+    if use_input_stats and len(shape) >= 2 and math.prod(shape[2:]) == 1:  # _verify_spatial_size
         from thunder_mlir.frontend.symbols.nn import _error
 
         raise _error(ValueError, f"Expected more than 1 spatial element when training, got "
@@ -170,7 +163,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
             out = add(out, prims.broadcast_in_dim(bias, out.tshape, [1]))
         return out
     if running_mean is None or running_var is None or momentum is None or \
-            len(shape) < 2 or _numel(shape) == 0:
+            len(shape) < 2 or math.prod(shape) == 0:
         raise Fallback("instance_norm with one running statistic, without momentum or empty")
     if input.tdtype in (torch.float16, torch.bfloat16):
         # ATen rounds this path's 16-bit statistics where batch_norm's emulation does not
@@ -203,7 +196,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
 @register("local_response_norm", F.local_response_norm)
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     """x / (k + alpha * mean of x^2 over `size` neighbouring channels)^beta (zero-padded)."""
-    if len(input.tshape) < 3 or _numel(input.tshape) == 0 or not input.tdtype.is_floating_point:
+    if len(input.tshape) < 3 or math.prod(input.tshape) == 0 or not input.tdtype.is_floating_point:
         raise Fallback("local_response_norm of this shape or dtype (integer pooling)")
     sq = mul(input, input)
     r = len(input.tshape)
@@ -220,7 +213,7 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
 def bilinear(input1, input2, weight, bias=None):
     """out[..., o] = x1 W[o] x2 + b[o]: two dot_generals."""
     lead = input1.tshape[:-1]
-    b = _numel(lead)
+    b = math.prod(lead)
     x1 = prims.reshape(input1, (b, input1.tshape[-1]))
     x2 = prims.reshape(input2, (b, input2.tshape[-1]))
     t = prims.dot_general(x1, weight, [], [], [1], [1])  # (B, O, J)
@@ -361,7 +354,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
                       reduce=None, reduction="mean"):
     """sum_{j != y} max(0, margin - x[y] + x[j])^p / C per sample (weight[y] scales)."""
-    x = input if len(input.tshape) == 2 else prims.reshape(input, (1, _numel(input.tshape)))
+    x = input if len(input.tshape) == 2 else prims.reshape(input, (1, math.prod(input.tshape)))
     n, c = x.tshape
     t = prims.reshape(prims.convert_element_type(target, torch.int64), (n, 1))
     xy = prims.take_along(x, t, 1)
@@ -411,7 +404,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """sum over target classes y (the prefix of ``target`` before the first -1) and
     non-target classes i of max(0, 1 - (x[y] - x[i])), divided by C."""
-    x = input if len(input.tshape) == 2 else prims.reshape(input, (1, _numel(input.tshape)))
+    x = input if len(input.tshape) == 2 else prims.reshape(input, (1, math.prod(input.tshape)))
     t = prims.reshape(prims.convert_element_type(target, torch.int64), x.tshape)
     nb, c = x.tshape
     valid = prims.convert_element_type(prims.elementwise(

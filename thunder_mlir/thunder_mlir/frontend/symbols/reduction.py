@@ -108,20 +108,13 @@ def amin(input, dim=(), keepdim=False):
 
 def _argext(name, x, dim, keepdim):
     if dim is None:
-        flat = prims.reshape(x, (max(1, _numel(x)),))
+        flat = prims.reshape(x, (max(1, math.prod(x.tshape)),))
         out = prims.argreduce(name, flat, 0)
         return prims.reshape(out, (1,) * len(x.tshape)) if keepdim else out
     d = canonical_dim(dim, len(x.tshape))
     if len(x.tshape) == 0:
         return prims.full((), 0, torch.int64)
     return _keep(x, prims.argreduce(name, x, d), [d], keepdim)
-
-
-def _numel(x):
-    n = 1
-    for s in x.tshape:
-        n *= s
-    return n
 
 
 @register("argmax", torch.argmax, T.argmax)

@@ -9,6 +9,7 @@ torch and in StableHLO alike. Boolean-mask ``index_put`` runs on the torch fallb
 
 from __future__ import annotations
 
+import math
 import torch
 
 from thunder_mlir.errors import Fallback
@@ -16,13 +17,6 @@ from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
-
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def _wrap(idx: TensorProxy, size: int) -> TensorProxy:
@@ -104,7 +98,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
         raise RuntimeError("Index tensor must have the same number of dimensions as self "
                            "tensor" if len(index.tshape) != r else "Index tensor must have "
                            "the same number of dimensions as src tensor")
-    if _numel(index.tshape) == 0:
+    if math.prod(index.tshape) == 0:
         return input
     upd = _src_like(src, index, input.tdtype)
     kind = {None: "set", "add": "add", "multiply": "mul"}[reduce]
@@ -127,7 +121,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     d = canonical_dim(dim, r)
     if r == 0:
         raise Fallback("scatter_reduce on a 0-d tensor")
-    if _numel(index.tshape) == 0:
+    if math.prod(index.tshape) == 0:
         return input
     upd = _src_like(src, index, input.tdtype)
     return _reduce_scatter(input, _coords(index, d, r), upd, reduce, include_self)
@@ -156,7 +150,7 @@ def _index_op(input, dim, index, source, reduce, include_self=True, alpha=1):
         return prims.reshape(out, ())
     d = canonical_dim(dim, r)
     n = input.tshape[d]
-    idx = _wrap(prims.reshape(index, (_numel(index.tshape),)), n)
+    idx = _wrap(prims.reshape(index, (math.prod(index.tshape),)), n)
     k = idx.tshape[0]
     if k == 0:
         return input
@@ -252,9 +246,9 @@ def index_put(input, indices, values, accumulate=False):
 
 @register("put", torch.put, T.put)
 def put(input, index, source, accumulate=False):
-    n = _numel(input.tshape)
+    n = math.prod(input.tshape)
     flat = prims.reshape(input, (n,))
-    k = _numel(index.tshape)
+    k = math.prod(index.tshape)
     if k == 0:
         return input
     idx = prims.reshape(_wrap(prims.reshape(index, (k,)), n), (k, 1))
@@ -272,8 +266,8 @@ def masked_scatter(input, mask, source):
     shape = tuple(torch.broadcast_shapes(input.tshape, mask.tshape))
     x = expand_to(input, shape)
     m = expand_to(mask, shape)
-    n = _numel(shape)
-    ns = _numel(source.tshape)
+    n = math.prod(shape)
+    ns = math.prod(source.tshape)
     if n == 0 or ns == 0:
         return x
     mf = prims.reshape(prims.convert_element_type(m, torch.int64), (n,))

@@ -6,6 +6,7 @@ base only matters for in-place updates, which ``register_inplace`` restricts.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
@@ -40,18 +41,11 @@ def infer_shape(shape: Sequence[int], numel: int) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _numel(x: TensorProxy) -> int:
-    n = 1
-    for s in x.tshape:
-        n *= s
-    return n
-
-
 @register("reshape", torch.reshape, T.reshape, T.view, view=True)
 def reshape(input, *shape):
     if len(shape) == 1 and isinstance(shape[0], torch.dtype):
         raise NotImplementedError("Tensor.view(dtype) (a bitcast) is not supported")
-    return prims.reshape(input, infer_shape(_shape_arg(shape), _numel(input)))
+    return prims.reshape(input, infer_shape(_shape_arg(shape), math.prod(input.tshape)))
 
 
 @register("view_as", T.view_as, T.reshape_as, view=True)

@@ -15,6 +15,7 @@ import torch
 
 from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
+from thunder_mlir.ir.dtypes import is_inexact
 from thunder_mlir.frontend.lang import Kind, broadcast_shape, elementwise_unary, lift, promote
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register, register_inplace
@@ -49,10 +50,6 @@ def _low_precision_fallback(x, name):
     by more than the dtype's tolerance near the function's poles: use the fallback."""
     if type(x) is TensorProxy and x.tdtype in (torch.float16, torch.bfloat16):
         raise Fallback(f"{name} of {x.tdtype}")
-
-
-def _is_float(dtype):
-    return dtype.is_floating_point or dtype.is_complex
 
 
 # ----------------------------------------------------------------- unary
@@ -392,7 +389,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
 @register("addcdiv", *_fns("addcdiv"))
 def addcdiv(input, tensor1, tensor2, *, value=1):
     (a, b, c), comp, res, s = _args(input, tensor1, tensor2)
-    if not _is_float(comp):
+    if not is_inexact(comp):
         raise RuntimeError("Integer division with addcdiv is no longer supported")
     p = E("div", b, c)
     if value != 1:

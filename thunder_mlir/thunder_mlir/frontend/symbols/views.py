@@ -8,6 +8,7 @@ pad, concatenate, take, where), which lower to the StableHLO ops of the same nam
 
 from __future__ import annotations
 
+import math
 import torch
 import torch.nn.functional as F
 
@@ -21,13 +22,6 @@ from thunder_mlir.frontend.symbols import shape as S
 
 def _opt(*fns):
     return [f for f in fns if f is not None]
-
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n *= s
-    return n
 
 
 def _const_index(values) -> TensorProxy:
@@ -48,7 +42,7 @@ def is_complex(input):
 
 @register("numel", torch.numel, composite=False)
 def numel(input):
-    return _numel(input.tshape)
+    return math.prod(input.tshape)
 
 
 @register("set_grad_enabled", torch._C._set_grad_enabled, composite=False)
@@ -88,7 +82,7 @@ def alias_copy(input):
 
 @register("ravel", torch.ravel, T.ravel)
 def ravel(input):
-    return prims.reshape(input, (_numel(input.tshape),))
+    return prims.reshape(input, (math.prod(input.tshape),))
 
 
 @register("split_with_sizes", torch.split_with_sizes, view=True)
@@ -146,7 +140,7 @@ def dstack(tensors):
 
 @register("column_stack", torch.column_stack)
 def column_stack(tensors):
-    ts = [prims.reshape(t, (_numel(t.tshape), 1)) if len(t.tshape) <= 1 else t for t in tensors]
+    ts = [prims.reshape(t, (math.prod(t.tshape), 1)) if len(t.tshape) <= 1 else t for t in tensors]
     return S.cat(ts, 1)
 
 
@@ -201,7 +195,7 @@ register("dsplit", torch.dsplit, T.dsplit, view=True)(_nsplit(lambda x: 2, "dspl
 def meshgrid(*tensors, indexing=None):
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
-    ts = [prims.reshape(t, (_numel(t.tshape),)) for t in tensors]
+    ts = [prims.reshape(t, (math.prod(t.tshape),)) for t in tensors]
     if indexing == "xy" and len(ts) >= 2:
         ts[0], ts[1] = ts[1], ts[0]
     shape = tuple(t.tshape[0] for t in ts)
@@ -323,7 +317,7 @@ register("diagonal_copy", torch.diagonal_copy)(_diagonal_copy)
 
 @register("diagflat", torch.diagflat, T.diagflat)
 def diagflat(input, offset=0):
-    return diag_embed(prims.reshape(input, (_numel(input.tshape),)), offset, 0, 1)
+    return diag_embed(prims.reshape(input, (math.prod(input.tshape),)), offset, 0, 1)
 
 
 @register("diagonal_scatter", torch.diagonal_scatter, T.diagonal_scatter)
@@ -360,7 +354,7 @@ def _roll1(x, shift, d):
 def roll(input, shifts, dims=None):
     shifts = [shifts] if isinstance(shifts, int) else list(shifts)
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-        flat = prims.reshape(input, (_numel(input.tshape),))
+        flat = prims.reshape(input, (math.prod(input.tshape),))
         return prims.reshape(_roll1(flat, shifts[0], 0), input.tshape)
     dims = [dims] if isinstance(dims, int) else list(dims)
     if len(shifts) != len(dims):
@@ -399,7 +393,7 @@ def tile(input, dims):
 @register("take", torch.take, T.take)
 def take(input, index):
     from thunder_mlir.frontend.symbols.indexing import _as_index_tensor
-    n = _numel(input.tshape)
+    n = math.prod(input.tshape)
     flat = prims.reshape(input, (n,))
     return prims.take(flat, _as_index_tensor(index, n), 0)
 
@@ -426,7 +420,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         raise Fallback("repeat_interleave with tensor repeats has a data-dependent shape")
     x = input
     if dim is None:
-        x, d = prims.reshape(x, (_numel(x.tshape),)), 0
+        x, d = prims.reshape(x, (math.prod(x.tshape),)), 0
     else:
         d = canonical_dim(dim, len(x.tshape))
     shape = x.tshape
@@ -550,7 +544,7 @@ def index_fill(input, dim, index, value):
     r = len(input.tshape)
     d = canonical_dim(dim, r)
     n = input.tshape[d] if r else 1
-    idx = _as_index_tensor(prims.reshape(index, (_numel(index.tshape),)), n)
+    idx = _as_index_tensor(prims.reshape(index, (math.prod(index.tshape),)), n)
     k = idx.tshape[0]
     pos = prims.iota((n, k), torch.int64, 0)
     hit = prims.reduce("reduce_or", prims.elementwise("eq", pos, expand_to(
