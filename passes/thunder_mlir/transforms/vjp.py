@@ -474,7 +474,7 @@ def _logcumsumexp(op, x, y, g):
     # d x_k = sum_{j >= k} g_j exp(x_k - y_j), in log space for the positive and negative
     # parts of g separately (torch's logcumsumexp_backward); its reversed logcumsumexp
     # accumulates as ATen's scan kernel does (float64 for float32 on CPU)
-    from thunder_mlir.frontend.symbols.sort import scan_acc_dtype
+    from thunder_mlir.frontend.symbols.sorting import scan_acc_dtype
 
     d = _attr_int(op, "dim")
     xs, ys, gs = x[0], y[0], g[0]
