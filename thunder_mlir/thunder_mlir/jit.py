@@ -271,8 +271,8 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
 def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
              joint: str | None = None, watch=()) -> CacheEntry:
     from thunder_mlir.transforms.registry import PASSES
-    from thunder_mlir.transforms.grad import (
-        DIFF_OUTPUTS, SIDE_TABLE as GRAD_SIDE_TABLE, backward_error, reached_inputs)
+    from thunder_mlir.transforms.grad import DIFF_OUTPUTS, backward_error, reached_inputs
+    from thunder_mlir.transforms.torch_vjp import SIDE_TABLE as GRAD_SIDE_TABLE
 
     from thunder_mlir.runtime.plan import build_plan
 

@@ -27,206 +27,32 @@ on the function (an ``array<i1>``), else every floating-point input.
 
 from __future__ import annotations
 
-import contextvars
-import functools
+import math
 
 import torch
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
-from thunder_mlir.errors import GradError
-from thunder_mlir.ir import dtypes, prims
+from thunder_mlir.ir import dtypes
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 from thunder_mlir.ir.dialect import REGION_OPS
-from thunder_mlir.frontend.torch_fallback import DIFFERENTIABLE
 from thunder_mlir.ir.regions import (
-    eliminate_dead_code, free_values, inline_block, nested_ops, operand_sites)
+    eliminate_dead_code, inline_block, nested_ops, operand_sites)
 
-from thunder_mlir.transforms.vjp import NO_GRAD, VJP
+from thunder_mlir.transforms.backprop import accumulate, backprop, mark_active
+from thunder_mlir.transforms.torch_vjp import CUSTOM_VJP_ATTR
 from thunder_mlir.transforms.vjp_composites import APPLIES, COMPOSITE_VJP
 
 NAME = "grad"
 WRITE_BACKS = "thunder.num_write_backs"  # set by jit: trailing results that update inputs
 DIFF_OUTPUTS = "thunder.diff_outputs"  # set by jit: array<i1>, the outputs that get cotangents
 BACKWARD_ERROR = "thunder.backward_error"  # on @backward: raised when the backward runs
-CUSTOM_VJP_ATTR = "vjp"  # on a composite: side-table index of its VJP rule
 REACHED = "thunder.reached"  # on @backward: per differentiated input, has a gradient
 CHEAP = {"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt",
          "abs", "sign", "maximum", "minimum", "where", "convert_element_type", "eq", "ne",
          "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_not", "isfinite",
          "broadcast_in_dim", "reshape", "transpose", "full", "iota", "pow", "erf", "sin",
          "cos"}
-
-
-# The trace's side table of executor implementations, set by ``jit`` while the pass runs,
-# so torch-fallback ops can be differentiated by torch.autograd (see _executor_call_vjp).
-# Unset (e.g. under thunder-opt), an executor call on the differentiated path is an error.
-SIDE_TABLE: contextvars.ContextVar = contextvars.ContextVar("thunder_side_table", default=None)
-
-
-def _executor_call_vjp(bt, side_table, active, op, x, y, g):
-    """VJP of a torch-fallback op: a backward executor call that re-runs the op's Python
-    implementation under torch.autograd and returns ``torch.autograd.grad`` of it. Only
-    the operands in ``active`` (those depending on a differentiated input) require grad
-    in the re-run: torch refuses grad for some inputs (batch_norm's running statistics)."""
-    from thunder_mlir.ir.dialect import ExecutorCallOp, fits_in_runs, segment_kwargs
-    from thunder_mlir.frontend.torch_fallback import replaying_rng_state
-
-    forward = side_table[ir.IntegerAttr(op.attributes["impl"]).value]
-    float_in = [is_inexact(torch_dtype(v.type)) and v in active for v in op.operands]
-    float_out = [is_inexact(torch_dtype(r.type)) for r in op.results]
-    cots = [c for c, f in zip(g, float_out) if f]
-    result_types = [v.type for v, f in zip(op.operands, float_in) if f]
-    operand_values = [p.value for p in x] + [c.value for c in cots]
-    if not result_types:
-        return [None] * len(x)
-    state = _capture_rng_state(op, side_table)
-    if state is not None:
-        operand_values.append(bt.make_proxy(state).value)
-    generators = getattr(forward, "generators", [])
-    # the call's operands and results in type order: fewest runs of equal types (a
-    # segmented variadic holds 8), restored to their order inside
-    in_order = sorted(range(len(operand_values)), key=lambda i: str(operand_values[i].type))
-    out_order = sorted(range(len(result_types)), key=lambda i: str(result_types[i]))
-    if not (fits_in_runs([operand_values[i].type for i in in_order])
-            and fits_in_runs([result_types[i] for i in out_order])):
-        raise GradError(f"grad: too many distinct tensor types to differentiate "
-                        f"{ir.StringAttr(op.attributes['callee']).value} at {op.location}")
-
-    def vjp(*sorted_tensors):
-        tensors = [None] * len(sorted_tensors)
-        for k, i in enumerate(in_order):
-            tensors[i] = sorted_tensors[k]
-        grads = _vjp(tensors)
-        return [grads[i] for i in out_order]
-
-    def _vjp(tensors):
-        n = len(float_in)
-        # the other inputs are copied: an op that updates one in place (instance_norm's
-        # running statistics) already did so in the forward
-        xs = [t.detach().requires_grad_() if f else t.clone()
-              for t, f in zip(tensors[:n], float_in)]
-        with torch.enable_grad():
-            if state is None:
-                outs = forward(*xs)
-            else:  # the forward's draw (see torch_fallback.with_rng_state)
-                outs = replaying_rng_state(generators, tensors[-1], lambda: forward(*xs))
-                tensors = tensors[:-1]
-        pairs = [(o, c) for o, c in zip([o for o, f in zip(outs, float_out) if f], tensors[n:])
-                 if o.requires_grad]
-        wrt = [t for t, f in zip(xs, float_in) if f]
-        grads = torch.autograd.grad([o for o, _ in pairs], wrt, [c for _, c in pairs],
-                                    allow_unused=True) if pairs else [None] * len(wrt)
-        return [torch.zeros_like(w) if gr is None else gr for w, gr in zip(wrt, grads)]
-
-    key = len(side_table)
-    side_table.append(vjp)
-    callee = ir.StringAttr(op.attributes["callee"]).value
-    with bt.ip:
-        call = ExecutorCallOp(**segment_kwargs("in", [operand_values[i] for i in in_order]),
-                              **segment_kwargs("out", [result_types[i] for i in out_order],
-                                               type_of=lambda t: t),
-                              executor=ir.StringAttr.get("torch"),
-                              callee=ir.StringAttr.get(callee + ".vjp"),
-                              impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
-    results = [None] * len(result_types)
-    for k, i in enumerate(out_order):
-        results[i] = call.operation.results[k]
-    results = iter(results)
-    return [bt.make_proxy(next(results)) if f else None for f in float_in]
-
-
-def torch_vjp(callee: str, fn, x: list, g: list) -> list:
-    """Cotangents of the operands ``x`` (proxies) of a prim that the torch function ``fn``
-    computes, given the cotangents ``g`` of its results: a backward torch executor call
-    running ``torch.autograd.grad`` through ``fn`` (for prims whose derivative needs a
-    function no prim computes, e.g. bessel_i1e's needs i0e). Emitted in the trace being
-    built (the backward); GradError where no side table is set (thunder-opt)."""
-    from thunder_mlir.ir.dialect import ExecutorCallOp, fits_in_runs, segment_kwargs
-    from thunder_mlir.frontend.tracing import current_trace
-
-    side_table = SIDE_TABLE.get()
-    if side_table is None:
-        raise GradError(f"grad: the VJP of {callee} runs torch.autograd, which needs jit's "
-                        "side table (not available under thunder-opt)")
-    bt = current_trace()
-    wants = [p.tdtype.is_floating_point for p in x]
-    operands = [p.value for p in x] + [c.value for c in g]
-    result_types = [p.value.type for p, w in zip(x, wants) if w]
-    if not (fits_in_runs([v.type for v in operands]) and fits_in_runs(result_types)):
-        raise GradError(f"grad: too many distinct tensor types to differentiate {callee}")
-
-    def vjp(*tensors):
-        n = len(x)
-        xs = [t.detach().requires_grad_(w) for t, w in zip(tensors[:n], wants)]
-        with torch.enable_grad():
-            out = fn(*xs)
-        outs = [out] if isinstance(out, torch.Tensor) else list(out)
-        wrt = [t for t, w in zip(xs, wants) if w]
-        grads = torch.autograd.grad(outs, wrt, list(tensors[n:]), allow_unused=True)
-        return [torch.zeros_like(w) if gr is None else gr for w, gr in zip(wrt, grads)]
-
-    key = len(side_table)
-    side_table.append(vjp)
-    with bt.ip:
-        call = ExecutorCallOp(**segment_kwargs("in", operands),
-                              **segment_kwargs("out", result_types, type_of=lambda t: t),
-                              executor=ir.StringAttr.get("torch"),
-                              callee=ir.StringAttr.get(callee + ".vjp"),
-                              impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
-    results = iter(call.operation.results)
-    return [bt.make_proxy(next(results)) if w else None for w in wants]
-
-
-def _capture_rng_state(op, side_table) -> ir.Value | None:
-    """Make the forward torch executor call ``op`` also return the state of the generators
-    it may draw from, taken before it runs (``torch_fallback.with_rng_state``), so that its
-    backward re-runs it on the forward's random draw. The call is replaced by one with that
-    extra (non-differentiable, uint8) result; the old call is erased after the backward is
-    built. Returns the state value, or None where it is not needed or not possible: no
-    generators (an in-place call), a call inside a region (its VJP recomputes the region),
-    or results of more than 8 distinct types (then the backward draws anew)."""
-    from thunder_mlir.ir.dialect import ExecutorCallOp, fits_in_runs, segment_kwargs
-    from thunder_mlir.frontend.torch_fallback import rng_state_size, with_rng_state
-
-    forward = side_table[ir.IntegerAttr(op.attributes["impl"]).value]
-    generators = getattr(forward, "generators", None)
-    parent = op.parent
-    if not generators or parent is None or parent.name != "func.func":
-        return None
-    state_type = dtypes.tensor_type((rng_state_size(generators),), torch.uint8)
-    result_types = [r.type for r in op.results] + [state_type]
-    if not fits_in_runs(result_types):
-        return None
-    key = len(side_table)
-    side_table.append(with_rng_state(forward, generators))
-    with ir.InsertionPoint(op), op.location:
-        new = ExecutorCallOp(**segment_kwargs("in", list(op.operands)),
-                             **segment_kwargs("out", result_types, type_of=lambda t: t),
-                             executor=op.attributes["executor"],
-                             callee=op.attributes["callee"],
-                             impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
-    flags = [True] * len(op.results)
-    if DIFFERENTIABLE in op.attributes:
-        flags = [ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes[DIFFERENTIABLE])]
-    new.operation.attributes[DIFFERENTIABLE] = ir.ArrayAttr.get(
-        [ir.BoolAttr.get(f) for f in flags + [False]])
-    results = list(new.operation.results)
-    for old, r in zip(op.results, results):
-        old.replace_all_uses_with(r)
-    op.attributes["thunder.erase"] = ir.UnitAttr.get()
-    return results[-1]
-
-
-def _side_table_rule(op):
-    """The VJP rule a composite names by index in the trace's side table (a custom
-    torch.autograd.Function's backward, thunder_mlir/custom_function.py)."""
-    table = SIDE_TABLE.get()
-    if table is None:
-        raise GradError(f"grad: {ir.StringAttr(op.attributes['name']).value} at {op.location} "
-                        "has a VJP rule only the jit that traced it holds (a custom "
-                        "autograd.Function's backward); thunder-opt cannot differentiate it")
-    return table[ir.IntegerAttr(op.attributes[CUSTOM_VJP_ATTR]).value]
 
 
 def _func(module: ir.Module, name: str):
@@ -238,11 +64,8 @@ def _func(module: ir.Module, name: str):
 
 
 def _nbytes(t: ir.Type) -> int:
-    rt = ir.RankedTensorType(t)
-    n = 1
-    for s in rt.shape:
-        n *= s
-    return n * torch.empty((), dtype=dtypes.torch_dtype(t)).element_size()
+    return math.prod(ir.RankedTensorType(t).shape) * \
+        torch.empty((), dtype=dtypes.torch_dtype(t)).element_size()
 
 
 def run(module: ir.Module) -> None:
@@ -327,89 +150,6 @@ def _differentiate(module: ir.Module, fwd) -> None:
     bwd.attributes["thunder.device"] = ir.StringAttr.get(str(device))
     if bt.backward_errors:
         bwd.attributes[BACKWARD_ERROR] = ir.StringAttr.get(bt.backward_errors[0])
-
-
-def accumulate(ct: dict, v: ir.Value, c) -> None:
-    """Add cotangent ``c`` to ``ct[v]`` (a value with several uses gets their sum)."""
-    prev = ct.get(v)
-    ct[v] = c if prev is None else prims.elementwise("add", prev, c)
-
-
-def differentiable_results(op: ir.Operation) -> list[ir.Value]:
-    """The results of ``op`` that can carry a gradient: floating-point (or complex) ones,
-    except those a torch executor call declares non-differentiable (``linalg.lu``'s
-    permutation; see ``torch_fallback.DIFFERENTIABLE``); none for ``thunder.stop_gradient``."""
-    if op.name == "thunder.stop_gradient":
-        return []
-    flags = None
-    if DIFFERENTIABLE in op.attributes:
-        flags = [ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes[DIFFERENTIABLE])]
-    return [r for i, r in enumerate(op.results)
-            if is_inexact(torch_dtype(r.type)) and (flags is None or flags[i])]
-
-
-def mark_active(body: list, active: set) -> None:
-    """Extend ``active`` (values depending on a differentiated input) with the
-    differentiable results of the ops of ``body`` that read an active value."""
-    for op in body:
-        if any(v in active for v in free_values(op)):
-            active.update(differentiable_results(op))
-
-
-def backprop(bt, body: list, ct: dict, active: set) -> None:
-    """Emit, at ``bt``'s insertion point, the reverse pass over the forward ops ``body``.
-
-    ``ct`` maps forward values to their cotangents (proxies) and is updated in place;
-    ``active`` holds the values that depend on a differentiated input and is extended with
-    the results of ``body`` (activity analysis: a backward for constant subexpressions
-    would be wasted work). Region ops go to ``vjp_regions``; the rest to VJP rules.
-    """
-    from thunder_mlir.transforms.vjp_regions import REGION_VJP
-
-    mark_active(body, active)
-    for op in reversed(body):
-        if not any(r in active for r in op.results):
-            continue
-        gs = [ct.get(r) for r in op.results]
-        if all(g is None for g in gs):
-            continue
-        if op.name in REGION_VJP:
-            bt.loc = op.location
-            with op.location:
-                REGION_VJP[op.name](bt, op, ct, active)
-            continue
-        short = op.name[len("thunder."):] if op.name.startswith("thunder.") else op.name
-        if short in NO_GRAD:
-            continue
-        if short == "no_derivative":  # eager raises when its backward reaches this op
-            bt.backward_errors.append(ir.StringAttr(op.attributes["message"]).value)
-            for v in op.operands:
-                if v in active:
-                    accumulate(ct, v, ct[op.results[0]])
-            continue
-        if short == "composite" and CUSTOM_VJP_ATTR in op.attributes:
-            fn = _side_table_rule(op)
-        elif short == "composite":
-            short = ir.StringAttr(op.attributes["name"]).value
-            fn = COMPOSITE_VJP[short]
-        elif short == "executor_call" and SIDE_TABLE.get() is not None:
-            fn = functools.partial(_executor_call_vjp, bt, SIDE_TABLE.get(), active)
-        else:
-            fn = VJP.get(short)
-        if fn is None:
-            what = (f"the torch fallback op {ir.StringAttr(op.attributes['callee']).value}"
-                    if op.name == "thunder.executor_call" else f"'{op.name}'")
-            raise GradError(f"grad: no VJP rule for {what} at {op.location}")
-        x = [bt.make_proxy(v) for v in op.operands]
-        y = [bt.make_proxy(r) for r in op.results]
-        gs = [g if g is not None else prims.full(yy.tshape, 0, yy.tdtype)
-              for g, yy in zip(gs, y)]
-        bt.loc = op.location
-        with op.location:
-            in_cts = fn(op, x, y, gs)
-        for v, c in zip(op.operands, in_cts):
-            if c is not None and v in active:
-                accumulate(ct, v, c)
 
 
 def _composite_name(op) -> str | None:

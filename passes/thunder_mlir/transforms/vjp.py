@@ -474,7 +474,7 @@ def _logcumsumexp(op, x, y, g):
     # d x_k = sum_{j >= k} g_j exp(x_k - y_j), in log space for the positive and negative
     # parts of g separately (torch's logcumsumexp_backward); its reversed logcumsumexp
     # accumulates as ATen's scan kernel does (float64 for float32 on CPU)
-    from thunder_mlir.frontend.symbols.sorting import scan_acc_dtype
+    from thunder_mlir.frontend.symbols.scans import scan_acc_dtype
 
     d = _attr_int(op, "dim")
     xs, ys, gs = x[0], y[0], g[0]
@@ -760,8 +760,8 @@ def _cholesky(op, x, y, g):
 def _bessel_i1e(op, x, y, g):
     """d/dx i1e(x) = i0e(x) - i1e(x) (sgn(x) + 1/x), 0.5 at 0 (PyTorch's i1e_backward).
     No prim computes i0e: the backward runs torch.autograd through torch.special.i1e on
-    the torch executor (``grad.torch_vjp``), which is eager's gradient."""
-    from thunder_mlir.transforms.grad import torch_vjp
+    the torch executor (``torch_vjp.torch_vjp``), which is eager's gradient."""
+    from thunder_mlir.transforms.torch_vjp import torch_vjp
 
     return torch_vjp("torch.special.i1e", torch.special.i1e, x, g)
 

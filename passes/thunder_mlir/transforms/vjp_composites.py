@@ -497,7 +497,7 @@ def _cholesky_solve(op, x, y, g):
     (FunctionsManual.cpp). The gradient of L is a full matrix, as eager's, although the
     solve reads one triangle of L. Batch dims broadcast in the forward are summed."""
     from thunder_mlir.frontend.symbols.linalg import matmul
-    from thunder_mlir.frontend.symbols.linalg_extra import cholesky_solve
+    from thunder_mlir.frontend.symbols.linalg import cholesky_solve
 
     b, lf = x
     upper = bool(_py_attr(op, "upper", False))
@@ -531,9 +531,9 @@ def _torch_reduce_rule(torch_fn, source_name: str):
     scatter_reduce_backward / index_reduce_backward share the gradient among tied
     extrema (the input's element included unless ``include_self=False``) and handle
     zeros in products; the backward runs that formula on the torch executor
-    (``grad.torch_vjp``, torch.autograd through the same call). The forward stays on XLA."""
+    (``torch_vjp.torch_vjp``, torch.autograd through the same call). The forward stays on XLA."""
     def rule(op, x, y, g):
-        from thunder_mlir.transforms.grad import torch_vjp
+        from thunder_mlir.transforms.torch_vjp import torch_vjp
 
         names = _names(op)
         if names != ["input", "index", source_name]:
@@ -828,7 +828,7 @@ def _conv_padding(op) -> tuple[int, ...] | None:
 
 
 def _conv3d_applies(op) -> bool:
-    from thunder_mlir.transforms.grad import SIDE_TABLE
+    from thunder_mlir.transforms.torch_vjp import SIDE_TABLE
 
     t = ir.RankedTensorType(op.operands[0].type)
     return (SIDE_TABLE.get() is not None and isinstance(t.element_type, ir.F32Type)
@@ -850,7 +850,7 @@ def _conv3d(op, x, y, g):
     from thunder_mlir.frontend.torch_fallback import permuted, type_order, unpermute
     from thunder_mlir.frontend.tracing import current_trace
 
-    from thunder_mlir.transforms.grad import SIDE_TABLE
+    from thunder_mlir.transforms.torch_vjp import SIDE_TABLE
 
     bt = current_trace()
     side_table = SIDE_TABLE.get()

@@ -203,7 +203,7 @@ def _make_rule(cls, state: dict, is_tensor_arg: list[bool]):
                 raise TypeError(f"{cls.__name__}.backward returned a {type(gr).__name__} for "
                                 f"input {k}; expected a tensor or None")
             if gr.tshape != inp.tshape:  # eager sums a broadcast gradient to the input's shape
-                from thunder_mlir.frontend.symbols.views import sum_to_size
+                from thunder_mlir.frontend.symbols.shape import sum_to_size
 
                 try:
                     ok = tuple(torch.broadcast_shapes(gr.tshape, inp.tshape)) == gr.tshape

@@ -17,7 +17,7 @@ from torch._prims_common import elementwise_dtypes
 from thunder_mlir.ir import prims
 from thunder_mlir.ir.proxy import TensorProxy
 
-__all__ = ["Kind", "promote", "broadcast_shape", "expand_to", "lift", "canonical_dim",
+__all__ = ["Kind", "full_like", "promote", "broadcast_shape", "expand_to", "lift", "canonical_dim",
            "canonical_dims", "elementwise_binary", "elementwise_unary"]
 
 
@@ -95,3 +95,8 @@ def elementwise_unary(prim: str, a: TensorProxy, kind: Kind = Kind.DEFAULT) -> T
     comp, res = promote(a, kind=kind)
     out = prims.elementwise(prim, prims.convert_element_type(a, comp))
     return prims.convert_element_type(out, res)
+
+
+def full_like(x: TensorProxy, value) -> TensorProxy:
+    """A tensor of ``x``'s shape and dtype filled with the Python scalar ``value``."""
+    return prims.full(x.tshape, value, x.tdtype)

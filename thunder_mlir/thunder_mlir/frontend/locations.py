@@ -74,3 +74,9 @@ def describe_frame(f) -> str:
     src = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
     return f"{f.f_code.co_filename}:{f.f_lineno}: {src}" if src else \
         f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
+def user_error(cls: type[Exception], msg: str) -> Exception:
+    """An exception of type ``cls`` whose message starts with the user's line being traced
+    (eager's exception type, located)."""
+    return cls(f"{describe_frame(user_frame())}\n  {msg}")

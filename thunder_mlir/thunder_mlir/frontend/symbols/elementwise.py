@@ -1,4 +1,5 @@
-"""Elementwise symbols: arithmetic, comparisons, math functions, where/clamp/masked_fill.
+"""Elementwise symbols: arithmetic, comparisons (isclose included), math functions,
+where/clamp/masked_fill, real.
 
 Promotion kinds are those of the corresponding ``torch._refs`` functions.
 """
@@ -14,6 +15,7 @@ from thunder_mlir.frontend.lang import (
     Kind, broadcast_shape, elementwise_binary, elementwise_unary, lift, promote)
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register, register_inplace
+from thunder_mlir.errors import Fallback
 
 _r = lambda name: getattr(T, name, None)  # noqa: E731  (reflected dunders vary by version)
 
@@ -440,3 +442,29 @@ for _sym, _names in ((add, ("add_", "__iadd__")), (sub, ("sub_", "__isub__")),
                      (mul, ("mul_", "__imul__")), (div, ("div_", "__itruediv__")),
                      (pow, ("pow_", "__ipow__")), (clamp, ("clamp_", "clip_"))):
     register_inplace(_sym, *_fns(*[getattr(T, n, None) for n in _names]))
+
+
+@register("isclose", torch.isclose, T.isclose)
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|a - b| <= atol + rtol |b|, or a == b (equal infinities), or both NaN if equal_nan."""
+    if input.tdtype is torch.bool or not input.tdtype.is_floating_point:
+        if input.tdtype.is_complex:
+            raise Fallback("complex isclose")
+    eq = input == other
+    if not input.tdtype.is_floating_point:
+        a, b = input.to(torch.float64), other.to(torch.float64)
+    else:
+        a, b = input, other
+    close = abs(sub(a, b)) <= add(mul(abs(b), rtol), atol)
+    out = prims.elementwise("bitwise_or", eq, close)
+    if equal_nan and input.tdtype.is_floating_point:
+        out = prims.elementwise("bitwise_or", out, prims.elementwise(
+            "bitwise_and", torch.isnan(input), torch.isnan(other)))
+    return out
+
+
+@register("real", torch.real, T.real.__get__, composite=False)
+def real(input):
+    if input.tdtype.is_complex:
+        raise Fallback("complex real")
+    return input

@@ -1,4 +1,5 @@
-"""Indexing symbols: ``__getitem__`` (basic and advanced), index_select, gather.
+"""Indexing symbols: ``__getitem__`` (basic and advanced), index_select, gather,
+combinations.
 
 Basic indexing (ints, slices, None, Ellipsis) becomes slice/reshape prims. Advanced indexing
 with integer tensors follows NumPy/torch rules
@@ -17,6 +18,7 @@ from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
+import itertools
 
 
 def _is_advanced(ix) -> bool:
@@ -173,3 +175,14 @@ def take_along_dim(input, indices, dim=None):
                             expand_to(_as_index_tensor(indices, input.tshape[d]), ishape), d)
 
 
+@register("combinations", torch.combinations)
+def combinations(input, r=2, with_replacement=False):
+    n = input.tshape[0]
+    gen = itertools.combinations_with_replacement if with_replacement else \
+        itertools.combinations
+    combos = list(gen(range(n), r))
+    if not combos:
+        return prims.full((0, r) if r else (0,), 0, input.tdtype)
+    from thunder_mlir.frontend.symbols.shape import _const_index
+    idx = prims.reshape(_const_index([i for c in combos for i in c]), (len(combos), r))
+    return prims.take(input, idx, 0)

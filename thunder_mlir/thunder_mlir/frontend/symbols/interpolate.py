@@ -83,7 +83,7 @@ def _apply_taps(x, d, taps):
     """sum_k x[..., idx_k, ...] * w_k along dim ``d``, added left to right as ATen's
     ``interpolate`` / ``cubic_interp1d`` do."""
     from thunder_mlir.frontend.symbols.creation import _literal
-    from thunder_mlir.frontend.symbols.views import _const_index
+    from thunder_mlir.frontend.symbols.shape import _const_index
     out = None
     for idx, w in taps:
         g = prims.take(x, _const_index(idx), d)
@@ -110,11 +110,11 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         out = [int(math.floor(float(np.float64(L) * np.float64(f)))) for L, f in zip(sp, sf)]
         scales = [None] * n if recompute_scale_factor else sf
     if mode == "area":
-        from thunder_mlir.frontend.symbols.conv import adaptive_avg
+        from thunder_mlir.frontend.symbols.pooling import adaptive_avg
         return adaptive_avg(input, tuple(out), n)
     x = input
     if mode in ("nearest", "nearest-exact"):
-        from thunder_mlir.frontend.symbols.views import _const_index
+        from thunder_mlir.frontend.symbols.shape import _const_index
         for i in range(n):
             d = 2 + i
             idx = _nearest_index(sp[i], out[i], _scale(sp[i], out[i], False, scales[i]),
@@ -300,7 +300,7 @@ def block_diag(*tensors):
 
 @register("cartesian_prod", torch.cartesian_prod)
 def cartesian_prod(*tensors):
-    from thunder_mlir.frontend.symbols.views import meshgrid
+    from thunder_mlir.frontend.symbols.shape import meshgrid
     if len(tensors) == 1:
         return tensors[0]
     grids = meshgrid(*tensors, indexing="ij")

@@ -30,11 +30,12 @@ from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.locations import describe_frame, user_frame
 from thunder_mlir.frontend.symbols.creation import _check_device, _meta_factory
 from thunder_mlir.frontend.symbols.registry import T, register, register_inplace
+from thunder_mlir.frontend.lang import full_like
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
-def _error(cls, msg: str):
+def user_error(cls, msg: str):
     """An exception naming the user's line (bad arguments to a random op)."""
     return cls(f"{describe_frame(user_frame())}\n  {msg}")
 
@@ -51,12 +52,8 @@ def _float_dtype(name: str, dtype: torch.dtype) -> torch.dtype:
     if dtype.is_complex:
         raise Fallback(f"{name} of complex numbers")
     if dtype not in _FLOATS:
-        raise _error(TypeError, f"{name} needs a floating point dtype, got {dtype}")
+        raise user_error(TypeError, f"{name} needs a floating point dtype, got {dtype}")
     return dtype
-
-
-def _c(like: TensorProxy, value) -> TensorProxy:
-    return prims.full(like.tshape, value, like.tdtype)
 
 
 def _compute(dtype: torch.dtype) -> torch.dtype:
@@ -107,11 +104,11 @@ def _bounds(name: str, args: tuple, low, high) -> tuple[int, int]:
     if low is None:
         low = nums.pop() if nums else 0
     if nums or high is None:
-        raise _error(TypeError, f"{name}: expected (high) or (low, high), got {args}")
+        raise user_error(TypeError, f"{name}: expected (high) or (low, high), got {args}")
     if type(low) is TensorProxy or type(high) is TensorProxy:
         raise Fallback(f"{name} with tensor bounds")
     if not low < high:
-        raise _error(RuntimeError, f"{name}: random_ expects 'from' to be less than 'to', but "
+        raise user_error(RuntimeError, f"{name}: random_ expects 'from' to be less than 'to', but "
                                    f"got from={low} >= to={high}")
     return int(low), int(high)
 
@@ -133,7 +130,7 @@ def randint(*args, low=None, high=None, size=None, generator=None, out=None, dty
     _check_device(device)
     if size is None:
         if not args or not isinstance(args[-1], (tuple, list)):
-            raise _error(TypeError, "torch.randint: missing the size argument")
+            raise user_error(TypeError, "torch.randint: missing the size argument")
         args, size = args[:-1], args[-1]
     low, high = _bounds("torch.randint", args, low, high)
     m = _meta_factory(torch.randint, low, high, size, dtype=dtype)
@@ -167,7 +164,7 @@ def bernoulli(input, p=None, *, generator=None, out=None):
     tensor like ``input`` of Bernoulli(p) draws. The result has ``input``'s dtype."""
     _plain(generator, out)
     if p is None and not input.tdtype.is_floating_point:
-        raise _error(TypeError, f"torch.bernoulli of {input.tdtype}: the probabilities must "
+        raise user_error(TypeError, f"torch.bernoulli of {input.tdtype}: the probabilities must "
                                 "be floating point")
     probs = input if p is None else p
     if type(probs) is TensorProxy:
@@ -188,13 +185,13 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     _plain(generator, out)
     shape = input.tshape
     if len(shape) not in (1, 2) or not input.tdtype.is_floating_point:
-        raise _error(RuntimeError, f"torch.multinomial: prob_dist must be a 1 or 2 dim float "
+        raise user_error(RuntimeError, f"torch.multinomial: prob_dist must be a 1 or 2 dim float "
                                    f"tensor, got {len(shape)} dims of {input.tdtype}")
     n = shape[-1]
     if num_samples <= 0:
-        raise _error(RuntimeError, "torch.multinomial: cannot sample n_sample <= 0 samples")
+        raise user_error(RuntimeError, "torch.multinomial: cannot sample n_sample <= 0 samples")
     if not replacement and num_samples > n:
-        raise _error(RuntimeError, f"torch.multinomial: cannot sample n_sample > "
+        raise user_error(RuntimeError, f"torch.multinomial: cannot sample n_sample > "
                                    f"prob_dist.size(-1) samples without replacement ({num_samples}"
                                    f" > {n})")
     acc = _compute(input.tdtype)
@@ -212,8 +209,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
         return prims.reduce("reduce_sum", prims.convert_element_type(le, torch.int64), [d + 1])
     e = prims.elementwise("neg", prims.elementwise("log1p", prims.elementwise(
         "neg", rng.uniform(shape, acc))))
-    keys = prims.where(prims.elementwise("gt", p, _c(p, 0)), prims.elementwise("div", p, e),
-                       _c(p, -1))
+    keys = prims.where(prims.elementwise("gt", p, full_like(p, 0)), prims.elementwise("div", p, e),
+                       full_like(p, -1))
     order = prims.argsort(keys, d, True)
     return prims.slice_(order, [0] * (d + 1), list(rows) + [num_samples])
 
@@ -252,7 +249,7 @@ def _like(self, values) -> TensorProxy:
 def uniform(self, from_=0.0, to=1.0, *, generator=None):
     _plain(generator)
     if not from_ <= to:
-        raise _error(RuntimeError, f"uniform_ expects to return a [from, to) range, but found "
+        raise user_error(RuntimeError, f"uniform_ expects to return a [from, to) range, but found "
                                    f"from={from_} > to={to}")
     return rng.uniform(self.tshape, _float_dtype("Tensor.uniform_", self.tdtype), from_, to)
 
@@ -261,11 +258,11 @@ def uniform(self, from_=0.0, to=1.0, *, generator=None):
 def normal_fill(self, mean=0.0, std=1.0, *, generator=None):
     _plain(generator)
     if std < 0:
-        raise _error(RuntimeError, f"normal expects std >= 0.0, but found std {std}")
+        raise user_error(RuntimeError, f"normal expects std >= 0.0, but found std {std}")
     dtype = _float_dtype("Tensor.normal_", self.tdtype)
     z = rng.normal(self.tshape, _compute(dtype))
-    return _like(self, prims.elementwise("add", prims.elementwise("mul", z, _c(z, std)),
-                                         _c(z, mean)))
+    return _like(self, prims.elementwise("add", prims.elementwise("mul", z, full_like(z, std)),
+                                         full_like(z, mean)))
 
 
 @register("bernoulli_fill")
@@ -274,7 +271,7 @@ def bernoulli_fill(self, p=0.5, *, generator=None):
     if type(p) is TensorProxy:
         p = expand_to(p, self.tshape)
     elif not 0 <= p <= 1:
-        raise _error(RuntimeError, f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+        raise user_error(RuntimeError, f"bernoulli_ expects p to be in [0, 1], but got p={p}")
     return _like(self, rng.bernoulli(p, self.tshape))
 
 
@@ -295,7 +292,7 @@ def random_fill(self, *args, generator=None, **kwargs):
         else:
             to = torch.iinfo(dtype).max + 1
     if not frm < to:
-        raise _error(RuntimeError, f"random_ expects 'from' to be less than 'to', but got "
+        raise user_error(RuntimeError, f"random_ expects 'from' to be less than 'to', but got "
                                    f"from={frm} >= to={to}")
     return _integers("Tensor.random_", self.tshape, int(frm), int(to), dtype)
 
@@ -309,33 +306,33 @@ def _uniform_compute(self, name):
 def exponential(self, lambd=1.0, *, generator=None):
     _plain(generator)
     if not lambd > 0:
-        raise _error(RuntimeError, f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+        raise user_error(RuntimeError, f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
     u = _uniform_compute(self, "Tensor.exponential_")
     e = prims.elementwise("neg", prims.elementwise("log1p", prims.elementwise("neg", u)))
-    return _like(self, prims.elementwise("div", e, _c(e, lambd)))
+    return _like(self, prims.elementwise("div", e, full_like(e, lambd)))
 
 
 @register("geometric")
 def geometric(self, p, *, generator=None):
     _plain(generator)
     if not 0 < p < 1:
-        raise _error(RuntimeError, f"geometric_ expects p to be in (0, 1), but got p={p}")
+        raise user_error(RuntimeError, f"geometric_ expects p to be in (0, 1), but got p={p}")
     acc = _compute(self.tdtype) if self.tdtype.is_floating_point else torch.float64
     u = rng.uniform(self.tshape, acc)
     k = prims.elementwise("ceil", prims.elementwise("div", prims.elementwise(
-        "log1p", prims.elementwise("neg", u)), _c(u, math.log1p(-p))))
-    return _like(self, prims.elementwise("maximum", k, _c(k, 1)))  # u = 0 gives 0 trials
+        "log1p", prims.elementwise("neg", u)), full_like(u, math.log1p(-p))))
+    return _like(self, prims.elementwise("maximum", k, full_like(k, 1)))  # u = 0 gives 0 trials
 
 
 @register("log_normal")
 def log_normal(self, mean=1.0, std=2.0, *, generator=None):
     _plain(generator)
     if not std > 0:
-        raise _error(RuntimeError, f"log_normal_ expects std > 0.0, but found std={std}")
+        raise user_error(RuntimeError, f"log_normal_ expects std > 0.0, but found std={std}")
     dtype = _float_dtype("Tensor.log_normal_", self.tdtype)
     z = rng.normal(self.tshape, _compute(dtype))
     return _like(self, prims.elementwise("exp", prims.elementwise(
-        "add", prims.elementwise("mul", z, _c(z, std)), _c(z, mean))))
+        "add", prims.elementwise("mul", z, full_like(z, std)), full_like(z, mean))))
 
 
 @register("cauchy")
@@ -343,9 +340,9 @@ def cauchy(self, median=0.0, sigma=1.0, *, generator=None):
     _plain(generator)
     u = _uniform_compute(self, "Tensor.cauchy_")
     t = prims.elementwise("tan", prims.elementwise("mul", prims.elementwise(
-        "sub", u, _c(u, 0.5)), _c(u, math.pi)))
-    return _like(self, prims.elementwise("add", prims.elementwise("mul", t, _c(t, sigma)),
-                                         _c(t, median)))
+        "sub", u, full_like(u, 0.5)), full_like(u, math.pi)))
+    return _like(self, prims.elementwise("add", prims.elementwise("mul", t, full_like(t, sigma)),
+                                         full_like(t, median)))
 
 
 register_inplace(uniform, T.uniform_)
@@ -361,7 +358,7 @@ register_inplace(cauchy, T.cauchy_)
 # --------------------------------------------------------------------- dropout
 def _check_p(p) -> None:
     if not 0.0 <= p <= 1.0:
-        raise _error(ValueError, f"dropout probability has to be between 0 and 1, but got {p}")
+        raise user_error(ValueError, f"dropout probability has to be between 0 and 1, but got {p}")
 
 
 def _dropout(x: TensorProxy, p: float, feature: bool, alpha: bool) -> TensorProxy:
@@ -372,20 +369,20 @@ def _dropout(x: TensorProxy, p: float, feature: bool, alpha: bool) -> TensorProx
     if math.prod(shape) == 0:
         return x
     if p == 1:  # x * 0, as ATen (NaN stays NaN)
-        return prims.elementwise("mul", x, _c(x, 0))
+        return prims.elementwise("mul", x, full_like(x, 0))
     noise_shape = shape[:2] + (1,) * (len(shape) - 2) if feature else shape
     keep = rng.bernoulli(1.0 - p, noise_shape)
     keep = prims.broadcast_in_dim(keep, shape, list(range(len(shape))))
     acc = _compute(x.tdtype) if x.tdtype.is_floating_point else x.tdtype
     xa = prims.convert_element_type(x, acc)
     if not alpha:
-        out = prims.where(keep, prims.elementwise("mul", xa, _c(xa, 1.0 / (1.0 - p))), _c(xa, 0))
+        out = prims.where(keep, prims.elementwise("mul", xa, full_like(xa, 1.0 / (1.0 - p))), full_like(xa, 0))
         return prims.convert_element_type(out, x.tdtype)
     a_ = 1.7580993408473766  # alpha * scale of SELU
     a = 1.0 / math.sqrt((a_ * a_ * p + 1) * (1 - p))
-    b = prims.where(keep, _c(xa, a_ * a * p), _c(xa, a_ * a * p - a_ * a))
-    out = prims.elementwise("add", prims.where(keep, prims.elementwise("mul", xa, _c(xa, a)),
-                                               _c(xa, 0)), b)
+    b = prims.where(keep, full_like(xa, a_ * a * p), full_like(xa, a_ * a * p - a_ * a))
+    out = prims.elementwise("add", prims.where(keep, prims.elementwise("mul", xa, full_like(xa, a)),
+                                               full_like(xa, 0)), b)
     return prims.convert_element_type(out, x.tdtype)
 
 
@@ -410,7 +407,7 @@ def _feature_dropout(name: str, input, p, training, batched: bool):
         return input
     x = input if batched else prims.reshape(input, (1,) + input.tshape)
     if len(x.tshape) < 2:
-        raise _error(RuntimeError, f"{name}: Feature dropout requires at least 2 dimensions in "
+        raise user_error(RuntimeError, f"{name}: Feature dropout requires at least 2 dimensions in "
                                    f"the input, got {len(input.tshape)}")
     out = _dropout(x, p, feature=True, alpha=False)
     return out if batched else prims.reshape(out, input.tshape)
@@ -420,7 +417,7 @@ def _feature_dropout(name: str, input, p, training, batched: bool):
 def dropout1d(input, p=0.5, training=True, inplace=False):
     r = len(input.tshape)
     if r not in (2, 3):
-        raise _error(RuntimeError, f"dropout1d: Expected 2D or 3D input, but received a {r}D "
+        raise user_error(RuntimeError, f"dropout1d: Expected 2D or 3D input, but received a {r}D "
                                    "input")
     return _feature_dropout("dropout1d", input, p, training, batched=r == 3)
 
@@ -449,7 +446,7 @@ def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
     if not training or p == 0:
         return input
     if len(input.tshape) < 2:
-        raise _error(RuntimeError, "Feature dropout requires at least 2 dimensions in the input")
+        raise user_error(RuntimeError, "Feature dropout requires at least 2 dimensions in the input")
     return _dropout(input, p, feature=True, alpha=True)
 
 
@@ -466,8 +463,8 @@ def rrelu_training(input, lower: float, upper: float) -> TensorProxy:
     [lower, upper) per element (torch's rrelu_with_noise)."""
     acc = _compute(input.tdtype)
     x = prims.convert_element_type(input, acc)
-    slope = rng.uniform(input.tshape, acc, lower, upper) if lower < upper else _c(x, lower)
+    slope = rng.uniform(input.tshape, acc, lower, upper) if lower < upper else full_like(x, lower)
     neg = prims.elementwise("mul", x, slope)
-    out = prims.where(prims.elementwise("ge", x, _c(x, 0)), x, neg)
+    out = prims.where(prims.elementwise("ge", x, full_like(x, 0)), x, neg)
     return prims.convert_element_type(out, input.tdtype)
 

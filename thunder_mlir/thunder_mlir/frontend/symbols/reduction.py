@@ -1,4 +1,6 @@
-"""Reductions: sum, mean, prod, amax/amin, max/min, argmax/argmin, var/std, all/any, ...
+"""Reductions: sum, mean, prod, amax/amin, max/min, argmax/argmin, var/std, all/any,
+logsumexp, norms, the nan-ignoring sums (nansum/nanmean), count_nonzero, aminmax, std_mean
+and the statistics cov/corrcoef.
 
 Sums of low-precision floats accumulate in float32 as torch's CPU kernels do (opmath).
 """
@@ -14,6 +16,7 @@ from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import canonical_dim, canonical_dims
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
+from thunder_mlir.frontend.symbols.elementwise import div, mul, sub
 
 
 def _keep(x: TensorProxy, out: TensorProxy, dims, keepdim: bool) -> TensorProxy:
@@ -244,17 +247,6 @@ def _uint8_stays(input, out):
     return prims.convert_element_type(out, torch.uint8) if input.tdtype is torch.uint8 else out
 
 
-@register("cumsum", torch.cumsum, T.cumsum)
-def cumsum(input, dim, *, dtype=None):
-    out_dtype = _sum_dtype(input, dtype)
-    d = canonical_dim(dim, len(input.tshape))
-    if len(input.tshape) == 0:
-        return prims.convert_element_type(input, out_dtype)
-    # low-precision floats accumulate in float32, as torch's CPU kernel does
-    acc = prims.cumsum(prims.convert_element_type(input, _acc_dtype(out_dtype)), d)
-    return prims.convert_element_type(acc, out_dtype)
-
-
 @register("logsumexp", torch.logsumexp, T.logsumexp)
 def logsumexp(input, dim, keepdim=False):
     dims = canonical_dims(dim, len(input.tshape))
@@ -313,3 +305,102 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     if isinstance(p, str):
         raise Fallback(f"norm with p={p!r}")
     return vector_norm(input, p, dim, keepdim, dtype=dtype)
+
+
+@register("count_nonzero", torch.count_nonzero, T.count_nonzero)
+def count_nonzero(input, dim=None):
+    dims = canonical_dims(dim, len(input.tshape))
+    nz = prims.convert_element_type(
+        prims.elementwise("ne", input, prims.full(input.tshape, 0, input.tdtype)), torch.int64)
+    return prims.reduce("reduce_sum", nz, dims)
+
+
+def _nan_zeroed(x):
+    if not x.tdtype.is_floating_point:
+        return x
+    return prims.where(prims.elementwise("ne", x, x), prims.full(x.tshape, 0, x.tdtype), x)
+
+
+@register("nansum", torch.nansum, T.nansum)
+def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    return sum(_nan_zeroed(input), dim, keepdim, dtype=dtype)
+
+
+@register("nanmean", torch.nanmean, T.nanmean)
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+    if not input.tdtype.is_floating_point:
+        raise RuntimeError("nanmean(): expected input to have floating point dtype")
+    out_dtype = dtype or input.tdtype
+    x = prims.convert_element_type(input, _acc_dtype(out_dtype))
+    notnan = prims.convert_element_type(prims.elementwise("eq", x, x), x.tdtype)
+    s = sum(_nan_zeroed(x), dim, keepdim)
+    c = sum(notnan, dim, keepdim)
+    return prims.convert_element_type(prims.elementwise("div", s, c), out_dtype)
+
+
+@register("aminmax", torch.aminmax, T.aminmax)
+def aminmax(input, *, dim=None, keepdim=False):
+    if dim is None:
+        mn, mx = amin(input, (), False), amax(input, (), False)
+        if keepdim:
+            shape = (1,) * len(input.tshape)
+            mn, mx = prims.reshape(mn, shape), prims.reshape(mx, shape)
+    else:
+        mn, mx = amin(input, dim, keepdim), amax(input, dim, keepdim)
+    return torch.return_types.aminmax((mn, mx))
+
+
+@register("std_mean", torch.std_mean)
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    v, m = _var(input, dim, _correction(unbiased, correction), keepdim)
+    return safe_sqrt(v), m
+
+
+@register("cov", torch.cov)
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """torch.cov's formula (ATen ``cov``: weights, normalization, final squeeze) with
+    dot_general. The weights keep their own dtype, as in ATen: their sums round there."""
+    x = input if len(input.tshape) == 2 else prims.reshape(input, (1, math.prod(input.tshape)))
+    if not x.tdtype.is_floating_point:
+        x = prims.convert_element_type(x, torch.get_default_dtype())
+    n = x.tshape[1]
+    w = fweights
+    if aweights is not None:
+        w = aweights if w is None else mul(w, aweights)
+    if w is None:
+        avg = torch.mean(x, 1, True)
+        norm = prims.full((), float(n - correction), x.tdtype)
+    else:
+        w_sum = sum(w)
+        avg = div(sum(mul(x, prims.reshape(w, (1, n))), 1, True), w_sum)
+        if correction == 0:
+            norm = w_sum
+        elif aweights is None:
+            norm = sub(w_sum, correction)
+        else:
+            norm = sub(w_sum, div(mul(sum(mul(w, aweights)), correction), w_sum))
+    norm = torch.clamp(norm, min=0)
+    c = sub(x, avg)
+    cw = c if w is None else mul(c, prims.reshape(w, (1, n)))
+    out = div(prims.dot_general(c, cw, [], [], [1], [1]), norm)
+    return torch.squeeze(out)
+
+
+@register("corrcoef", torch.corrcoef)
+def corrcoef(input):
+    c = cov(input)
+    if len(c.tshape) == 0:
+        return div(c, c)
+    if len(c.tshape) == 1:
+        raise Fallback("corrcoef of this shape")
+    d = torch.diagonal(c)
+    sd = torch.sqrt(d)
+    c = div(div(c, prims.reshape(sd, (sd.tshape[0], 1))), prims.reshape(sd, (1, sd.tshape[0])))
+    return torch.clamp(c, -1, 1)
+
+
+def _bcast_keep(x: TensorProxy, reduced: TensorProxy, dims) -> TensorProxy:
+    keep = tuple(1 if i in dims else s for i, s in enumerate(x.tshape))
+    return prims.broadcast_in_dim(prims.reshape(reduced, keep), x.tshape, list(range(len(x.tshape))))

@@ -1,6 +1,7 @@
 """Scatter symbols: scatter/scatter_add/scatter_reduce, index_add/index_copy/index_reduce,
-index_put, put, masked_scatter — functional forms, on the ``scatter`` prim
-(stablehlo.scatter, spec section "scatter").
+index_put, put, masked_scatter, slice_scatter/select_scatter, index_fill and fill —
+functional forms, on the ``scatter`` prim (stablehlo.scatter, spec section "scatter") or
+on slices.
 
 Semantics follow the PyTorch documentation of each op (``Tensor.scatter_``,
 ``Tensor.index_add_``, ...). Duplicate indices under ``set`` semantics are unspecified in
@@ -17,6 +18,8 @@ from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
+from thunder_mlir.frontend.symbols import shape as S
+from thunder_mlir.frontend.symbols.registry import register_inplace
 
 
 def _wrap(idx: TensorProxy, size: int) -> TensorProxy:
@@ -276,3 +279,61 @@ def masked_scatter(input, mask, source):
     vals = prims.take(prims.reshape(prims.convert_element_type(source, input.tdtype), (ns,)),
                       pos, 0)
     return prims.where(m, prims.reshape(vals, shape), x)
+
+
+@register("slice_scatter", torch.slice_scatter, T.slice_scatter)
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+    """input with input[..., start:end:step, ...] (along dim) replaced by src: src padded
+    into place with stablehlo.pad (interior padding = step - 1) and selected by a mask."""
+    r = len(input.tshape)
+    d = canonical_dim(dim, r)
+    n = input.tshape[d]
+    s, e, st = slice(start, end, step).indices(n)
+    k = len(range(s, max(s, e), st))
+    if k == 0:
+        return input
+    lows, highs, inter = [0] * r, [0] * r, [0] * r
+    lows[d], inter[d] = s, st - 1
+    highs[d] = n - (s + (k - 1) * st + 1)
+    src = prims.convert_element_type(src, input.tdtype)
+    padded = prims.pad(src, prims.full((), 0, input.tdtype), lows, highs, inter)
+    mask = prims.pad(prims.full(src.tshape, True, torch.bool), prims.full((), False, torch.bool),
+                     lows, highs, inter)
+    return prims.where(mask, padded, input)
+
+
+@register("select_scatter", torch.select_scatter, T.select_scatter)
+def select_scatter(input, src, dim, index):
+    r = len(input.tshape)
+    d = canonical_dim(dim, r)
+    i = index + input.tshape[d] if index < 0 else index
+    return slice_scatter(input, S.unsqueeze(src, d), d, i, i + 1, 1)
+
+
+@register("index_fill", torch.index_fill, T.index_fill)
+def index_fill(input, dim, index, value):
+    from thunder_mlir.frontend.symbols.indexing import _as_index_tensor
+    r = len(input.tshape)
+    d = canonical_dim(dim, r)
+    n = input.tshape[d] if r else 1
+    idx = _as_index_tensor(prims.reshape(index, (math.prod(index.tshape),)), n)
+    k = idx.tshape[0]
+    pos = prims.iota((n, k), torch.int64, 0)
+    hit = prims.reduce("reduce_or", prims.elementwise("eq", pos, expand_to(
+        prims.reshape(idx, (1, k)), (n, k))), [1])
+    mask = prims.broadcast_in_dim(hit, input.tshape, [d]) if r else prims.reshape(hit, ())
+    if type(value) is TensorProxy:
+        v = expand_to(prims.convert_element_type(value, input.tdtype), input.tshape)
+    else:
+        v = prims.full(input.tshape, value, input.tdtype)
+    return prims.where(mask, v, input)
+
+
+@register("fill", torch.fill)
+def fill(input, value):
+    if type(value) is TensorProxy:
+        return expand_to(prims.convert_element_type(value, input.tdtype), input.tshape)
+    return prims.full(input.tshape, value, input.tdtype)
+
+
+register_inplace(fill, T.fill_)

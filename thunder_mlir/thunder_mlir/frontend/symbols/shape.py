@@ -1,4 +1,6 @@
-"""Shape symbols: views and reshapes, permutations, concatenation, splitting, dtype casts.
+"""Shape symbols: views and reshapes, permutations, concatenation, stacking and splitting,
+``*_copy`` forms, roll/rot90/tile/repeat_interleave, pixel shuffles, padding, dtype casts,
+and metadata functions (numel, is_floating_point, set_grad_enabled).
 
 Views are functional here (a view op yields a new value); aliasing between a view and its
 base only matters for in-place updates, which ``register_inplace`` restricts.
@@ -15,6 +17,9 @@ from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
+import torch.nn.functional as F
+from thunder_mlir.errors import Fallback
+from thunder_mlir.frontend.symbols.registry import BY_NAME, register_inplace
 
 
 def _shape_arg(shape) -> tuple[int, ...]:
@@ -365,3 +370,394 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
         else:
             x = prims.elementwise("sub", hi, lo)
     return x
+
+
+def _opt(*fns):
+    return [f for f in fns if f is not None]
+
+
+def _const_index(values) -> TensorProxy:
+    from thunder_mlir.frontend.symbols.creation import _literal
+    return _literal(list(values), torch.int64) if len(values) else prims.full((0,), 0, torch.int64)
+
+
+# ----------------------------------------------------------- metadata functions
+@register("is_floating_point", torch.is_floating_point, composite=False)
+def is_floating_point(input):
+    return input.tdtype.is_floating_point
+
+
+@register("is_complex", torch.is_complex, composite=False)
+def is_complex(input):
+    return input.tdtype.is_complex
+
+
+@register("numel", torch.numel, composite=False)
+def numel(input):
+    return math.prod(input.tshape)
+
+
+@register("set_grad_enabled", torch._C._set_grad_enabled, composite=False)
+def set_grad_enabled(mode):
+    """Grad mode is part of the cache key and the program has no autograd: apply it."""
+    with torch._C.DisableTorchFunction():
+        return torch._C._set_grad_enabled(mode)
+
+
+# ----------------------------------------------------------------- copies
+def _copy_of(sym):
+    def impl(input, *args, **kwargs):
+        return sym(input, *args, **kwargs)
+    return impl
+
+
+for _name, _sym in (("expand_copy", expand), ("permute_copy", permute), ("t_copy", t),
+                    ("transpose_copy", transpose), ("unsqueeze_copy", unsqueeze),
+                    ("squeeze_copy", squeeze), ("unbind_copy", unbind),
+                    ("split_with_sizes_copy", split), ("narrow_copy", narrow)):
+    _f = getattr(torch, _name, None)
+    if _f is not None:
+        register(_name, *_opt(_f, getattr(T, _name, None)))(_copy_of(_sym))
+
+
+@register("view_copy", torch.view_copy)
+def view_copy(input, *size):
+    if len(size) == 1 and isinstance(size[0], torch.dtype):
+        raise Fallback("view(dtype) is a bitcast")
+    return reshape(input, *size)
+
+
+@register("alias_copy", torch.alias_copy)
+def alias_copy(input):
+    return clone(input)
+
+
+@register("ravel", torch.ravel, T.ravel)
+def ravel(input):
+    return prims.reshape(input, (math.prod(input.tshape),))
+
+
+@register("split_with_sizes", torch.split_with_sizes, view=True)
+def split_with_sizes(input, split_sizes, dim=0):
+    return split(input, list(split_sizes), dim)
+
+
+register("unsafe_split", torch.unsafe_split, T.unsafe_split)(
+    lambda input, split_size, dim=0: split(input, split_size, dim))
+register("unsafe_chunk", torch.unsafe_chunk, T.unsafe_chunk)(
+    lambda input, chunks, dim=0: chunk(input, chunks, dim))
+
+
+# --------------------------------------------------------------- atleast / stacks
+def _atleast(n):
+    def one(x):
+        r = len(x.tshape)
+        if r >= n:
+            return x
+        if n == 3 and r == 2:
+            return prims.reshape(x, x.tshape + (1,))
+        if n == 3 and r == 1:
+            return prims.reshape(x, (1,) + x.tshape + (1,))
+        return prims.reshape(x, (1,) * (n - r) + x.tshape)
+
+    def impl(*tensors):
+        if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+            return tuple(one(t) for t in tensors[0])
+        if len(tensors) == 1:
+            return one(tensors[0])
+        return tuple(one(t) for t in tensors)
+    return impl
+
+
+atleast_1d = register("atleast_1d", torch.atleast_1d, composite=False)(_atleast(1))
+atleast_2d = register("atleast_2d", torch.atleast_2d, composite=False)(_atleast(2))
+atleast_3d = register("atleast_3d", torch.atleast_3d, composite=False)(_atleast(3))
+
+
+@register("hstack", torch.hstack)
+def hstack(tensors):
+    ts = atleast_1d(tuple(tensors))
+    return cat(ts, 0 if len(ts[0].tshape) == 1 else 1)
+
+
+@register("vstack", torch.vstack, torch.row_stack)
+def vstack(tensors):
+    return cat(atleast_2d(tuple(tensors)), 0)
+
+
+@register("dstack", torch.dstack)
+def dstack(tensors):
+    return cat(atleast_3d(tuple(tensors)), 2)
+
+
+@register("column_stack", torch.column_stack)
+def column_stack(tensors):
+    ts = [prims.reshape(t, (math.prod(t.tshape), 1)) if len(t.tshape) <= 1 else t for t in tensors]
+    return cat(ts, 1)
+
+
+@register("tensor_split", torch.tensor_split, T.tensor_split, view=True)
+def tensor_split(input, indices_or_sections, dim=0):
+    """torch.tensor_split with an int or a list of split indices (a tensor of indices whose
+    values are data runs on the torch fallback)."""
+    if type(indices_or_sections) is TensorProxy:
+        raise Fallback("tensor_split with a tensor of indices")
+    d = canonical_dim(dim, len(input.tshape))
+    n = input.tshape[d]
+    if isinstance(indices_or_sections, int):
+        k = indices_or_sections
+        if k <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {k}")
+        q, r = divmod(n, k)
+        sizes = [q + 1] * r + [q] * (k - r)
+        bounds, acc = [], 0
+        for s in sizes:
+            bounds.append((acc, acc + s))
+            acc += s
+    else:
+        idx = [int(i) for i in indices_or_sections]
+        starts = [0] + idx
+        stops = idx + [n]
+        bounds = []
+        for a, b in zip(starts, stops):
+            a = min(max(a + n if a < 0 else a, 0), n)
+            b = min(max(b + n if b < 0 else b, 0), n)
+            bounds.append((a, max(a, b)))
+    return tuple(_slice_along(input, d, a, b) for a, b in bounds)
+
+
+def _nsplit(dim_of, name):
+    def impl(input, indices_or_sections):
+        d = dim_of(input)
+        if isinstance(indices_or_sections, int) and input.tshape[d] % indices_or_sections:
+            raise RuntimeError(f"torch.{name} attempted to split along dimension {d}, but the "
+                               f"size of the dimension {input.tshape[d]} is not divisible by "
+                               f"the split_size {indices_or_sections}!")
+        return tensor_split(input, indices_or_sections, d)
+    return impl
+
+
+register("hsplit", torch.hsplit, T.hsplit, view=True)(
+    _nsplit(lambda x: 0 if len(x.tshape) == 1 else 1, "hsplit"))
+register("vsplit", torch.vsplit, T.vsplit, view=True)(_nsplit(lambda x: 0, "vsplit"))
+register("dsplit", torch.dsplit, T.dsplit, view=True)(_nsplit(lambda x: 2, "dsplit"))
+
+
+@register("meshgrid", torch.meshgrid, composite=False)
+def meshgrid(*tensors, indexing=None):
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    ts = [prims.reshape(t, (math.prod(t.tshape),)) for t in tensors]
+    if indexing == "xy" and len(ts) >= 2:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t.tshape[0] for t in ts)
+    out = [prims.broadcast_in_dim(t, shape, [i]) for i, t in enumerate(ts)]
+    if indexing == "xy" and len(ts) >= 2:  # as ATen: swap the inputs, then the grids back
+        out[0], out[1] = out[1], out[0]
+    return tuple(out)
+
+
+@register("broadcast_tensors", torch.broadcast_tensors, composite=False)
+def broadcast_tensors(*tensors):
+    shape = tuple(torch.broadcast_shapes(*[t.tshape for t in tensors]))
+    return tuple(expand_to(t, shape) for t in tensors)
+
+
+register("fliplr", torch.fliplr, T.fliplr)(lambda input: flip(input, (1,)))
+register("flipud", torch.flipud, T.flipud)(lambda input: flip(input, (0,)))
+
+
+@register("sum_to_size", T.sum_to_size)
+def sum_to_size(input, *size):
+    from thunder_mlir.frontend.symbols.reduction import sum as rsum
+    size = _shape_arg(size)
+    lead = len(input.tshape) - len(size)
+    dims = list(range(lead)) + [lead + i for i, s in enumerate(size)
+                                if s == 1 and input.tshape[lead + i] != 1]
+    if not size:  # ATen's sum_to: a 0-d target is the sum of everything
+        return rsum(input)
+    if not dims:  # nothing to reduce: ATen returns the tensor itself (dtype kept)
+        return prims.reshape(input, size)
+    return prims.reshape(rsum(input, dims, keepdim=True), size)
+
+
+@register("adjoint", T.H.__get__, T.mH.__get__, T.adjoint, torch.adjoint)
+def adjoint(input):
+    if input.tdtype.is_complex:
+        raise Fallback("complex adjoint")
+    r = len(input.tshape)
+    if r < 2:
+        return input
+    return transpose(input, -2, -1)
+
+
+# --------------------------------------------------------------- roll, rot90, tile
+def _roll1(x, shift, d):
+    n = x.tshape[d]
+    if n == 0:
+        return x
+    s = shift % n
+    if s == 0:
+        return x
+    return prims.concatenate([_slice_along(x, d, n - s, n), _slice_along(x, d, 0, n - s)], d)
+
+
+@register("roll", torch.roll, T.roll)
+def roll(input, shifts, dims=None):
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        flat = prims.reshape(input, (math.prod(input.tshape),))
+        return prims.reshape(_roll1(flat, shifts[0], 0), input.tshape)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:"
+                           f"{len(dims)}")
+    x = input
+    for s, d in zip(shifts, dims):
+        x = _roll1(x, s, canonical_dim(d, len(input.tshape)))
+    return x
+
+
+@register("rot90", torch.rot90, T.rot90)
+def rot90(input, k=1, dims=(0, 1)):
+    r = len(input.tshape)
+    d0, d1 = canonical_dim(dims[0], r), canonical_dim(dims[1], r)
+    if len(dims) != 2 or d0 == d1:
+        raise RuntimeError("expected rotation dims to be different")
+    k %= 4
+    if k == 1:
+        return transpose(flip(input, (d1,)), d0, d1)
+    if k == 2:
+        return flip(input, (d0, d1))
+    if k == 3:
+        return transpose(flip(input, (d0,)), d0, d1)
+    return input
+
+
+@register("tile", torch.tile, T.tile)
+def tile(input, dims):
+    dims = tuple(dims)
+    if len(dims) < len(input.tshape):
+        dims = (1,) * (len(input.tshape) - len(dims)) + dims
+    return repeat(input, dims)
+
+
+@register("take", torch.take, T.take)
+def take(input, index):
+    from thunder_mlir.frontend.symbols.indexing import _as_index_tensor
+    n = math.prod(input.tshape)
+    flat = prims.reshape(input, (n,))
+    return prims.take(flat, _as_index_tensor(index, n), 0)
+
+
+@register("unfold", T.unfold, view=True)
+def unfold(input, dimension, size, step):
+    r = len(input.tshape)
+    if r == 0:
+        return prims.reshape(input, (1,))
+    d = canonical_dim(dimension, r)
+    n = (input.tshape[d] - size) // step + 1
+    idx = [i * step + j for i in range(n) for j in range(size)]
+    g = prims.take(input, prims.reshape(_const_index(idx), (n, size)), d)
+    return movedim(g, d + 1, r)
+
+
+register("unfold_copy", torch.unfold_copy)(lambda input, dimension, size, step:
+                                           unfold(input, dimension, size, step))
+
+
+@register("repeat_interleave", torch.repeat_interleave, T.repeat_interleave)
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    if type(repeats) is TensorProxy or repeats is None or type(input) is not TensorProxy:
+        raise Fallback("repeat_interleave with tensor repeats has a data-dependent shape")
+    x = input
+    if dim is None:
+        x, d = prims.reshape(x, (math.prod(x.tshape),)), 0
+    else:
+        d = canonical_dim(dim, len(x.tshape))
+    shape = x.tshape
+    b = prims.broadcast_in_dim(x, shape[:d + 1] + (repeats,) + shape[d + 1:],
+                               list(range(d + 1)) + list(range(d + 2, len(shape) + 1)))
+    return prims.reshape(b, shape[:d] + (shape[d] * repeats,) + shape[d + 1:])
+
+
+# ----------------------------------------------------------------- shuffles
+@register("pixel_shuffle", F.pixel_shuffle, torch.pixel_shuffle)
+def pixel_shuffle(input, upscale_factor):
+    r = upscale_factor
+    *b, c, h, w = input.tshape
+    b = tuple(b)
+    x = prims.reshape(input, b + (c // (r * r), r, r, h, w))
+    n = len(b)
+    x = prims.transpose(x, list(range(n)) + [n, n + 3, n + 1, n + 4, n + 2])
+    return prims.reshape(x, b + (c // (r * r), h * r, w * r))
+
+
+@register("pixel_unshuffle", F.pixel_unshuffle, torch.pixel_unshuffle)
+def pixel_unshuffle(input, downscale_factor):
+    r = downscale_factor
+    *b, c, h, w = input.tshape
+    b = tuple(b)
+    x = prims.reshape(input, b + (c, h // r, r, w // r, r))
+    n = len(b)
+    x = prims.transpose(x, list(range(n)) + [n, n + 2, n + 4, n + 1, n + 3])
+    return prims.reshape(x, b + (c * r * r, h // r, w // r))
+
+
+@register("channel_shuffle", F.channel_shuffle, torch.channel_shuffle)
+def channel_shuffle(input, groups):
+    n, c, *rest = input.tshape
+    x = prims.reshape(input, (n, groups, c // groups, *rest))
+    x = prims.transpose(x, [0, 2, 1] + list(range(3, len(x.tshape))))
+    return prims.reshape(x, input.tshape)
+
+
+# -------------------------------------------------------------------- padding
+def _pad_index(mode, n, lo, hi):
+    idx = []
+    for j in range(-lo, n + hi):
+        if mode == "reflect":
+            period = 2 * (n - 1)
+            k = j % period if period else 0
+            idx.append(period - k if k >= n else k)
+        elif mode == "replicate":
+            idx.append(min(max(j, 0), n - 1))
+        else:  # circular
+            idx.append(j % n)
+    return idx
+
+
+@register("pad", F.pad, torch.constant_pad_nd)
+def pad(input, pad, mode="constant", value=None):
+    """F.pad: ``pad`` lists (low, high) pairs from the last dim backwards. constant:
+    stablehlo.pad (negative amounts crop); reflect/replicate/circular: a gather with the
+    padded positions' source indices (torch.nn.functional.pad docs)."""
+    pad = list(pad)
+    if isinstance(mode, (int, float)) and value is None:  # constant_pad_nd(input, pad, value)
+        mode, value = "constant", mode
+    r = len(input.tshape)
+    if len(pad) % 2 or len(pad) // 2 > r:
+        raise RuntimeError("Padding length must be divisible by 2 and at most twice the rank")
+    lows, highs = [0] * r, [0] * r
+    for i in range(len(pad) // 2):
+        lows[r - 1 - i], highs[r - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    if mode == "constant":
+        v = prims.full((), 0 if value is None else value, input.tdtype)
+        return prims.pad(input, v, lows, highs)
+    if mode not in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad mode {mode!r}")
+    if mode == "circular" and min(pad) < 0:
+        raise Fallback("circular padding with negative (cropping) amounts")
+    x = input
+    for d in range(r):
+        if lows[d] == 0 and highs[d] == 0:
+            continue
+        n = x.tshape[d]
+        if mode == "reflect" and (lows[d] >= n or highs[d] >= n):
+            raise RuntimeError("Padding size should be less than the corresponding input "
+                               "dimension")
+        x = prims.take(x, _const_index(_pad_index(mode, n, lows[d], highs[d])), d)
+    return x
+
+
+register_inplace(BY_NAME["ltorch.zeros_like"], T.zero_, torch.zero_)

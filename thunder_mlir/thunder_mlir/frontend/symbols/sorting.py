@@ -1,8 +1,8 @@
-"""Scans, sorting and more reductions: cumprod/cummax/cummin/logcumsumexp, sort/argsort/
-msort/topk/kthvalue/median, count_nonzero, nansum/nanmean, aminmax, std_mean.
+"""Sorting and order statistics: sort/argsort/msort, topk, kthvalue, median, quantile, and
+searching sorted sequences (bucketize, searchsorted, isin).
 
-Scans lower to stablehlo.reduce_window, sorting to a stable stablehlo.sort that orders NaN
-above +inf (torch.sort's documented order); semantics per the PyTorch docs of each op.
+Sorting is a stable stablehlo.sort that orders NaN above +inf (torch.sort's documented
+order); searches compare all pairs. Semantics per the PyTorch docs of each op.
 """
 
 from __future__ import annotations
@@ -13,78 +13,19 @@ import torch
 
 from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
-from thunder_mlir.frontend.lang import canonical_dim, canonical_dims
+from thunder_mlir.frontend.lang import canonical_dim
 from thunder_mlir.frontend.symbols.registry import T, register
-from thunder_mlir.frontend.symbols.reduction import _acc_dtype, _keep, _sum_dtype
-
-
-def _empty(x) -> bool:
-    return any(s == 0 for s in x.tshape)
-
-
-def _scan(name, x, dim):
-    d = canonical_dim(dim, len(x.tshape))
-    if len(x.tshape) == 0 or _empty(x):
-        return x, None
-    return prims.cumulative(name, x, d), d
-
-
-@register("cumprod", torch.cumprod, T.cumprod)
-def cumprod(input, dim, *, dtype=None):
-    out_dtype = _sum_dtype(input, dtype)
-    x = prims.convert_element_type(input, out_dtype)
-    return _scan("cumprod", x, dim)[0]
-
-
-def _cum_ext(name):
-    def impl(input, dim):
-        if input.tdtype is torch.bool or input.tdtype.is_complex:
-            raise Fallback(f"{name} of {input.tdtype}")
-        d = canonical_dim(dim, len(input.tshape))
-        if len(input.tshape) == 0 or _empty(input):
-            ret = torch.return_types.cummax if name == "cummax" else torch.return_types.cummin
-            return ret((input, prims.full(input.tshape, 0, torch.int64)))
-        vals = prims.cumulative(name, input, d)
-        hit = prims.elementwise("eq", input, vals)
-        if input.tdtype.is_floating_point:
-            hit = prims.elementwise("bitwise_or", hit, prims.elementwise("ne", input, input))
-        pos = prims.iota(input.tshape, torch.int64, d)
-        idx = prims.where(hit, pos, prims.full(input.tshape, -1, torch.int64))
-        idx = prims.cumulative("cummax", idx, d)
-        ret = torch.return_types.cummax if name == "cummax" else torch.return_types.cummin
-        return ret((vals, idx))
-    return impl
-
-
-cummax = register("cummax", torch.cummax, T.cummax)(_cum_ext("cummax"))
-cummin = register("cummin", torch.cummin, T.cummin)(_cum_ext("cummin"))
-
-
-def scan_acc_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
-    """The accumulation dtype of ATen's scan kernels (``at::acc_type<scalar_t, is_cuda>``):
-    on CPU, float32 scans accumulate in float64 and 16-bit floats in float32; on CUDA,
-    16-bit floats in float32."""
-    if device.type == "cpu" and dtype is torch.float32:
-        return torch.float64
-    return _acc_dtype(dtype)
-
-
-@register("logcumsumexp", torch.logcumsumexp, T.logcumsumexp)
-def logcumsumexp(input, dim):
-    """log(cumsum(exp(x))), accumulated as ATen's scan kernel (``scan_acc_dtype``: float64
-    for float32 on CPU) and rounded once."""
-    x = input if input.tdtype.is_floating_point else prims.convert_element_type(
-        input, torch.get_default_dtype())
-    acc = scan_acc_dtype(x.tdtype, x.tdevice)
-    out = _scan("logcumsumexp", prims.convert_element_type(x, acc), dim)[0]
-    return prims.convert_element_type(out, x.tdtype)
+from thunder_mlir.frontend.symbols.reduction import _keep
+from thunder_mlir.frontend.lang import expand_to
+from thunder_mlir.ir.proxy import TensorProxy
+from thunder_mlir.frontend.symbols.elementwise import add, mul, sub, where
 
 
 # ------------------------------------------------------------------- sorting
 def _sort(x, d, descending):
     if x.tdtype.is_complex:
         raise Fallback("complex sort")
-    if _empty(x):
+    if 0 in x.tshape:
         return x, prims.full(x.tshape, 0, torch.int64)
     idx = prims.argsort(x, d, descending)
     return prims.take_along(x, idx, d), idx
@@ -175,56 +116,119 @@ def median(input, dim=None, keepdim=False):
 
 
 # --------------------------------------------------------------- reductions
-@register("count_nonzero", torch.count_nonzero, T.count_nonzero)
-def count_nonzero(input, dim=None):
-    dims = canonical_dims(dim, len(input.tshape))
-    nz = prims.convert_element_type(
-        prims.elementwise("ne", input, prims.full(input.tshape, 0, input.tdtype)), torch.int64)
-    return prims.reduce("reduce_sum", nz, dims)
 
 
-def _nan_zeroed(x):
-    if not x.tdtype.is_floating_point:
-        return x
-    return prims.where(prims.elementwise("ne", x, x), prims.full(x.tshape, 0, x.tdtype), x)
+def _count_less(seq, vals, right):
+    """For seq (..., M) sorted and vals (..., K): number of seq elements < v (<= if right)."""
+    K, M = vals.tshape[-1], seq.tshape[-1]
+    batch = vals.tshape[:-1]
+    shape = batch + (K, M)
+    s = prims.broadcast_in_dim(seq, shape, list(range(len(batch))) + [len(batch) + 1])
+    v = prims.broadcast_in_dim(vals, shape, list(range(len(batch) + 1)))
+    c = prims.elementwise("le" if right else "lt", s, v)
+    return prims.reduce("reduce_sum", prims.convert_element_type(c, torch.int64), [len(shape) - 1])
 
 
-@register("nansum", torch.nansum, T.nansum)
-def nansum(input, dim=None, keepdim=False, *, dtype=None):
-    from thunder_mlir.frontend.symbols.reduction import sum as rsum
-    return rsum(_nan_zeroed(input), dim, keepdim, dtype=dtype)
+@register("bucketize", torch.bucketize)
+def bucketize(input, boundaries, *, out_int32=False, right=False):
+    if type(input) is not TensorProxy or len(boundaries.tshape) != 1:
+        raise Fallback("bucketize of a scalar")
+    dt = torch.promote_types(input.tdtype, boundaries.tdtype)
+    flat = prims.reshape(prims.convert_element_type(input, dt), (math.prod(input.tshape),))
+    out = prims.reshape(_count_less(prims.convert_element_type(boundaries, dt), flat, right),
+                        input.tshape)
+    return prims.convert_element_type(out, torch.int32 if out_int32 else torch.int64)
 
 
-@register("nanmean", torch.nanmean, T.nanmean)
-def nanmean(input, dim=None, keepdim=False, *, dtype=None):
-    from thunder_mlir.frontend.symbols.reduction import sum as rsum
-    if not input.tdtype.is_floating_point:
-        raise RuntimeError("nanmean(): expected input to have floating point dtype")
-    out_dtype = dtype or input.tdtype
-    x = prims.convert_element_type(input, _acc_dtype(out_dtype))
-    notnan = prims.convert_element_type(prims.elementwise("eq", x, x), x.tdtype)
-    s = rsum(_nan_zeroed(x), dim, keepdim)
-    c = rsum(notnan, dim, keepdim)
-    return prims.convert_element_type(prims.elementwise("div", s, c), out_dtype)
-
-
-@register("aminmax", torch.aminmax, T.aminmax)
-def aminmax(input, *, dim=None, keepdim=False):
-    from thunder_mlir.frontend.symbols.reduction import amax, amin
-    if dim is None:
-        mn, mx = amin(input, (), False), amax(input, (), False)
-        if keepdim:
-            shape = (1,) * len(input.tshape)
-            mn, mx = prims.reshape(mn, shape), prims.reshape(mx, shape)
+@register("searchsorted", torch.searchsorted)
+def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None,
+                 sorter=None):
+    if type(input) is not TensorProxy:
+        raise Fallback("searchsorted with a scalar")
+    if sorted_sequence.tshape[-1] == 0:
+        return prims.full(input.tshape, 0, torch.int32 if out_int32 else torch.int64)
+    if sorter is not None:
+        sorted_sequence = torch.gather(sorted_sequence, -1, sorter)
+    right = right or side == "right"
+    dt = torch.promote_types(sorted_sequence.tdtype, input.tdtype)
+    seq = prims.convert_element_type(sorted_sequence, dt)
+    vals = prims.convert_element_type(input, dt)
+    if len(seq.tshape) == 1:
+        flat = prims.reshape(vals, (math.prod(vals.tshape),))
+        out = prims.reshape(_count_less(seq, flat, right), vals.tshape)
     else:
-        mn, mx = amin(input, dim, keepdim), amax(input, dim, keepdim)
-    return torch.return_types.aminmax((mn, mx))
+        if len(vals.tshape) == 0:
+            raise Fallback("searchsorted of a 0-d input")
+        out = _count_less(seq, vals, right)
+    return prims.convert_element_type(out, torch.int32 if out_int32 else torch.int64)
 
 
-@register("std_mean", torch.std_mean)
-def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    from thunder_mlir.frontend.symbols.reduction import _correction, _var, safe_sqrt
-    if isinstance(dim, bool):
-        dim, unbiased = None, dim
-    v, m = _var(input, dim, _correction(unbiased, correction), keepdim)
-    return safe_sqrt(v), m
+@register("isin", torch.isin)
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    if type(elements) is not TensorProxy or type(test_elements) is not TensorProxy:
+        raise Fallback("isin with a scalar")
+    dt = torch.promote_types(elements.tdtype, test_elements.tdtype)
+    e = prims.reshape(prims.convert_element_type(elements, dt), (math.prod(elements.tshape), 1))
+    t = prims.reshape(prims.convert_element_type(test_elements, dt),
+                      (1, math.prod(test_elements.tshape)))
+    shape = (e.tshape[0], t.tshape[1])
+    hit = prims.reduce("reduce_or", prims.elementwise("eq", expand_to(e, shape),
+                                                      expand_to(t, shape)), [1])
+    if invert:
+        hit = prims.elementwise("bitwise_not", hit)
+    return prims.reshape(hit, elements.tshape)
+
+
+def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
+    if ignore_nan or not input.tdtype.is_floating_point:
+        raise Fallback("nanquantile or quantile of integers")
+    x = input if input.tshape else prims.reshape(input, (1,))
+    if dim is None:
+        x, d = prims.reshape(x, (math.prod(x.tshape),)), 0
+    else:
+        d = canonical_dim(dim, len(x.tshape))
+    if len(x.tshape) == 0:
+        raise Fallback("quantile of a 0-d tensor")
+    n = x.tshape[d]
+    if n == 0:
+        raise Fallback("quantile of an empty tensor")
+    srt = torch.sort(x, d).values
+    scalar_q = not isinstance(q, TensorProxy)
+    qv = prims.full((1,), float(q), x.tdtype) if scalar_q else \
+        prims.reshape(prims.convert_element_type(q, x.tdtype), (math.prod(q.tshape),))
+    pos = mul(qv, float(n - 1))
+    if interpolation == "lower":
+        pos = torch.floor(pos)
+    elif interpolation == "higher":
+        pos = torch.ceil(pos)
+    elif interpolation == "nearest":
+        pos = torch.round(pos)
+    lo = torch.floor(pos)
+    hi = torch.ceil(pos)
+    w = sub(pos, lo)
+    if interpolation == "midpoint":
+        w = where(hi != lo, prims.full(w.tshape, 0.5, w.tdtype),
+                  prims.full(w.tshape, 0.0, w.tdtype))
+    li, hi_ = lo.to(torch.int64), hi.to(torch.int64)
+    vlo = prims.take(srt, li, d)
+    vhi = prims.take(srt, hi_, d)
+    shape = vlo.tshape
+    wb = prims.broadcast_in_dim(w, shape, [d])
+    out = add(vlo, mul(sub(vhi, vlo), wb))
+    # torch puts the q dim first
+    out = prims.transpose(out, [d] + [i for i in range(len(shape)) if i != d])
+    anynan = prims.reduce("reduce_or", prims.elementwise("ne", x, x), [d])
+    out = where(expand_to(anynan, out.tshape), prims.full(out.tshape, math.nan, out.tdtype), out)
+    if keepdim:
+        ks = list(input.tshape) if dim is not None else [1] * len(input.tshape)
+        if dim is not None and ks:
+            ks[d] = 1
+        out = prims.reshape(out, (out.tshape[0],) + tuple(ks))
+    if scalar_q or len(q.tshape) == 0:
+        out = prims.reshape(out, out.tshape[1:])
+    return out
+
+
+@register("quantile", torch.quantile, T.quantile)
+def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
+    return _quantile(input, q, dim, keepdim, interpolation, False)
