@@ -4,8 +4,8 @@ A program is a list of statements over a pool of tensors, all of shape (3, 4): i
 ``a`` and ``b`` (require grad) and ``buf`` (does not; updated in place as a buffer), then
 one new value per statement. A statement applies an op (elementwise, reduction, softmax,
 view, ...) or an idiom of issue 13 — ``detach``, ``.data``, an op under ``no_grad()`` or
-``enable_grad()``, an in-place update of a computed value or of the buffer, a custom
-``autograd.Function``, a branch on ``requires_grad``, a read of a global config object's
+``enable_grad()``, an in-place update of a computed value or of the buffer, custom
+``autograd.Function``s (one with an identity forward), a branch on ``requires_grad``, a read of a global config object's
 attribute or of a global flag (both changed between calls) — to earlier values chosen by
 index. ``interpret`` runs a program on real tensors eagerly and, under
 ``thunder_mlir.jit``, on proxies: the same Python code both ways.
@@ -46,6 +46,18 @@ class ScaledSquare(torch.autograd.Function):
         return 6 * x * g
 
 
+class Reverse(torch.autograd.Function):
+    """Gradient reversal: an identity forward (a view) whose backward negates."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return -g
+
+
 UNARY = {
     "sin": torch.sin, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu,
     "abs": torch.abs, "neg": torch.neg, "square": torch.square,
@@ -60,7 +72,7 @@ BINARY = {
     "where": lambda x, y: torch.where(x > 0, x, y), "lerp": lambda x, y: x + 0.25 * (y - x),
 }
 IDIOMS = ("detach", "data", "no_grad", "enable_grad", "inplace", "buffer", "custom",
-          "requires_grad_branch", "config", "flag")
+          "reverse", "requires_grad_branch", "config", "flag")
 
 
 @dataclass(frozen=True)
@@ -126,6 +138,8 @@ def interpret(stmts, outs, a, b, buf):
             v = buf * y
         elif s.kind == "custom":
             v = ScaledSquare.apply(x) + y
+        elif s.kind == "reverse":
+            v = Reverse.apply(f(x)) * y
         elif s.kind == "requires_grad_branch":
             v = f(x) * 2 if x.requires_grad else f(x) * 3
         elif s.kind == "config":

@@ -350,3 +350,20 @@ def test_grad_program_computes_only_what_the_gradients_need():
     torch.testing.assert_close(thunder_mlir.grad(jf)(w)[0], _eager_grads(f, w)[0])
     prims = next(s.text for s in thunder_mlir.last_traces(jf) if s.name == "prims")
     assert "thunder.sin" not in prims and "thunder.cos" in prims, prims
+
+
+class GradientReversal(torch.autograd.Function):
+    """The domain-adaptation layer: identity forward (a view), negated gradient."""
+
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.alpha = alpha
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return -ctx.alpha * g, None
+
+
+def test_custom_function_with_an_identity_forward():
+    check_idiom(lambda w: (GradientReversal.apply(w * 2, 0.5) * w).sum(), one_leaf)

@@ -464,13 +464,29 @@ def _signature_target(self):
     return None
 
 
+def boundary_exception(e: Exception, target_self, args, kwargs) -> BaseException:
+    """The exception a public entry point raises for ``e`` (``report``), or ``e`` itself
+    inside a trace (a jitted function called by another one: the outermost boundary
+    reports). ``target_self``: the jitted object whose method was called, or None; ``args``
+    without it. The caller raises the result as ``error_boundary`` does: a bare ``raise``
+    when it is ``e``, else the new exception with its traceback kept as set."""
+    from thunder_mlir.frontend.tracing import _local
+
+    if getattr(_local, "trace", None) is not None:
+        return e
+    try:
+        return report(e, target=_signature_target(target_self) if target_self is not None
+                      else None, args=args, kwargs=kwargs, call_site=_call_site())
+    except Exception:  # noqa: BLE001 - reporting must never replace the error
+        return e
+
+
 def error_boundary(fn: Callable) -> Callable:
     """Decorate a public entry point (a method of a jitted object, or a function):
     exceptions leaving it are reported (``report``: located, translated, trimmed). Inside a
     trace (a jitted function called by another one) it re-raises untouched: the outermost
-    boundary reports."""
-    from thunder_mlir.frontend.tracing import _local
-
+    boundary reports. ``ThunderFunction.__call__`` inlines the same handler (no wrapper
+    frame on the cache-hit path)."""
     is_method = next(iter(inspect.signature(fn).parameters), None) == "self"
 
     @functools.wraps(fn)
@@ -478,14 +494,8 @@ def error_boundary(fn: Callable) -> Callable:
         try:
             return fn(*args, **kwargs)
         except Exception as e:
-            if getattr(_local, "trace", None) is not None:
-                raise
-            user_args = args[1:] if is_method else args
-            try:
-                shown = report(e, target=_signature_target(args[0]) if is_method else None,
-                               args=user_args, kwargs=kwargs, call_site=_call_site())
-            except Exception:  # noqa: BLE001 - reporting must never replace the error
-                shown = e
+            shown = boundary_exception(e, args[0] if is_method else None,
+                                       args[1:] if is_method else args, kwargs)
             if shown is e:
                 raise  # a bare raise adds no frame: the trimmed traceback stays as set
             tb = shown.__traceback__

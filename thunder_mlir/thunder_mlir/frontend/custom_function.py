@@ -134,13 +134,12 @@ def apply(cls, *args, **kwargs) -> Any:
         return [out_leaves[i] for i in tensor_pos] + saved
 
     name = f"autograd_function.{cls.__qualname__}"
-    results = emit_composite(Symbol(name, forward), args, {})
+    results = emit_composite(Symbol(name, forward), args, {}, required=True)
     trace = current_trace()
     n_out = len(state["tensor_pos"])
-    outs, saved = results[:n_out], results[n_out:]
-    op = outs[0].value.owner if outs else None
-    if op is not None and op.operation.name == "thunder.composite":
-        op.attributes[VJP_ATTR] = _index_attr(trace.add_impl(
+    outs = results[:n_out]
+    if results:  # the composite (required: its VJP is the user's backward)
+        results[0].value.owner.attributes[VJP_ATTR] = _index_attr(trace.add_impl(
             _make_rule(cls, state, [type(a) is TensorProxy for a in args])))
     # outputs: eager's requires_grad (custom Function outputs are differentiable unless
     # marked); the others stop gradients
@@ -155,7 +154,6 @@ def apply(cls, *args, **kwargs) -> Any:
                 torch.Tensor.requires_grad.__set__(o, True)
         elif any(type(a) is TensorProxy and a.requires_grad for a in args):
             o.value = prims.stop_gradient(o).value
-    del saved
     leaves = list(state["out_leaves"])
     for k, i in enumerate(state["tensor_pos"]):
         leaves[i] = outs[k]

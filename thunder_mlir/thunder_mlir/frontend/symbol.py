@@ -93,8 +93,12 @@ def _operand_names(sym: Symbol, bound, positions: list[int]) -> list[str]:
     return [names[i] for i in positions]
 
 
-def emit_composite(sym: Symbol, args: tuple, kwargs: dict) -> Any:
-    """Record ``sym(*args, **kwargs)`` as a composite at the current insertion point."""
+def emit_composite(sym: Symbol, args: tuple, kwargs: dict, required: bool = False) -> Any:
+    """Record ``sym(*args, **kwargs)`` as a composite at the current insertion point.
+
+    ``required``: the op must exist (it carries a VJP rule of its own: a custom
+    autograd.Function), even when its decomposition is empty; NotImplementedError when it
+    cannot be recorded (more than 8 runs of distinct tensor types)."""
     trace = current_trace()
     try:
         bound = sym.signature.bind(*args, **kwargs)
@@ -105,6 +109,9 @@ def emit_composite(sym: Symbol, args: tuple, kwargs: dict) -> Any:
     outer = [leaves[i] for i in positions]
     types = [p.value.type for p in outer]
     if not fits_in_runs(types):
+        if required:
+            raise NotImplementedError(f"{sym.name}: more than 8 runs of distinct tensor types "
+                                      "among its tensor arguments")
         return sym.impl(*args, **kwargs)  # too many type runs: record the decomposition only
 
     holder = ir.Operation.create("thunder_internal.holder", regions=1, ip=False)
@@ -127,7 +134,7 @@ def emit_composite(sym: Symbol, args: tuple, kwargs: dict) -> Any:
 
     # A decomposition that emitted nothing and returns its inputs needs no op.
     block_args = list(block.arguments)
-    if len(block.operations) == 0 and all(v in block_args for v in yielded):
+    if not required and len(block.operations) == 0 and all(v in block_args for v in yielded):
         holder.erase()
         for i in out_positions:
             out_leaves[i] = outer[block_args.index(out_leaves[i].value)]
