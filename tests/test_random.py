@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 import thunder_mlir
-from thunder_mlir.frontend.rng import SEED_ATTR
+from thunder_mlir.ir.dialect import SEED_ATTR
 
 N = 1 << 16
 SIGMAS = 6  # the tests are deterministic (conftest seeds torch); 6 sigma leaves slack

@@ -195,7 +195,7 @@ def check_tensor_inputs(leaves, paths: Callable[[], list[str]]) -> None:
 def _unsupported_input(args, kwargs) -> UnsupportedInputError | None:
     try:
         leaves = optree.tree_leaves((args, kwargs), none_is_leaf=True)
-        check_tensor_inputs(leaves, lambda: _paths(args, kwargs))
+        check_tensor_inputs(leaves, lambda: argument_paths(args, kwargs))
     except UnsupportedInputError as e:
         return e
     except Exception:  # noqa: BLE001 - a diagnosis must never mask the original error
@@ -203,10 +203,15 @@ def _unsupported_input(args, kwargs) -> UnsupportedInputError | None:
     return None
 
 
-def _paths(args, kwargs) -> list[str]:
-    from thunder_mlir.jit import _paths
-
-    return _paths(args, kwargs)
+def argument_paths(args, kwargs) -> list[str]:
+    """The path of each pytree leaf of a call's ``(args, kwargs)``, as the user spells it
+    (``args[0]``, ``kwargs['mask']``, ``args[1][2]``), for error messages and guards."""
+    paths, _, _ = optree.tree_flatten_with_path((args, kwargs), none_is_leaf=True)
+    names = []
+    for p in paths:
+        head, rest = ("args", p[1:]) if p[0] == 0 else ("kwargs", p[1:])
+        names.append(head + "".join(f"[{k!r}]" for k in rest))
+    return names
 
 
 # ------------------------------------------------------------------ op diagnosis
@@ -214,13 +219,13 @@ def _dispatch_call(tb):
     """(func, args, kwargs) of the torch call that was being traced when the exception was
     raised: the first ``dispatch`` frame below the innermost frame outside the machinery
     (so an exception the user's own code raises is never taken for an op's)."""
-    from thunder_mlir.frontend import tracing
+    from thunder_mlir.frontend import dispatch
 
     frames = _frames(tb)
     last_outside = max((i for i, (f, _, _) in enumerate(frames)
                         if not _is_internal(f.f_code.co_filename)), default=-1)
     for f, _, _ in frames[last_outside + 1:]:
-        if f.f_code is tracing.dispatch.__code__:
+        if f.f_code is dispatch.dispatch.__code__:
             loc = f.f_locals
             if "func" in loc and "args" in loc:
                 return loc["func"], loc["args"], loc.get("kwargs") or {}
@@ -453,15 +458,10 @@ def report(e: BaseException, **context) -> BaseException:
 
 
 def _signature_target(self):
-    """The user's callable whose signature a call of the jitted ``self`` must fit."""
-    from thunder_mlir.jit import ThunderFunction
-    from thunder_mlir.module import ThunderModule
-
-    if isinstance(self, ThunderModule):
-        return self._original.forward
-    if isinstance(self, ThunderFunction) and not isinstance(self.fn, functools.partial):
-        return self.fn
-    return None
+    """The user's callable whose signature a call of the jitted ``self`` must fit (its
+    ``signature_target()``: ThunderFunction and ThunderModule define it), or None."""
+    target = getattr(self, "signature_target", None)
+    return target() if target is not None else None
 
 
 def boundary_exception(e: Exception, target_self, args, kwargs) -> BaseException:

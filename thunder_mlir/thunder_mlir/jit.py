@@ -22,8 +22,8 @@ from thunder_mlir.frontend import aliasing, compat, differentiability
 from thunder_mlir.ir import dtypes
 from thunder_mlir.cache import CacheEntry, FunctionCache
 from thunder_mlir.ir.context import COMPILE_LOCK
-from thunder_mlir.error_reporting import boundary_exception, check_tensor_inputs, \
-    unsupported_tensor
+from thunder_mlir.error_reporting import argument_paths as _paths, boundary_exception, \
+    check_tensor_inputs, unsupported_tensor
 from thunder_mlir.errors import TraceError, UnsupportedInputError
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.sharp_edges import SharpEdgeMonitor, freeze_containers
@@ -84,15 +84,6 @@ def _metas(leaves) -> tuple:
     return tuple(out)
 
 
-def _paths(args, kwargs) -> list[str]:
-    paths, _, _ = optree.tree_flatten_with_path((args, kwargs), none_is_leaf=True)
-    names = []
-    for p in paths:
-        head, rest = ("args", p[1:]) if p[0] == 0 else ("kwargs", p[1:])
-        names.append(head + "".join(f"[{k!r}]" for k in rest))
-    return names
-
-
 class ThunderFunction:
     """The callable ``jit`` returns: same signature as ``fn``, compiled per input metadata.
 
@@ -122,6 +113,10 @@ class ThunderFunction:
         self.cache = FunctionCache(name, recompile_limit, enabled=cache == "constant values")
         self.last: CacheEntry | None = None
         functools.update_wrapper(self, fn)
+
+    def signature_target(self) -> Callable | None:
+        """The user's callable whose signature a call must fit (error messages)."""
+        return None if isinstance(self.fn, functools.partial) else self.fn
 
     def __call__(self, *args, **kwargs):
         # error_boundary's handler, inlined: a wrapper frame would cost ~0.4 us of the

@@ -128,6 +128,10 @@ class ThunderModule(torch.nn.Module):
         self._fn = ThunderFunction(functools.partial(_functional_forward, module), **jit_options)
         self._fn.watch = self._state.watched
 
+    def signature_target(self):
+        """The user's callable whose signature a call must fit: the module's ``forward``."""
+        return self._original.forward
+
     @error_boundary
     def __call__(self, *args, **kwargs):  # errors show the user's frames, not torch's
         return super().__call__(*args, **kwargs)

@@ -79,6 +79,8 @@ REDUCTION_PRIMS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "red
 # rng_bits: a stream's ThreeFry counters start at stream << RNG_STREAM_SHIFT, so each of
 # up to 2^24 streams owns 2^40 counters (2^41 32-bit words) that no other stream reads.
 RNG_STREAM_SHIFT = 40
+# the function attribute naming the program's seed argument (its index; frontend/rng.py)
+SEED_ATTR = "thunder.rng_seed"
 
 
 def _make_op(name: str, fields: dict[str, Any], traits=(ext.Pure,)) -> type:

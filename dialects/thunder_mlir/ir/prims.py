@@ -17,18 +17,18 @@ from thunder_mlir.ir.dialect import PRIM_OPS, RNG_STREAM_SHIFT, I64Array, pack_r
 
 from thunder_mlir.ir import dtypes
 from thunder_mlir.ir.proxy import TensorProxy
-from thunder_mlir.frontend.tracing import current_trace
+from thunder_mlir.ir.builder import current_builder
 
 Shape = tuple[int, ...]
 
 
 def _emit(name: str, operands: Sequence[TensorProxy], shape: Sequence[int],
           dtype: torch.dtype, *attrs, **kw) -> TensorProxy:
-    trace = current_trace()
+    builder = current_builder()
     rtype = dtypes.tensor_type(shape, dtype)
-    with trace.ip:
+    with builder.ip:
         op = PRIM_OPS[name](*[p.value for p in operands], *attrs, result=rtype, **kw)
-    return TensorProxy(op.result, tuple(shape), dtype, trace.device)
+    return TensorProxy(op.result, tuple(shape), dtype, builder.device)
 
 
 def _i64(v: int) -> ir.IntegerAttr:
@@ -179,21 +179,21 @@ def concatenate(xs: Sequence[TensorProxy], dim: int) -> TensorProxy:
         return concatenate([concatenate(xs[:half], dim), concatenate(xs[half:], dim)], dim)
     shape = list(x0.tshape)
     shape[dim] = sum(x.tshape[dim] for x in xs)
-    trace = current_trace()
+    builder = current_builder()
     rtype = dtypes.tensor_type(shape, x0.tdtype)
-    with trace.ip:
+    with builder.ip:
         op = PRIM_OPS["concatenate"](**segment_kwargs("in", [x.value for x in xs]),
                                      dimension=_i64(dim), result=rtype)
-    return TensorProxy(op.result, tuple(shape), x0.tdtype, trace.device)
+    return TensorProxy(op.result, tuple(shape), x0.tdtype, builder.device)
 
 
 # ----------------------------------------------------------------- creation
 def iota(shape: Sequence[int], dtype: torch.dtype, dim: int) -> TensorProxy:
     """stablehlo.iota: element = its index along ``dim``."""
-    trace = current_trace()
-    with trace.ip:
+    builder = current_builder()
+    with builder.ip:
         op = PRIM_OPS["iota"](_i64(dim), result=dtypes.tensor_type(shape, dtype))
-    return TensorProxy(op.result, tuple(shape), dtype, trace.device)
+    return TensorProxy(op.result, tuple(shape), dtype, builder.device)
 
 
 def full(shape: Sequence[int], value, dtype: torch.dtype) -> TensorProxy:
@@ -201,14 +201,14 @@ def full(shape: Sequence[int], value, dtype: torch.dtype) -> TensorProxy:
     if dtype.is_complex:  # no complex scalar attribute: a splat constant
         rtype = dtypes.tensor_type(shape, dtype)
         return _constant_op(dtypes.complex_splat(rtype, value), rtype, shape, dtype)
-    trace = current_trace()
+    builder = current_builder()
     if dtype.is_floating_point:
         attr = ir.FloatAttr.get_f64(float(value))
     else:
         attr = _i64(int(value))
-    with trace.ip:
+    with builder.ip:
         op = PRIM_OPS["full"](attr, result=dtypes.tensor_type(shape, dtype))
-    return TensorProxy(op.result, tuple(int(s) for s in shape), dtype, trace.device)
+    return TensorProxy(op.result, tuple(int(s) for s in shape), dtype, builder.device)
 
 
 def constant(data: torch.Tensor) -> TensorProxy:
@@ -225,11 +225,11 @@ def constant(data: torch.Tensor) -> TensorProxy:
 
 
 def _constant_op(attr: ir.Attribute, rtype: ir.Type, shape, dtype) -> TensorProxy:
-    trace = current_trace()
-    with trace.ip:
+    builder = current_builder()
+    with builder.ip:
         op = PRIM_OPS["constant"](result=rtype)
     op.operation.attributes["value"] = attr
-    return TensorProxy(op.result, tuple(int(s) for s in shape), dtype, trace.device)
+    return TensorProxy(op.result, tuple(int(s) for s in shape), dtype, builder.device)
 
 
 def rng_bits(seed: TensorProxy, stream: int, shape: Sequence[int],

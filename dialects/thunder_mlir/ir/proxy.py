@@ -10,8 +10,20 @@ ATen dispatch is a bug and raises.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import torch
 from torch_mlir import ir
+
+Dispatch = Callable[[Callable, tuple, dict], Any]
+_dispatch: list[Dispatch] = []
+
+
+def register_dispatch(fn: Dispatch) -> None:
+    """Set the function that handles every torch call on a proxy (and, while tracing, every
+    torch call): the frontend's ``dispatch``, registered when frontend/dispatch.py is
+    imported."""
+    _dispatch[:] = [fn]
 
 
 class TensorProxy(torch.Tensor):
@@ -50,9 +62,10 @@ class TensorProxy(torch.Tensor):
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        from thunder_mlir.frontend.tracing import dispatch
-
-        return dispatch(func, args, kwargs or {})
+        if not _dispatch:
+            raise RuntimeError(f"{getattr(func, '__name__', func)} was called on a TensorProxy, "
+                               "but no tracer is loaded (import thunder_mlir)")
+        return _dispatch[0](func, args, kwargs or {})
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):

@@ -99,7 +99,7 @@ class OperatorSymbol(Symbol):
 
     def __call__(self, *args, **kwargs):
         if self.meta is not None:
-            from thunder_mlir.frontend.tracing import user_op
+            from thunder_mlir.frontend.differentiability import user_op
 
             return user_op(None, args, kwargs, lambda: _emit_meta_operator(self, args, kwargs))
         return super().__call__(*args, **kwargs)

@@ -32,6 +32,7 @@ import optree
 import torch
 
 from thunder_mlir.ir.dtypes import is_inexact
+from thunder_mlir.frontend.tracing import _local, current_trace
 from thunder_mlir.ir.proxy import TensorProxy
 
 _T = torch.Tensor
@@ -128,6 +129,20 @@ def _replay(func: Callable, args, kwargs, inputs: list[TensorProxy]) -> _Replay 
                    {k: m.requires_grad for k, m in metas.items()}, errors, outs, metas, flows)
 
 
+def user_op(func: Callable | None, args: tuple, kwargs: dict, run: Callable[[], Any]) -> Any:
+    """Run ``run()``, the traced form of an op the *user's code* called (``func(*args,
+    **kwargs)``: a torch function, or None for a thunder Symbol called directly), giving
+    its results eager's autograd meaning (``track``). Ops that ops call in
+    turn (a symbol's decomposition) are not user-level and are not tracked again."""
+    if getattr(_local, "op_depth", 0):
+        return run()
+    _local.op_depth = 1
+    try:
+        return track(func, args, kwargs, run)
+    finally:
+        _local.op_depth = 0
+
+
 def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], Any]) -> Any:
     """Run ``call()`` (the traced op for ``func(*args, **kwargs)``) and give its results
     eager's autograd meaning (see the module docstring). Returns ``call()``'s result.
@@ -165,8 +180,6 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
         return call()
     before = [p.value for p in inputs]
     grad_on = torch.is_grad_enabled()
-    from thunder_mlir.frontend.tracing import current_trace
-
     trace = current_trace()
     replay = None if func is None or _calls_user_code(args, kwargs) else \
         _replay(func, args, kwargs, trace.inputs)

@@ -142,7 +142,7 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands: Sequence = ()):
                     f"returns {_describe(a)}, false_fn {_describe(b)}; both must return "
                     "tensors of the same shape and dtype")
         trace = current_trace()
-        trace.region_ops += 1
+        _region_opened(trace)
         with trace.ip:
             op = CondOp(p.value, **segment_kwargs("out", [x.value.type for x in t_out],
                                                   type_of=lambda t: t))
@@ -196,7 +196,7 @@ def while_loop(cond_fn: Callable, body_fn: Callable, carried: Sequence,
             raise TraceError(f"{_where()}\n  body_fn of while_loop must return the carried "
                              f"values with unchanged shapes and dtypes: expected {want}, "
                              f"got {got}")
-        trace.region_ops += 1
+        _region_opened(trace)
         with trace.ip:
             op = WhileOp(**segment_kwargs("in", [c.value for c in carried]),
                          **segment_kwargs("out", types, type_of=lambda t: t))
@@ -270,7 +270,7 @@ def checkpoint_scope():
     with trace.ip:
         scope = ir.Operation.create(SCOPE, regions=1, loc=loc)
     block = scope.regions[0].blocks.append()
-    trace.region_ops += 1
+    _region_opened(trace)
     with trace.insertion_point(ir.InsertionPoint(block)):
         yield
 
@@ -285,6 +285,14 @@ def _escaping(func_op, region_op) -> tuple[list, list]:
         if defined_inside(v, region_op) and v not in escaping:
             escaping.append(v)
     return outside, escaping
+
+
+def _region_opened(trace) -> None:
+    """Count a cond/while/checkpoint scope of ``trace``; the first one schedules
+    ``close_regions`` for when the trace's function is finished."""
+    if not trace.region_ops:
+        trace.on_finish.append(close_regions)
+    trace.region_ops += 1
 
 
 def close_regions(func_op) -> None:

@@ -34,7 +34,6 @@ from thunder_mlir.ir import prims
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.tracing import current_trace
 
-SEED_ATTR = "thunder.rng_seed"
 
 # The bit pattern of 1.0 (sign 0, exponent bias, mantissa 0) in each float format.
 _ONE_BITS = {torch.float32: 0x3F800000, torch.float64: 0x3FF0000000000000,

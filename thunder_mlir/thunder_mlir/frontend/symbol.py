@@ -19,7 +19,8 @@ from torch_mlir import ir
 from thunder_mlir.ir.dialect import CompositeOp, YieldOp, fits_in_runs, segment_kwargs
 
 from thunder_mlir.ir.proxy import TensorProxy
-from thunder_mlir.frontend.tracing import current_trace, user_op
+from thunder_mlir.frontend.differentiability import user_op
+from thunder_mlir.frontend.tracing import current_trace
 
 
 def to_attribute(value: Any) -> ir.Attribute | None:

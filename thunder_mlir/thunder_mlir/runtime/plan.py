@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 import torch
 from torch_mlir import ir
 
-from thunder_mlir.frontend.rng import SEED_ATTR
+from thunder_mlir.ir.dialect import SEED_ATTR
 from thunder_mlir.runtime import dlpack
 from thunder_mlir.runtime.xla import compile_stablehlo, jax_device
 

@@ -11,7 +11,7 @@ import torch
 
 from thunder_mlir.ir import prims
 from thunder_mlir.ir.proxy import TensorProxy
-from thunder_mlir.frontend.symbols.registry import T, register
+from thunder_mlir.frontend.symbols.registry import BY_NAME, T, register
 
 
 def _meta_factory(fn, *args, **kwargs) -> torch.Tensor:
@@ -146,15 +146,20 @@ def _arange_size(start, end, step, dtype):
 
 def _literal(data, dtype=None):
     if any(type(x) is TensorProxy for x in _flatten(data)):
-        from thunder_mlir.frontend.symbols.shape import stack
         if type(data) is TensorProxy:
             return data if dtype is None else prims.convert_element_type(data, dtype)
+        stack = BY_NAME["stack"]  # shape.py's symbol (shape.py builds on this module)
         return stack([_literal(d, dtype) for d in data])
     with torch._C.DisableTorchFunction():
         t = torch.tensor(data, dtype=dtype)
     if t.numel() == 1 or (t.numel() > 0 and bool((t == t.reshape(-1)[0]).all())):
         return prims.full(t.shape, t.reshape(-1)[0].item(), t.dtype)
     return prims.constant(t)
+
+
+def index_constant(values) -> TensorProxy:
+    """A 1-d int64 constant holding ``values`` (Python ints): gather indices."""
+    return _literal(list(values), torch.int64) if len(values) else prims.full((0,), 0, torch.int64)
 
 
 def _flatten(data):

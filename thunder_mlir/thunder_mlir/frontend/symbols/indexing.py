@@ -183,6 +183,6 @@ def combinations(input, r=2, with_replacement=False):
     combos = list(gen(range(n), r))
     if not combos:
         return prims.full((0, r) if r else (0,), 0, input.tdtype)
-    from thunder_mlir.frontend.symbols.shape import _const_index
-    idx = prims.reshape(_const_index([i for c in combos for i in c]), (len(combos), r))
+    from thunder_mlir.frontend.symbols.creation import index_constant
+    idx = prims.reshape(index_constant([i for c in combos for i in c]), (len(combos), r))
     return prims.take(input, idx, 0)

@@ -83,10 +83,10 @@ def _apply_taps(x, d, taps):
     """sum_k x[..., idx_k, ...] * w_k along dim ``d``, added left to right as ATen's
     ``interpolate`` / ``cubic_interp1d`` do."""
     from thunder_mlir.frontend.symbols.creation import _literal
-    from thunder_mlir.frontend.symbols.shape import _const_index
+    from thunder_mlir.frontend.symbols.creation import index_constant
     out = None
     for idx, w in taps:
-        g = prims.take(x, _const_index(idx), d)
+        g = prims.take(x, index_constant(idx), d)
         wb = prims.broadcast_in_dim(_literal(w, x.tdtype), g.tshape, [d])
         term = prims.elementwise("mul", g, wb)
         out = term if out is None else prims.elementwise("add", out, term)
@@ -114,12 +114,12 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         return adaptive_avg(input, tuple(out), n)
     x = input
     if mode in ("nearest", "nearest-exact"):
-        from thunder_mlir.frontend.symbols.shape import _const_index
+        from thunder_mlir.frontend.symbols.creation import index_constant
         for i in range(n):
             d = 2 + i
             idx = _nearest_index(sp[i], out[i], _scale(sp[i], out[i], False, scales[i]),
                                  mode == "nearest-exact")
-            x = prims.take(x, _const_index(idx), d)
+            x = prims.take(x, index_constant(idx), d)
         return x
     if mode in ("linear", "bilinear", "trilinear", "bicubic"):
         if not x.tdtype.is_floating_point:

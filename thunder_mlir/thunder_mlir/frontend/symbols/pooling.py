@@ -145,7 +145,7 @@ def adaptive_avg(input, output_size, n):
 
 def adaptive_max(input, output_size, n, return_indices=False):
     """Per spatial dim, gather each window (padded by repeating its last index) and max."""
-    from thunder_mlir.frontend.symbols.shape import _const_index
+    from thunder_mlir.frontend.symbols.creation import index_constant
     if return_indices:
         return _adaptive_max_with_indices(n)(input, output_size)
     sizes = _out_sizes(input, output_size, n)
@@ -157,7 +157,7 @@ def adaptive_max(input, output_size, n, return_indices=False):
         bnds = _bounds(L, O)
         W = max(b - a for a, b in bnds)
         idx = [min(a + j, b - 1) for a, b in bnds for j in range(W)]
-        g = prims.take(x, prims.reshape(_const_index(idx), (O, W)), d)
+        g = prims.take(x, prims.reshape(index_constant(idx), (O, W)), d)
         x = prims.reduce("reduce_max", g, [d + 1]) if x.tdtype is not torch.bool else \
             prims.reduce("reduce_or", g, [d + 1])
     return x
@@ -177,13 +177,13 @@ def _window_argmax(x, tables, n):
     """Max over windows given per spatial dim as (O, K) tables of input positions (-1:
     outside the input), and the argmax as a flat index into the spatial dims (torch's
     ``return_indices``; the first maximum in row-major window order, NaN counts as max)."""
-    from thunder_mlir.frontend.symbols.shape import _const_index
+    from thunder_mlir.frontend.symbols.creation import index_constant
     lead = len(x.tshape) - n
     sp = x.tshape[lead:]
     consts, g = [], x
     for i, tab in enumerate(tables):
         O, K = len(tab), len(tab[0])
-        t = prims.reshape(_const_index([p for row in tab for p in row]), (O, K))
+        t = prims.reshape(index_constant([p for row in tab for p in row]), (O, K))
         consts.append(t)
         safe = prims.elementwise("maximum", t, prims.full((O, K), 0, torch.int64))
         g = prims.take(g, safe, lead + 2 * i)

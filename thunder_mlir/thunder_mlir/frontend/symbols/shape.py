@@ -20,6 +20,7 @@ from thunder_mlir.frontend.symbols.registry import T, register
 import torch.nn.functional as F
 from thunder_mlir.errors import Fallback
 from thunder_mlir.frontend.symbols.registry import BY_NAME, register_inplace
+from thunder_mlir.frontend.symbols.creation import index_constant
 
 
 def _shape_arg(shape) -> tuple[int, ...]:
@@ -376,11 +377,6 @@ def _opt(*fns):
     return [f for f in fns if f is not None]
 
 
-def _const_index(values) -> TensorProxy:
-    from thunder_mlir.frontend.symbols.creation import _literal
-    return _literal(list(values), torch.int64) if len(values) else prims.full((0,), 0, torch.int64)
-
-
 # ----------------------------------------------------------- metadata functions
 @register("is_floating_point", torch.is_floating_point, composite=False)
 def is_floating_point(input):
@@ -658,7 +654,7 @@ def unfold(input, dimension, size, step):
     d = canonical_dim(dimension, r)
     n = (input.tshape[d] - size) // step + 1
     idx = [i * step + j for i in range(n) for j in range(size)]
-    g = prims.take(input, prims.reshape(_const_index(idx), (n, size)), d)
+    g = prims.take(input, prims.reshape(index_constant(idx), (n, size)), d)
     return movedim(g, d + 1, r)
 
 
@@ -756,7 +752,7 @@ def pad(input, pad, mode="constant", value=None):
         if mode == "reflect" and (lows[d] >= n or highs[d] >= n):
             raise RuntimeError("Padding size should be less than the corresponding input "
                                "dimension")
-        x = prims.take(x, _const_index(_pad_index(mode, n, lows[d], highs[d])), d)
+        x = prims.take(x, index_constant(_pad_index(mode, n, lows[d], highs[d])), d)
     return x
 
 

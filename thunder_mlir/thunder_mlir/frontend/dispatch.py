@@ -1,0 +1,117 @@
+"""The tracer's dispatch: the single entry for every torch call during tracing.
+
+Metadata queries are answered from the proxy, autograd attributes by
+autograd_attributes.py, known functions go to their symbol (``symbols/``, after autocast's
+casts), data-dependent queries raise, and anything else runs through the ``torch`` fallback
+executor. Importing this module registers ``dispatch`` with ``TensorProxy``
+(``ir.proxy.register_dispatch``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import optree
+import torch
+
+from thunder_mlir.errors import DataDependentControlFlowError, Fallback, SharpEdgeError
+from thunder_mlir.frontend import autocast
+from thunder_mlir.frontend.aliasing import record_view
+from thunder_mlir.frontend.autograd_attributes import handle as handle_autograd_attribute
+from thunder_mlir.frontend.differentiability import user_op
+from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame
+from thunder_mlir.frontend.symbols import SYMBOLS
+from thunder_mlir.frontend.symbols.complex_support import COMPLEX_SYMBOLS, involves_complex
+from thunder_mlir.frontend.torch_fallback import emit_fallback, qualified_name
+from thunder_mlir.frontend.tracing import current_trace
+from thunder_mlir.ir.proxy import TensorProxy, register_dispatch
+
+_T = torch.Tensor
+# Metadata answered from the proxy itself (the wrapper subclass holds shape/dtype/device).
+_METADATA_METHODS = {
+    _T.size, _T.dim, _T.numel, _T.stride, _T.is_contiguous, _T.is_floating_point,
+    _T.is_complex, _T.element_size, _T.nelement, _T.get_device, _T.__len__,
+    _T.storage_offset, _T.is_signed, _T.__hash__, _T.__format__, _T.__repr__,
+    _T.__str__, _T.ndimension, _T.is_inference, _T.__dir__,
+}
+# Values that would need the tensor's data: an error while tracing.
+_DATA_DEPENDENT = {
+    _T.__bool__: "bool(tensor)", _T.item: "tensor.item()", _T.tolist: "tensor.tolist()",
+    _T.__int__: "int(tensor)", _T.__float__: "float(tensor)", _T.__index__: "tensor.__index__",
+    _T.__complex__: "complex(tensor)", _T.numpy: "tensor.numpy()",
+    _T.data_ptr: "tensor.data_ptr()", _T.__array__: "numpy.asarray(tensor)",
+    _T.untyped_storage: "tensor.untyped_storage()",
+}
+# Autograd attributes and in-place autograd methods (autograd_attributes.py).
+AUTOGRAD_ATTRIBUTES = {_T.requires_grad.__set__, _T.is_leaf.__get__, _T.grad_fn.__get__,
+                       _T.grad.__get__, _T.grad.__set__, _T.data.__set__, _T.requires_grad_,
+                       _T.detach_, _T.retain_grad, _T.register_hook}
+# Properties whose value is computed from the tensor: they are ops, not metadata.
+_OP_PROPERTIES = {_T.T.__get__, _T.mT.__get__, _T.H.__get__, _T.mH.__get__,
+                  _T.real.__get__, _T.imag.__get__}
+
+
+def _is_tensor_leaf(x) -> bool:
+    return isinstance(x, torch.Tensor)
+
+
+def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
+    """Handle one torch call during tracing (see module docstring)."""
+    if func in AUTOGRAD_ATTRIBUTES:
+        return handle_autograd_attribute(func, args, kwargs)
+    if func in _METADATA_METHODS or (
+            type(func).__name__ == "method-wrapper" and func not in _OP_PROPERTIES
+            and func not in SYMBOLS):
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+    trace = current_trace()
+    if func in _DATA_DEPENDENT:
+        f, lib = user_frame(), library_frame()
+        inside = f"\n  (in {describe_frame(lib)})" if lib is not None and lib is not f else ""
+        raise DataDependentControlFlowError(
+            f"{describe_frame(f)}{inside}\n  {_DATA_DEPENDENT[func]} needs the tensor's data, "
+            "which is not known while tracing. Use tensor ops instead (torch.where, masking), "
+            "or torch.cond for control flow that depends on tensor values.")
+    _check_no_foreign_tensors(func, args, kwargs)
+    if kwargs.get("requires_grad") is True:
+        raise NotImplementedError(
+            f"{describe_frame(user_frame())}\n  a tensor created with requires_grad=True "
+            "inside a jitted function is a new autograd leaf whose .grad the caller cannot "
+            "reach. Create it outside the function and pass it as an input.")
+
+    def run():
+        sym, a, k = SYMBOLS.get(func), args, kwargs
+        if autocast.enabled(trace):  # eager's autocast casts (thunder_mlir/autocast.py)
+            sym, a, k = autocast.prepare(trace, func, sym, a, k)
+        if sym is not None:
+            try:
+                if sym.name not in COMPLEX_SYMBOLS and involves_complex(a, k):
+                    raise Fallback(f"{sym.name} is not verified on complex numbers "
+                                   "(symbols/complex_support.py)")
+                return sym(*a, **k)
+            except Fallback:
+                pass
+        return emit_fallback(trace, func, a, k)
+
+    with trace.location_of_user_line():
+        out = user_op(func, args, kwargs, run)
+    record_view(func, args, kwargs, out)  # outputs that are views return eager's view
+    return out
+
+
+def _check_no_foreign_tensors(func, args, kwargs) -> None:
+    for leaf in optree.tree_leaves((args, kwargs), none_is_leaf=True):
+        if isinstance(leaf, torch.Tensor) and type(leaf) is not TensorProxy:
+            f = user_frame()
+            name = qualified_name(func)
+            monitor = current_trace().monitor
+            known = monitor.tensor_names.get(id(leaf)) if monitor is not None else None
+            what = f"the {known}, a tensor" if known else "a torch.Tensor"
+            raise SharpEdgeError(
+                f"{describe_frame(f)}\n  {what} of shape {tuple(leaf.shape)} that is not an "
+                f"input of the jitted function reaches {name} (read from a global, a closure "
+                "or an attribute of a non-input object). thunder_mlir does not bake tensors "
+                "into the program as constants: pass it as an argument instead.")
+
+
+register_dispatch(dispatch)
