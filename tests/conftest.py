@@ -66,6 +66,37 @@ def unregistered_cumprod(x, dim):
     return torch.cumprod(x, dim)
 
 
+def unregistered_logcumsumexp(x, dim):
+    """torch.logcumsumexp, seen by the tracer as an op with no symbol."""
+    if torch.overrides.has_torch_function((x,)):
+        return torch.overrides.handle_torch_function(unregistered_logcumsumexp, (x,), x, dim)
+    return torch.logcumsumexp(x, dim)
+
+
+def unregistered_topk(x, k):
+    """torch.topk (a (values, indices) namedtuple), seen by the tracer as an op with no
+    symbol."""
+    if torch.overrides.has_torch_function((x,)):
+        return torch.overrides.handle_torch_function(unregistered_topk, (x,), x, k)
+    return torch.topk(x, k)
+
+
+def unregistered_sort(x, dim, descending=False):
+    """torch.sort (a torch.return_types.sort namedtuple), seen by the tracer as an op with
+    no symbol."""
+    if torch.overrides.has_torch_function((x,)):
+        return torch.overrides.handle_torch_function(unregistered_sort, (x,), x, dim,
+                                                     descending=descending)
+    return torch.sort(x, dim, descending=descending)
+
+
+def unregistered_mul_(x, value):
+    """In-place ``x.mul_(value)``, seen by the tracer as an in-place op with no symbol."""
+    if torch.overrides.has_torch_function((x,)):
+        return torch.overrides.handle_torch_function(unregistered_mul_, (x,), x, value)
+    return x.mul_(value)
+
+
 def unregistered_add_(x, value):
     """In-place ``x.add_(value)``, seen by the tracer as an in-place op with no symbol."""
     if torch.overrides.has_torch_function((x,)):

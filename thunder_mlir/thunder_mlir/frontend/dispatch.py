@@ -22,7 +22,8 @@ from thunder_mlir.frontend.differentiability import user_op
 from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame
 from thunder_mlir.frontend.symbols import SYMBOLS
 from thunder_mlir.frontend.symbols.complex_support import COMPLEX_SYMBOLS, involves_complex
-from thunder_mlir.frontend.torch_fallback import emit_fallback, qualified_name
+from thunder_mlir.frontend import torch_fallback  # examine() wraps its emit_fallback
+from thunder_mlir.frontend.torch_fallback import qualified_name
 from thunder_mlir.frontend.tracing import current_trace
 from thunder_mlir.ir.proxy import TensorProxy, register_dispatch
 
@@ -91,7 +92,7 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
                 return sym(*a, **k)
             except Fallback:
                 pass
-        return emit_fallback(trace, func, a, k)
+        return torch_fallback.emit_fallback(trace, func, a, k)
 
     with trace.location_of_user_line():
         out = user_op(func, args, kwargs, run)

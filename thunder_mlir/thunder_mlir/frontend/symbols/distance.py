@@ -44,7 +44,7 @@ def pdist(input, p=2):
     pairs = list(itertools.combinations(range(n), 2))
     if not pairs:
         return prims.full((0,), 0, input.tdtype)
-    from thunder_mlir.frontend.symbols.shape import _const_index
-    a = prims.take(input, _const_index([i for i, _ in pairs]), 0)
-    b = prims.take(input, _const_index([j for _, j in pairs]), 0)
+    from thunder_mlir.frontend.symbols.creation import index_constant
+    a = prims.take(input, index_constant([i for i, _ in pairs]), 0)
+    b = prims.take(input, index_constant([j for _, j in pairs]), 0)
     return vector_norm(sub(a, b), p, 1)

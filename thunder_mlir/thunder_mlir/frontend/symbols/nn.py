@@ -137,7 +137,7 @@ def one_hot(tensor, num_classes=-1):
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """im2col: (N, C, H, W) -> (N, C*kh*kw, L) with blocks in row-major order (F.unfold)."""
     from thunder_mlir.frontend.symbols.conv import _tuple
-    from thunder_mlir.frontend.symbols.shape import _const_index
+    from thunder_mlir.frontend.symbols.creation import index_constant
     x = input if len(input.tshape) == 4 else prims.reshape(input, (1,) + input.tshape)
     k, d, p, s = (_tuple(v, 2) for v in (kernel_size, dilation, padding, stride))
     n, c, h, w = x.tshape
@@ -145,7 +145,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     for i, L in enumerate((h, w)):
         O = (L + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1
         tab = [o * s[i] - p[i] + j * d[i] for o in range(O) for j in range(k[i])]
-        t = prims.reshape(_const_index(tab), (O, k[i]))
+        t = prims.reshape(index_constant(tab), (O, k[i]))
         masks.append(prims.elementwise("bitwise_and", prims.elementwise(
             "ge", t, prims.full(t.tshape, 0, torch.int64)), prims.elementwise(
             "lt", t, prims.full(t.tshape, L, torch.int64))))
