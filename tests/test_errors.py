@@ -94,8 +94,8 @@ def test_verbose_env_shows_every_frame(monkeypatch):
     monkeypatch.setenv(VERBOSE_ENV, "1")
     e = _raised(thunder_mlir.jit(data_dependent), torch.ones(2))
     files = _frames(e)
-    assert any(f.endswith(os.path.join("thunder_mlir", "jit.py")) for f in files), files
-    assert any(f.endswith(os.path.join("frontend", "tracing.py")) for f in files), files
+    assert any(f.endswith(os.path.join("thunder_mlir", "function.py")) for f in files), files
+    assert any(f.endswith(os.path.join("frontend", "dispatch.py")) for f in files), files
     assert HIDDEN_NOTE not in getattr(e, "__notes__", [])
     assert str(e).splitlines()[0] == _where(data_dependent, "if x.sum()")  # still first
 

@@ -12,7 +12,8 @@ from thunder_mlir.errors import (  # noqa: F401
     RecompileWarning, SharpEdgeError, SharpEdgeWarning, ThunderError, TorchOpError, TraceError,
     UnsupportedError, UnsupportedInputError)
 from thunder_mlir.grad_api import grad, value_and_grad  # noqa: F401
-from thunder_mlir.jit import Stage, ThunderFunction, jit  # noqa: F401
+from thunder_mlir.function import Stage, ThunderFunction  # noqa: F401
+from thunder_mlir.jit import jit  # noqa: F401
 from thunder_mlir.module import ThunderModule  # noqa: F401
 from thunder_mlir.ir.proxy import TensorProxy  # noqa: F401
 from thunder_mlir.examine import Examination, OpReport, examine  # noqa: F401

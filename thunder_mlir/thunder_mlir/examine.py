@@ -132,7 +132,7 @@ def examine(fn, *args, **kwargs) -> Examination:
     the user's line, ``UnsupportedInputError`` for unsupported input types). Nothing is
     compiled or executed, and no cache entry is created.
     """
-    from thunder_mlir.jit import _metas, _paths, _unsupported, trace_function
+    from thunder_mlir.function import _metas, _paths, _unsupported, trace_function
 
     if isinstance(fn, torch.nn.Module):
         from thunder_mlir.module import _functional_forward

@@ -25,8 +25,8 @@ def _float(t) -> bool:
 
 
 def _run(jfn: Callable, args, kwargs):
-    from thunder_mlir import jit
-    from thunder_mlir.jit import ThunderFunction
+    from thunder_mlir.jit import jit
+    from thunder_mlir.function import ThunderFunction
     from thunder_mlir.module import ThunderModule
 
     if not isinstance(jfn, (ThunderFunction, ThunderModule)):
@@ -46,7 +46,7 @@ def _run(jfn: Callable, args, kwargs):
 
 def _joint(jfn: Callable, mode: str):
     """The gradient-program ThunderFunction of ``jfn`` for ``mode``, made once per jfn."""
-    from thunder_mlir.jit import ThunderFunction
+    from thunder_mlir.function import ThunderFunction
 
     if not isinstance(jfn, ThunderFunction):
         return ThunderFunction(jfn, _joint=mode)
@@ -88,7 +88,7 @@ def value_and_grad(jfn: Callable) -> Callable:
 
 
 def _gradient_program_caller(jfn: Callable, mode: str) -> Callable:
-    from thunder_mlir.jit import ThunderFunction
+    from thunder_mlir.function import ThunderFunction
 
     program = _joint(jfn, mode)
 

@@ -14,7 +14,7 @@ import torch
 from torch.nn.parameter import is_lazy
 
 from thunder_mlir.error_reporting import error_boundary
-from thunder_mlir.jit import ThunderFunction
+from thunder_mlir.function import ThunderFunction
 
 
 def _functional_forward(module: torch.nn.Module, training_flags, state, args, kwargs):

@@ -3,9 +3,10 @@
 A proxy *is* a ``torch.Tensor`` (a storage-less wrapper subclass, as in toolchain.md §8), so
 ``isinstance(x, torch.Tensor)`` checks in user and Hugging Face code pass, and it can stand
 in for parameters under ``torch.func.functional_call``. It holds the SSA value it stands
-for and a meta tensor with its metadata. Every torch call that sees a proxy reaches
-``thunder_mlir.frontend.tracing.dispatch`` through ``__torch_function__``; anything that escapes to
-ATen dispatch is a bug and raises.
+for and a meta tensor with its metadata. Every torch call that sees a proxy reaches the
+frontend's dispatch (frontend/dispatch.py, registered here with ``register_dispatch`` so
+that the ir layer names no frontend module) through ``__torch_function__``; anything that
+escapes to ATen dispatch is a bug and raises.
 """
 
 from __future__ import annotations

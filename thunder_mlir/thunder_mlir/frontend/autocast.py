@@ -407,7 +407,7 @@ def policy_for(sym: Symbol, func: Callable, args, kwargs, device: str) -> tuple[
 def prepare(trace, func: Callable, sym: Symbol | None, args: tuple, kwargs: dict):
     """Apply autocast to one torch call while an autocast region is open (``enabled``).
 
-    Returns ``(sym, args, kwargs)`` for ``tracing.dispatch`` to go on with: the arguments
+    Returns ``(sym, args, kwargs)`` for ``dispatch.dispatch`` to go on with: the arguments
     cast as eager autocast casts them and the symbol wrapped so that its decomposition is
     not autocast again, or ``sym = None`` to run the call on the torch fallback executor
     (which replays eager under the traced autocast state). Raises RuntimeError where eager

@@ -11,7 +11,7 @@ arguments.
 
 How the torch entry points reach this module: ``torch.cond``/``while_loop``/``scan`` call
 their higher-order operator (``torch.ops.higher_order.*``), which reaches
-``tracing.dispatch`` through the torch-function protocol once ``compat`` has made their
+``dispatch.dispatch`` through the torch-function protocol once ``compat`` has made their
 eager path skip ``torch.compile`` while tracing; the symbols in
 ``symbols/control_flow.py`` call :func:`cond`, :func:`while_loop` and :func:`scan`.
 ``checkpoint`` brackets the user's call with torch's own code, which ``compat`` makes open

@@ -1,0 +1,382 @@
+"""A jitted function (``ThunderFunction``, what ``thunder_mlir.jit`` returns for a function):
+trace, transform, lower, compile, cache and run.
+
+Pipeline (design.md): trace -> [initial] -> decompose -> [prims] -> partition -> [plan]
+-> lower-to-stablehlo -> [stablehlo] -> XLA. Each stage's module text is kept for
+``last_traces``. Entries are cached by ``cache.FunctionCache`` (hashed key of input
+metadata, Python values, grad mode, default dtype and guards).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import types
+from typing import Any, Callable
+
+import optree
+import torch
+import torch.utils._pytree as torch_pytree
+from torch_mlir import ir
+
+from thunder_mlir.frontend import aliasing, compat, differentiability
+from thunder_mlir.ir import dtypes
+from thunder_mlir.cache import CacheEntry, FunctionCache
+from thunder_mlir.ir.context import COMPILE_LOCK
+from thunder_mlir.error_reporting import argument_paths as _paths, boundary_exception, \
+    check_tensor_inputs, unsupported_tensor
+from thunder_mlir.errors import TraceError, UnsupportedInputError
+from thunder_mlir.ir.proxy import TensorProxy
+from thunder_mlir.frontend.sharp_edges import SharpEdgeMonitor, freeze_containers
+from thunder_mlir.frontend.tracing import Trace, _local as _tracing_state
+
+_SCALARS = (bool, int, float, complex, str, type(None), torch.dtype, torch.device,
+            type(Ellipsis), slice, torch.Size)  # torch.Size: an optree leaf (tuple subclass)
+# Functions are accepted inputs (e.g. the branches handed to torch.cond), specialized on
+# and guarded by identity: a function hashes and compares by identity, so the cache key
+# holds it as it holds a Python number. The values their code reads from globals and
+# closures are guarded by the sharp-edge monitor like the program's own. Bound methods and
+# other callable objects are refused: their state (self) would not be guarded.
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+              types.WrapperDescriptorType)
+_ACCEPTED = _SCALARS + _FUNCTIONS
+CACHE_OPTIONS = ("constant values", "no caching")
+WRITE_BACKS_ATTR = "thunder.num_write_backs"  # trailing results copied back into inputs
+
+
+class Stage:
+    """One stage of a compilation: ``name``, MLIR ``text`` and ``seconds`` it took."""
+
+    __slots__ = ("name", "text", "seconds")
+
+    def __init__(self, name: str, text: str, seconds: float):
+        self.name, self.text, self.seconds = name, text, seconds
+
+    def __str__(self) -> str:
+        return f"// ----- {self.name} ({self.seconds * 1e3:.1f} ms)\n{self.text}"
+
+    def __repr__(self) -> str:
+        return f"Stage({self.name!r}, {len(self.text)} chars, {self.seconds * 1e3:.1f} ms)"
+
+
+def _unsupported(x, path: str):
+    if isinstance(x, torch.Tensor) and unsupported_tensor(x) is not None:
+        raise UnsupportedInputError(f"the input at {path} is {unsupported_tensor(x)}.")
+    raise UnsupportedInputError(
+        f"thunder_mlir.jit cannot accept an input of type {type(x).__module__}."
+        f"{type(x).__qualname__} (at {path}). Accepted: tensors, numbers, strings, dtypes, "
+        f"devices, None, slices, Ellipsis, torch.Size, functions (by identity) and "
+        f"tuples/lists/dicts of those. Unpack the object into accepted values before the call.")
+
+
+def _metas(leaves) -> tuple:
+    """Per-leaf cache-key metadata; raises UnsupportedInputError for other types."""
+    out = []
+    for x in leaves:
+        if isinstance(x, torch.Tensor):
+            if type(x) is not torch.Tensor and not isinstance(x, torch.nn.Parameter):
+                return None  # a subclass: its methods would not run in the compiled program
+            out.append(("tensor", x.shape, x.dtype, x.device, x.requires_grad))
+        elif isinstance(x, _ACCEPTED) or type(x) is ThunderFunction:
+            # slices are unhashable before Python 3.12: key them by their fields
+            out.append((type(x), (x.start, x.stop, x.step) if type(x) is slice else x))
+        else:
+            return None
+    return tuple(out)
+
+
+class ThunderFunction:
+    """The callable ``jit`` returns: same signature as ``fn``, compiled per input metadata.
+
+    Attributes: ``fn`` (the original), ``cache`` (its FunctionCache), ``last`` (the
+    CacheEntry of the last call).
+    """
+
+    def __init__(self, fn: Callable, *, sharp_edges: str = "warn",
+                 cache: str = "constant values", recompile_limit: int = 8,
+                 executors=None, _joint: str | None = None):
+        from thunder_mlir.executors.extend import OperatorExecutor
+
+        self.joint = _joint  # "grad" | "value_and_grad": the gradient program (grad_api.py)
+        # () -> [(object, description)]: objects whose attribute reads the trace guards
+        # (a ThunderModule's module tree; guards.py)
+        self.watch: Callable[[], list] | None = None
+        self.executors = tuple(executors or ())
+        if not all(isinstance(e, OperatorExecutor) for e in self.executors):
+            raise TypeError("executors must be thunder_mlir.extend.OperatorExecutor objects")
+        if cache not in CACHE_OPTIONS:
+            raise ValueError(f"cache must be one of {CACHE_OPTIONS}, got {cache!r}")
+        SharpEdgeMonitor(fn, sharp_edges)  # validates the policy now, not at first call
+        self.fn = fn
+        self.sharp_edges = sharp_edges
+        name = getattr(fn, "__qualname__", None) or getattr(getattr(fn, "func", None),
+                                                            "__qualname__", repr(fn))
+        self.cache = FunctionCache(name, recompile_limit, enabled=cache == "constant values")
+        self.last: CacheEntry | None = None
+        functools.update_wrapper(self, fn)
+
+    def signature_target(self) -> Callable | None:
+        """The user's callable whose signature a call must fit (error messages)."""
+        return None if isinstance(self.fn, functools.partial) else self.fn
+
+    def __call__(self, *args, **kwargs):
+        # error_boundary's handler, inlined: a wrapper frame would cost ~0.4 us of the
+        # ~16 us cache-hit call (benchmarks/overhead.py)
+        try:
+            if getattr(_tracing_state, "trace", None) is not None:
+                # called while another jitted function is traced: inlined, i.e. traced
+                # reentrantly into the caller's program (whose monitor records this
+                # function's guards), not run as an opaque compiled call
+                return self.fn(*args, **kwargs)
+            # Fast path: only tensor positional arguments (the common case) need no pytree
+            # flattening; their key is the argument count instead of a tree spec.
+            if not kwargs and all(type(a) is torch.Tensor for a in args):
+                leaves, spec = args, len(args)
+                metas = tuple(("tensor", t.shape, t.dtype, t.device, t.requires_grad)
+                              for t in args)
+            else:
+                leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
+                metas = _metas(leaves)
+                if metas is None:
+                    paths = _paths(args, kwargs)
+                    bad = next(i for i, x in enumerate(leaves)
+                               if _metas([x]) is None)
+                    _unsupported(leaves[bad], paths[bad])
+            cache = self.cache
+            # user executors: their registrations so far are part of the key
+            key = cache.key((spec, tuple((e.name, e.generation) for e in self.executors))
+                            if self.executors else spec, metas)
+            entry = cache.lookup(key)
+            if entry is None:
+                with COMPILE_LOCK:
+                    full_leaves, full_spec = optree.tree_flatten((args, kwargs),
+                                                                 none_is_leaf=True)
+                    entry = compile_function(self.fn, args, kwargs, full_leaves, full_spec,
+                                             self.sharp_edges, self.executors, self.joint,
+                                             self.watch() if self.watch is not None else ())
+                    cache.insert(key, entry, _paths(args, kwargs), entry.guards)
+            else:
+                cache.hits += 1
+            self.last = entry
+            tensors = [x for x in leaves if isinstance(x, torch.Tensor)] if spec != len(args) \
+                else args
+            if entry.backward_plan is not None:
+                from thunder_mlir.runtime.autograd import run_with_autograd
+
+                outs = run_with_autograd(entry, tensors)
+            else:
+                outs = entry.plan.run(tensors)
+            if entry.mutated_inputs:
+                k = len(entry.mutated_inputs)
+                with torch.no_grad():
+                    for i, v in zip(entry.mutated_inputs, outs[-k:]):
+                        tensors[i].copy_(v)
+                outs = outs[:-k]
+            if entry.output_views:  # outputs that alias inputs: eager's views of them
+                outs = aliasing.apply(entry.output_views, outs, tensors)
+            if entry.attribute_writes:  # self.calls += 1 in forward, as eager leaves it
+                for obj, name, value in entry.attribute_writes:
+                    setattr(obj, name, value)
+            return entry.rebuild(outs)
+        except Exception as e:
+            shown = boundary_exception(e, self, args, kwargs)
+            if shown is e:
+                raise  # a bare raise adds no frame: the trimmed traceback stays as set
+            tb = shown.__traceback__
+            try:
+                raise shown  # noqa: B904 - the cause is set (or hidden) by report()
+            except Exception:
+                shown.__traceback__ = tb  # drop this frame, added by the raise
+                raise
+
+
+def _paths_of_tensors(leaves, spec) -> list[str]:
+    """The argument path of each tensor leaf (for error messages)."""
+    args, kwargs = optree.tree_unflatten(spec, leaves)
+    paths = _paths(args, kwargs)
+    return [p for p, x in zip(paths, leaves) if isinstance(x, torch.Tensor)]
+
+
+def _program_device(tensors) -> torch.device:
+    devices = {t.device for t in tensors}
+    if len(devices) > 1:
+        raise UnsupportedInputError(f"inputs are on several devices {sorted(map(str, devices))}; "
+                                    "thunder_mlir compiles a program for one device")
+    return devices.pop() if devices else torch.device("cpu")
+
+
+def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
+                   grad_inputs: list[bool] | None = None, watch=()):
+    """Trace ``fn`` on proxies for the tensor leaves (requiring grad as the tensors do, or
+    as ``grad_inputs`` says per tensor).
+
+    Returns (trace, out_spec, out_leaves, monitor). Raises TraceError subclasses naming the
+    user's line; a program that escapes the functional contract raises SharpEdgeError.
+    """
+    compat.install()
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    trace = Trace(_program_device(tensors))
+    monitor = SharpEdgeMonitor(fn, sharp_edges)
+    trace.monitor = monitor
+    for obj, owner in watch:  # objects whose attribute reads are guarded (guards.py)
+        monitor.recorder.watch(obj, owner)
+    with trace.building():
+        arg_types = [dtypes.tensor_type(t.shape, t.dtype) for t in tensors]
+        values = iter(trace.begin(arg_types))
+        proxy_leaves = []
+        rg = iter(grad_inputs if grad_inputs is not None else
+                  [x.requires_grad for x in tensors])
+        for x in leaves:
+            if isinstance(x, torch.Tensor):
+                p = trace.make_proxy(next(values), next(rg))
+                trace.inputs.append(p)
+                proxy_leaves.append(p)
+            else:
+                proxy_leaves.append(x)
+        args, kwargs = freeze_containers(optree.tree_unflatten(spec, proxy_leaves))
+        with monitor:
+            out = fn(*args, **kwargs)
+        # torch's pytree: it knows the containers libraries register with torch
+        # (Hugging Face ModelOutput, torch.return_types), which outputs often are.
+        # a torch.Size is a value, not a container: kept whole so it comes back as a Size
+        out_leaves, out_spec = torch_pytree.tree_flatten(
+            out, is_leaf=lambda x: isinstance(x, torch.Size))
+        results = []
+        for i, x in enumerate(out_leaves):
+            if type(x) is TensorProxy:
+                results.append(x.value)
+            elif isinstance(x, torch.Tensor):
+                raise TraceError(
+                    f"output {i} of {getattr(fn, '__qualname__', fn)} is a tensor that was not "
+                    "computed from the inputs (a global or closure?); pass it as an input")
+            elif any(type(v) is TensorProxy for v in optree.tree_leaves(x)) or \
+                    "TensorProxy" in repr(type(x)):
+                raise TraceError(
+                    f"output {i} of {getattr(fn, '__qualname__', fn)} is a "
+                    f"{type(x).__qualname__} holding tensors, which is not a pytree container "
+                    "thunder_mlir can unpack; return tensors in tuples, lists or dicts")
+        results += [p.value for _, p in sorted(trace.mutated_inputs.items())]
+        trace.finish(results)
+        if trace.mutated_inputs:  # the trailing results are write-backs, not differentiated
+            trace.func_op.attributes[WRITE_BACKS_ATTR] = ir.IntegerAttr.get(
+                ir.IntegerType.get_signless(64), len(trace.mutated_inputs))
+    monitor.finish()
+    return trace, out_spec, out_leaves, monitor
+
+
+def compile_function(fn: Callable, args, kwargs, leaves, spec,
+                     sharp_edges: str = "warn", executors=(), joint: str | None = None,
+                     watch=()) -> CacheEntry:
+    """Trace, transform, lower and compile ``fn`` for these inputs (under COMPILE_LOCK).
+    ``executors``: user executors (thunder_mlir.extend), in priority order. ``joint``:
+    "grad" or "value_and_grad" compiles the gradient program of ``thunder_mlir.grad``
+    (passes/joint.py) instead of the function. ``watch``: (object, description) pairs
+    whose attribute reads become guards (guards.py)."""
+    from thunder_mlir.executors.extend import compiling
+
+    check_tensor_inputs(leaves, lambda: _paths(args, kwargs))  # sparse, nested, ...
+    with compiling(executors) as ext:
+        return _compile(fn, leaves, spec, sharp_edges, ext, joint, watch)
+
+
+def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
+             joint: str | None = None, watch=()) -> CacheEntry:
+    from thunder_mlir.transforms.registry import PASSES
+    from thunder_mlir.transforms.grad import DIFF_OUTPUTS, backward_error, reached_inputs
+    from thunder_mlir.transforms.torch_vjp import SIDE_TABLE as GRAD_SIDE_TABLE
+
+    from thunder_mlir.runtime.plan import build_plan
+
+    stages: list[Stage] = []
+    t0 = time.perf_counter()
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    floats = [t.is_floating_point() or t.is_complex() for t in tensors]
+    # joint: the gradient of every floating-point input (thunder_mlir.grad)
+    wrt = floats if joint else [t.requires_grad and f for t, f in zip(tensors, floats)]
+    trace, out_spec, out_leaves, monitor = trace_function(
+        fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None, watch=watch)
+    module = trace.module
+    stages.append(Stage("initial", _asm(module), time.perf_counter() - t0))
+    # (before the passes rewrite the values the proxies hold)
+    output_views = [] if joint else aliasing.output_views(
+        trace.inputs, [x for x in out_leaves if type(x) is TensorProxy])
+    eager_backward_error = differentiability.backward_error(
+        [x for x in out_leaves if type(x) is TensorProxy])
+    # the outputs eager's autograd would track (differentiability.py): grad mode at the
+    # call and inside the program (no_grad/enable_grad regions), detach, op derivatives
+    diff_outputs = [x.requires_grad for x in out_leaves if type(x) is TensorProxy]
+    needs_grad = any(diff_outputs) or joint is not None
+    if needs_grad and any(tensors[i].requires_grad for i in trace.mutated_inputs):
+        names = [_paths_of_tensors(leaves, spec)[i] for i in sorted(trace.mutated_inputs)
+                 if tensors[i].requires_grad]
+        raise NotImplementedError(
+            f"in-place updates of inputs that require grad are not supported ({', '.join(names)}"
+            "); use the out-of-place form (inputs that do not require grad, such as "
+            "buffers, may be updated in place)")
+    pipeline = []
+    if needs_grad:  # grad sees composites, so composite-level VJP rules can apply
+        extra = len(trace.entry.arguments) - len(tensors)  # the seed: not differentiated
+        trace.func_op.attributes["thunder.requires_grad"] = ir.ArrayAttr.get(
+            [ir.BoolAttr.get(w, trace.ctx) for w in wrt + [False] * extra], trace.ctx)
+        trace.func_op.attributes[DIFF_OUTPUTS] = ir.ArrayAttr.get(
+            [ir.BoolAttr.get(d, trace.ctx)
+             for d in diff_outputs + [False] * len(trace.mutated_inputs)], trace.ctx)
+        pipeline.append(("grad", "grad"))
+    if joint:
+        pipeline.append(("joint", "joint"))
+    if ext.executors:  # after grad: executors also claim the backward's ops
+        pipeline.append(("execution", "execution-transform"))
+    pipeline += [("prims", "decompose"), ("plan", "partition"),
+                 ("stablehlo", "lower-to-stablehlo")]
+    for stage_name, pass_name in pipeline:
+        t = time.perf_counter()
+        if pass_name == "execution-transform":
+            ext.transform(module, trace)
+        else:
+            if pass_name == "grad":
+                token = GRAD_SIDE_TABLE.set(trace.side_table)
+                try:
+                    PASSES[pass_name].run(module)
+                finally:
+                    GRAD_SIDE_TABLE.reset(token)
+            elif pass_name == "joint":
+                from thunder_mlir.transforms import joint as joint_pass
+
+                joint_pass.run(module, keep_outputs=joint == "value_and_grad")
+            else:
+                PASSES[pass_name].run(module)
+        stages.append(Stage(stage_name, _asm(module), time.perf_counter() - t))
+    t = time.perf_counter()
+    if needs_grad and not joint:
+        from thunder_mlir.transforms.grad import residual_bytes
+
+        plan, texts = build_plan(module, trace.side_table, trace.device, "forward")
+        bwd, btexts = build_plan(module, trace.side_table, trace.device, "backward")
+        texts.update(btexts)
+    else:
+        plan, texts = build_plan(module, trace.side_table, trace.device)
+    stages.append(Stage("xla-compile", f"// {len(texts)} region(s) compiled",
+                        time.perf_counter() - t))
+    positions = [i for i, x in enumerate(out_leaves) if type(x) is TensorProxy]
+    consts = [None if type(x) is TensorProxy else x for x in out_leaves]
+    entry = CacheEntry(plan, out_spec, consts, positions, stages, list(trace.fallbacks),
+                       sorted(trace.mutated_inputs),
+                       guards=monitor.guards + monitor.recorder.guards,
+                       attribute_writes=monitor.recorder.replay())
+    entry.output_views = output_views
+    if joint:
+        entry.set_joint_layout(joint == "value_and_grad", sum(wrt))
+    elif needs_grad:
+        entry.backward_plan = bwd
+        # the forward's outputs: the program's, then the write-backs (not differentiable)
+        entry.num_outputs = len(positions) + len(trace.mutated_inputs)
+        entry.diff_outputs = diff_outputs + [False] * len(trace.mutated_inputs)
+        entry.backward_error = backward_error(module) or eager_backward_error
+        reached = iter(reached_inputs(module))
+        entry.wrt = [i for i, w in enumerate(wrt) if w and next(reached)]
+        entry.residual_bytes = residual_bytes(module)
+    return entry
+
+
+def _asm(module: ir.Module) -> str:
+    return module.operation.get_asm(enable_debug_info=True)
