@@ -105,9 +105,9 @@ def get_pass(name: str) -> type[ModulePass]:
 
 
 def did_you_mean(word: str, choices) -> str:
-    """``"; did you mean 'x'?"`` for the closest of ``choices`` (difflib), or ``""``."""
+    """``" (did you mean 'x'?)"`` for the closest of ``choices`` (difflib), or ``""``."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 # ------------------------------------------------------------------- parsing
