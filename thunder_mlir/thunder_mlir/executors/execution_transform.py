@@ -33,8 +33,8 @@ import torch
 from torch_mlir import ir
 
 from thunder_mlir.errors import ExecutorError, PipelineError
-from thunder_mlir.executors.extend import CompileState, check, get_all_executors, \
-    get_executor, make_runner
+from thunder_mlir.executors.extend import CompileState, activated, check, \
+    get_all_executors, get_executor, make_runner
 from thunder_mlir.ir.dialect import ExecutorCallOp, segment_kwargs
 from thunder_mlir.ir.dialect import BINARY_PRIMS, UNARY_PRIMS
 from thunder_mlir.transforms.registry import ModulePass, PassContext, did_you_mean, \
@@ -76,8 +76,9 @@ class ExecutionTransform(ModulePass):
             chosen += found
         calls = state.calls if state is not None else []
         device = ctx.device if ctx.device is not None else _module_device(module)
-        run(module, CompileState(tuple(chosen), calls),
-            ctx.side_table if ctx.side_table is not None else [], device)
+        # (the calls of operators the transforms emit are recorded in the same list)
+        with activated(CompileState(tuple(chosen), calls)) as active:
+            run(module, active, ctx.side_table if ctx.side_table is not None else [], device)
 
 
 def _module_device(module: ir.Module) -> torch.device:

@@ -264,10 +264,18 @@ def compiling(executors):
     for ex in executors:
         if not isinstance(ex, OperatorExecutor):
             raise TypeError(f"executors must be OperatorExecutor objects, got {ex!r}")
+    with activated(CompileState(executors)) as state:
+        yield state
+
+
+@contextmanager
+def activated(state: CompileState):
+    """Make ``state`` the current compile state inside (the calls of composites traced
+    inside are recorded in it, ``_on_composite``)."""
     prev = current_state()
-    _local.state = CompileState(executors)
+    _local.state = state
     try:
-        yield _local.state
+        yield state
     finally:
         _local.state = prev
 
