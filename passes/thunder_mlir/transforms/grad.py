@@ -33,6 +33,7 @@ import torch
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
+from thunder_mlir.errors import PassError
 from thunder_mlir.ir import dtypes
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 from thunder_mlir.ir.dialect import REGION_OPS
@@ -40,7 +41,6 @@ from thunder_mlir.ir.regions import (
     eliminate_dead_code, inline_block, nested_ops, operand_sites)
 
 from thunder_mlir.transforms.backprop import accumulate, backprop, mark_active
-from thunder_mlir.errors import PassError
 from thunder_mlir.transforms.torch_vjp import CUSTOM_VJP_ATTR, SIDE_TABLE
 from thunder_mlir.transforms.vjp_composites import APPLIES, COMPOSITE_VJP
 

@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 from torch_mlir import ir
 
 from thunder_mlir.errors import PipelineError
+from thunder_mlir.transforms import decompose, grad, joint, lower_to_stablehlo, partition
 
 
 @dataclass
@@ -207,9 +208,6 @@ def _convert(pass_name: str, key: str, value: str, hint):
 
 
 # ------------------------------------------------------------------ the passes
-# (imported here, after the base class: each module registers its pass class)
-from thunder_mlir.transforms import decompose, grad, joint, lower_to_stablehlo, partition  # noqa: E402,I001
-
 
 @register_pass
 @dataclass(frozen=True)
