@@ -175,13 +175,13 @@ def test_invalid_ir(thunder_opt, tmp_path: Path, body: str, line_col: str, messa
     src.write_text("func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> {\n" + body +
                    "  return %a : tensor<2xf32>\n}\n")
     proc = thunder_opt(str(src), "-p", "decompose")
-    assert_clean_error(proc, 1, f'"{src}"{line_col}', message)
+    assert_clean_error(proc, 1, f"{src}{line_col} error: ", message)
 
 
 def test_invalid_ir_on_stdin(thunder_opt):
     """A verifier error (not a syntax error), read from stdin."""
     proc = thunder_opt("-", stdin=ADD_FN.replace("-> tensor<2xf32> {", "-> tensor<3xf32> {"))
-    assert_clean_error(proc, 1, '"<stdin>":3:3:', "doesn't match function result type")
+    assert_clean_error(proc, 1, "<stdin>:3:3: error: ", "doesn't match function result type")
 
 
 def test_unknown_pass(thunder_opt, tmp_path: Path):
@@ -217,7 +217,7 @@ def test_op_that_cannot_be_lowered(thunder_opt, tmp_path: Path, op: str, fn: str
     src.write_text(fn)
     proc = thunder_opt(str(src), "-p", "lower-to-stablehlo")
     assert_clean_error(proc, 1, "pass 'lower-to-stablehlo' failed", f"no lowering for '{op}'",
-                       f'"{src}":2:8')
+                       f'"{src}":2:8', f"\n{src}:2:8: error: lower-to-stablehlo: no lowering")
 
 
 def test_usage_errors(thunder_opt, tmp_path: Path):
@@ -246,8 +246,8 @@ def test_dumps_output_file_and_upstream_passes(thunder_opt, tmp_path: Path):
                        "--dump-dir", str(dumps), "--print-ir-after-all")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
-    headers = re.findall(r"^// -----// IR Dump After (\S+) //----- //$", proc.stderr, re.M)
-    assert headers == ["decompose", "cse"]
+    headers = re.findall(r"^// -----// IR Dump After (.+) //----- //$", proc.stderr, re.M)
+    assert headers == ["Decompose (decompose)", "cse (cse)"]
     assert sorted(p.name for p in dumps.iterdir()) == ["0_decompose.mlir", "1_cse.mlir"]
     result = out.read_text()
     assert result.count('"thunder.add"') == 1  # cse merged the duplicate (thunder ops are Pure)
@@ -311,5 +311,319 @@ def test_exit_codes_of_the_process(tmp_path: Path):
                                   '(%a) : (tensor<2xf32>)'))
     assert_clean_error(thunder_opt_process(str(src), "-p", "nosuch"), 2,
                        "unknown pass 'nosuch'")
-    assert_clean_error(thunder_opt_process(str(src)), 1, f'"{src}":2:8:',
+    assert_clean_error(thunder_opt_process(str(src)), 1, f"{src}:2:8: error: ",
                        "expects exactly 2 operands")
+
+
+# ------------------------------------------------------------- passes as values
+def test_pipeline_parses_to_pass_values_and_prints_back():
+    """Both spellings of a pipeline give the same pass values, which print as the anchored
+    pipeline (options with their values, mlir-opt's printed form)."""
+    from thunder_mlir.transforms.registry import (
+        Grad, Joint, Decompose, parse_pipeline, pipeline_string)
+
+    anchored = parse_pipeline("builtin.module(decompose,grad{remat=false})")
+    assert anchored == parse_pipeline("decompose, grad{remat=false}")
+    assert anchored == [Decompose(), Grad(remat=False)]
+    assert pipeline_string(anchored) == "builtin.module(decompose,grad{remat=false})"
+    assert parse_pipeline("joint{keep_outputs=true}") == [Joint(keep_outputs=True)]
+    assert parse_pipeline("joint{keep-outputs}") == [Joint(keep_outputs=True)]
+    assert str(Joint()) == "joint{keep-outputs=false}"
+    assert parse_pipeline("builtin.module()") == []
+
+
+def test_execution_transform_is_a_registered_pass_with_a_list_option():
+    from thunder_mlir.executors.execution_transform import ExecutionTransform
+    from thunder_mlir.transforms.registry import parse_pipeline
+
+    assert PASSES["execution-transform"] is ExecutionTransform
+    (value,) = parse_pipeline("execution-transform{executors=a,b}")
+    assert value == ExecutionTransform(executors=("a", "b"))
+    assert value.pipeline_element() == "execution-transform{executors=a,b}"
+
+
+@pytest.mark.parametrize("pipeline,message", [
+    ("grda", "unknown pass 'grda' (did you mean 'grad'?)"),
+    ("decompose,partiton", "unknown pass 'partiton' (did you mean 'partition'?)"),
+    ("grad{rmat=true}", "pass 'grad' has no option 'rmat' (did you mean 'remat'?)"),
+    ("joint{keep_output=true}", "pass 'joint' has no option 'keep_output' "
+                                "(did you mean 'keep-outputs'?)"),
+    ("grad{remat=yes}", "option 'remat' expects true or false, got 'yes'"),
+    ("decompose{remat=true}", "pass 'decompose' has no option 'remat'"),
+    ("decompose,,partition", "empty element in pass pipeline"),
+])
+def test_pipeline_errors_suggest(thunder_opt, pipeline: str, message: str):
+    """Unknown passes and options are usage errors (exit 2) before any input is read, with
+    difflib's closest name."""
+    proc = thunder_opt("/nonexistent.mlir", f"--pass-pipeline=builtin.module({pipeline})")
+    assert_clean_error(proc, 2, message)
+    proc = thunder_opt("/nonexistent.mlir", "-p", pipeline)
+    assert_clean_error(proc, 2, message)
+
+
+def test_pipeline_error_raised_by_the_registry():
+    from thunder_mlir.errors import PipelineError
+    from thunder_mlir.transforms.registry import parse_pipeline
+
+    with pytest.raises(PipelineError, match=r"did you mean 'lower-to-stablehlo'\?"):
+        parse_pipeline("lower-to-stablhlo")
+
+
+REMAT_FN = """func.func @computation(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %e = "thunder.exp"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %y = "thunder.tanh"(%e) : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+"""
+
+
+def test_pass_pipeline_flag_and_its_short_form(thunder_opt):
+    """--pass-pipeline='builtin.module(...)' (mlir-opt's spelling) and -p give the same
+    result; the option reaches the pass (remat=false saves more residuals)."""
+    long = thunder_opt("--pass-pipeline=builtin.module(decompose,grad{remat=true})",
+                       stdin=REMAT_FN)
+    short = thunder_opt("-p", "decompose,grad", stdin=REMAT_FN)
+    anchored_p = thunder_opt("-p", "builtin.module(decompose,grad{remat=true})", stdin=REMAT_FN)
+    assert long.returncode == 0, long.stderr
+    assert long.stdout == short.stdout == anchored_p.stdout
+    assert "thunder.num_residuals = 1 " in long.stdout
+    no_remat = thunder_opt("--pass-pipeline", "builtin.module(grad{remat=false})",
+                           stdin=REMAT_FN)
+    assert "thunder.num_residuals = 2 " in no_remat.stdout
+    both = thunder_opt("-p", "grad", "--pass-pipeline=builtin.module(grad)", stdin=REMAT_FN)
+    assert_clean_error(both, 2, "give the pipeline once")
+
+
+def _dump_headers(stderr: str) -> list[str]:
+    return re.findall(r"^// -----// IR Dump (.+) //----- //$", stderr, re.M)
+
+
+@pytest.mark.parametrize("flags,headers", [
+    (["--mlir-print-ir-after-all"], ["After Decompose (decompose)", "After Grad (grad)"]),
+    (["--mlir-print-ir-before-all"], ["Before Decompose (decompose)", "Before Grad (grad)"]),
+    (["--mlir-print-ir-before=grad"], ["Before Grad (grad)"]),
+    (["--mlir-print-ir-after=decompose"], ["After Decompose (decompose)"]),
+    (["--mlir-print-ir-before=grad", "--mlir-print-ir-after=grad"],
+     ["Before Grad (grad)", "After Grad (grad)"]),
+    (["--mlir-print-ir-after=grad,decompose"],
+     ["After Decompose (decompose)", "After Grad (grad)"]),
+])
+def test_print_ir_before_and_after(thunder_opt, flags, headers):
+    """mlir-opt's IR printing flags: the module on stderr under its header, the pass's
+    class name and argument, before or after the passes named (or all)."""
+    proc = thunder_opt("-p", "decompose,grad{remat=true}", *flags, stdin=REMAT_FN)
+    assert proc.returncode == 0, proc.stderr
+    assert _dump_headers(proc.stderr) == headers
+    dumps = re.split(r"^// -----// IR Dump .+ //----- //\n", proc.stderr, flags=re.M)[1:]
+    for header, dump in zip(headers, dumps):
+        # before grad: @computation; after it: @forward and @backward
+        differentiated = header == "After Grad (grad)"
+        assert ("func.func @forward" in dump) == differentiated, (header, dump)
+        assert ("func.func @computation" in dump) != differentiated, (header, dump)
+    assert proc.stdout.count("func.func @backward") == 1
+
+
+def test_mlir_timing_report(thunder_opt):
+    """--mlir-timing: mlir-opt's report on stderr: the rules, Total Execution Time, one
+    line per pass, parser and output, percentages of the total."""
+    proc = thunder_opt("-p", "decompose,grad", "--mlir-timing", stdin=REMAT_FN)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == lines[2] == "===" + "-" * 73 + "==="
+    assert lines[1].strip() == "... Execution time report ..."
+    assert re.fullmatch(r"  Total Execution Time: \d+\.\d{4} seconds", lines[3])
+    assert lines[5] == "  ----Wall Time----  ----Name----"
+    rows = [re.fullmatch(r"  +(\d+\.\d{4}) \( *(\d+\.\d)%\)  (.+)", line) for line in lines[6:]]
+    assert all(rows), lines[6:]
+    assert [r.group(3) for r in rows] == ["Parser", "Decompose", "Grad", "Output", "Rest",
+                                          "Total"]
+    assert rows[-1].group(2) == "100.0"
+    assert "func.func @backward" in proc.stdout
+
+
+def _verify(thunder_opt, tmp_path: Path, text: str, *pipeline: str):
+    src = tmp_path / "case.mlir"
+    src.write_text(text)
+    return src, thunder_opt(str(src), *pipeline, "--verify-diagnostics", "--split-input-file")
+
+
+STUCK_WITH_EXPECTATION = STUCK_COMPOSITE.replace(
+    "  %0 = \"thunder.composite\"",
+    "  // expected-error @+1 {{no lowering for 'thunder.composite'}}\n  %0 = \"thunder.composite\"")
+
+
+def test_verify_diagnostics_passes_when_expected(thunder_opt, tmp_path: Path):
+    _, proc = _verify(thunder_opt, tmp_path, STUCK_WITH_EXPECTATION, "-p", "lower-to-stablehlo")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+
+
+def test_verify_diagnostics_fails_on_an_unexpected_diagnostic(thunder_opt, tmp_path: Path):
+    src, proc = _verify(thunder_opt, tmp_path, STUCK_COMPOSITE, "-p", "lower-to-stablehlo")
+    assert_clean_error(proc, 1, "--verify-diagnostics",
+                       f"{src}:2:8: error: unexpected error: lower-to-stablehlo: no lowering "
+                       "for 'thunder.composite'")
+
+
+def test_verify_diagnostics_fails_on_a_missing_diagnostic(thunder_opt, tmp_path: Path):
+    """An expected error nobody produces fails, as does one expected on another line."""
+    text = ("// expected-error @+1 {{never produced}}\n" + ADD_FN + "// -----\n" +
+            STUCK_WITH_EXPECTATION.replace("@+1", "@+2"))
+    src, proc = _verify(thunder_opt, tmp_path, text, "-p", "lower-to-stablehlo")
+    assert_clean_error(proc, 1, f'{src}:1:1: error: expected error "never produced" was not '
+                                "produced",
+                       "unexpected error: lower-to-stablehlo: no lowering",
+                       "expected error \"no lowering for 'thunder.composite'\" was not produced")
+
+
+def test_verify_diagnostics_same_line_and_unknown_location(thunder_opt, tmp_path: Path):
+    """``expected-error {{...}}`` on the op's own line; ``@unknown`` for a diagnostic with
+    no file location (a module built without one)."""
+    same_line = STUCK_EXECUTOR_CALL.replace(
+        'executor = "torch",', 'executor = "torch", // expected-error {{no lowering}}\n')
+    assert same_line.splitlines()[1].endswith("// expected-error {{no lowering}}")
+    _, proc = _verify(thunder_opt, tmp_path, same_line, "-p", "lower-to-stablehlo")
+    assert proc.returncode == 0, proc.stderr
+    unknown = STUCK_EXECUTOR_CALL.replace(
+        f"({T4}) -> {T4}\n", f"({T4}) -> {T4} loc(unknown)\n", 1)
+    assert "loc(unknown)" in unknown
+    src, proc = _verify(thunder_opt, tmp_path, unknown, "-p", "lower-to-stablehlo")
+    assert_clean_error(proc, 1, f"{src}: error: unexpected error: lower-to-stablehlo: no "
+                                "lowering for 'thunder.executor_call'")
+    _, proc = _verify(thunder_opt, tmp_path,
+                      "// expected-error @unknown {{no lowering}}\n" + unknown,
+                      "-p", "lower-to-stablehlo")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_diagnostics_use_the_ops_file_location(thunder_opt, tmp_path: Path):
+    """A pass error names the op's own location when it is a file location, even one in
+    another file (the Python source of a traced program), in file:line:col form."""
+    text = STUCK_COMPOSITE.replace(
+        "({T4}) -> {T4}".format(T4=T4) + "\n  return",
+        "({T4}) -> {T4} loc(\"model.py\":12:5)\n  return".format(T4=T4))
+    assert 'loc("model.py":12:5)' in text
+    src = tmp_path / "stuck.mlir"
+    src.write_text(text)
+    proc = thunder_opt(str(src), "-p", "lower-to-stablehlo")
+    assert_clean_error(proc, 1, "\nmodel.py:12:5: error: lower-to-stablehlo: no lowering "
+                                "for 'thunder.composite'")
+
+
+def test_execution_transform_under_thunder_opt(thunder_opt):
+    """execution-transform{executors=NAME} resolves NAME in the executor registry; an
+    elementwise prim an implementation claims becomes the executor's call. An unknown name
+    is a pass failure with a suggestion."""
+    import itertools
+
+    from thunder_mlir.extend import OperatorExecutor, register_executor
+    import thunder_mlir.torch as ltorch
+
+    name = f"optex{next(itertools.count())}_{id(object())}"
+    ex = register_executor(OperatorExecutor(name))
+    mm = ex.register_operator("mymul", like=lambda a, b: a * b, fn=lambda a, b: a * b)
+    ex.register_implementation(ltorch.mul, execution_transform=lambda a, b: mm(a, b))
+    prim_mul = ADD_FN.replace("thunder.add", "thunder.mul").replace("@f(", "@computation(")
+    proc = thunder_opt("-p", f"execution-transform{{executors={name}}},decompose,partition",
+                       stdin=prim_mul)
+    assert proc.returncode == 0, proc.stderr
+    assert f'callee = "{name}.mymul", executor = "{name}"' in proc.stdout
+    assert '"thunder.mul"' not in proc.stdout
+    bad = thunder_opt("-p", f"execution-transform{{executors={name}x}}", stdin=prim_mul)
+    assert_clean_error(bad, 1, f"no executor named '{name}x' (did you mean '{name}'?)")
+
+
+# ------------------------------------------------ every jit stage, from its pipeline
+def _gpt2_stages(training: bool):
+    os = pytest.importorskip("os")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    transformers = pytest.importorskip("transformers", reason="a test dependency")
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    # the tiny GPT-2 of examples/gpt2_tiny.py and tests/test_models.py
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=1000,
+                                  bos_token_id=999, eos_token_id=999)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    jm = thunder_mlir.jit(model)
+    ids = torch.randint(0, 1000, (1, 16))
+    with torch.set_grad_enabled(training):
+        jm(ids, use_cache=False)
+    return thunder_mlir.last_traces(jm)
+
+
+@pytest.fixture(scope="module")
+def gpt2_training_stages():
+    return _gpt2_stages(training=True)
+
+
+def test_gpt2_every_stage_reproduced_from_initial(thunder_opt, tmp_path: Path,
+                                                  gpt2_training_stages):
+    """Each stage of last_traces records the pipeline that makes it from the previous
+    stage; thunder-opt running the pipelines up to a stage on the ``initial`` text prints
+    exactly that stage (debug info and SSA names included)."""
+    stages = gpt2_training_stages
+    names = [s.name for s in stages]
+    assert names == ["initial", "grad", "prims", "plan", "stablehlo", "xla-compile"]
+    assert [s.pipeline for s in stages] == [
+        None, "builtin.module(grad{remat=true})", "builtin.module(decompose)",
+        "builtin.module(partition)", "builtin.module(lower-to-stablehlo)", None]
+    src = tmp_path / "initial.mlir"
+    src.write_text(stages[0].text)
+    elements = []
+    for stage in stages[1:-1]:
+        elements.append(stage.pipeline[len("builtin.module("):-1])
+        proc = thunder_opt(str(src), f"--pass-pipeline=builtin.module({','.join(elements)})",
+                           "--mlir-print-debuginfo")
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == stage.text, stage.name
+    assert "modeling_gpt2.py" in stages[-2].text  # the debug info is the model's source
+
+
+def test_gpt2_stage_reproduced_by_the_console_script(tmp_path: Path, gpt2_training_stages):
+    """The ``thunder-opt`` console script (a fresh process: nothing shared with the jit's
+    process) reproduces the final stage from the initial one, given the stages'
+    pipelines joined."""
+    stages = gpt2_training_stages
+    src = tmp_path / "initial.mlir"
+    src.write_text(stages[0].text)
+    pipeline = "builtin.module(" + ",".join(
+        s.pipeline[len("builtin.module("):-1] for s in stages if s.pipeline) + ")"
+    script = Path(sys.executable).with_name("thunder-opt")
+    proc = subprocess.run([str(script), str(src), f"--pass-pipeline={pipeline}",
+                           "--mlir-print-debuginfo"], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == stages[-2].text
+
+
+def test_gpt2_inference_stages_reproduced(thunder_opt, tmp_path: Path):
+    """Without grad: initial -> prims -> plan -> stablehlo, each reproduced."""
+    stages = _gpt2_stages(training=False)
+    assert [s.name for s in stages] == ["initial", "prims", "plan", "stablehlo", "xla-compile"]
+    src = tmp_path / "initial.mlir"
+    for previous, stage in zip(stages, stages[1:-1]):
+        src.write_text(previous.text)
+        proc = thunder_opt(str(src), f"--pass-pipeline={stage.pipeline}", "--mlir-print-debuginfo")
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == stage.text, stage.name
+
+
+@pytest.mark.parametrize("mode", ["grad", "value_and_grad"])
+def test_joint_stage_records_its_option(thunder_opt, tmp_path: Path, mode: str):
+    """thunder_mlir.grad / value_and_grad: the joint stage's pipeline carries keep-outputs,
+    and thunder-opt reproduces it."""
+    def f(x, y):
+        return (torch.sin(x * y) + x).sum()
+
+    jfn = thunder_mlir.jit(f)
+    getattr(thunder_mlir, mode)(jfn)(torch.randn(3), torch.randn(3))
+    stages = thunder_mlir.last_traces(jfn)  # the gradient program's
+    joint = next(s for s in stages if s.name == "joint")
+    keep = "true" if mode == "value_and_grad" else "false"
+    assert joint.pipeline == f"builtin.module(joint{{keep-outputs={keep}}})"
+    grad_stage = stages[[s.name for s in stages].index("joint") - 1]
+    src = tmp_path / "grad.mlir"
+    src.write_text(grad_stage.text)
+    proc = thunder_opt(str(src), f"--pass-pipeline={joint.pipeline}", "--mlir-print-debuginfo")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == joint.text

@@ -1,4 +1,5 @@
 // RUN: thunder-opt %s -p grad --split-input-file | filecheck %s
+// RUN: thunder-opt %s --pass-pipeline='builtin.module(grad{remat=false})' --split-input-file | filecheck %s --check-prefix=NOREMAT
 
 // cond: the backward is a cond on the same predicate (a residual) whose branches
 // recompute their forward branch and differentiate it; the residuals are the predicate
@@ -100,5 +101,79 @@ module @conv_transpose_weight_grad {
   func.func @computation(%x: tensor<1x2x3xf32>, %w: tensor<4x2x3xf32>) -> tensor<1x4x5xf32> {
     %0 = "thunder.convolution"(%x, %w) {feature_group_count = 1 : i64, lhs_dilation = array<i64: 1>, padding = array<i64: 2, 2>, rhs_dilation = array<i64: 1>, window_strides = array<i64: 1>} : (tensor<1x2x3xf32>, tensor<4x2x3xf32>) -> tensor<1x4x5xf32>
     return %0 : tensor<1x4x5xf32>
+  }
+}
+
+// -----
+
+// The forward/backward split: @forward returns the output, then the residuals (the two
+// inputs); @backward takes the cotangent, then the residuals in the same order, and
+// returns one gradient per input. The product x * w that log1p's VJP reads is
+// rematerialized (a cheap mul of values saved anyway); without remat it is a third
+// residual that the backward reads instead of recomputing.
+// CHECK-LABEL: module @split
+// CHECK:       func.func @forward(%[[X:[a-z0-9]+]]: tensor<3xf32>, %[[W:[a-z0-9]+]]: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>)
+// CHECK-SAME:    thunder.num_outputs = 1
+// CHECK-NEXT:    %[[P:.*]] = "thunder.mul"(%[[X]], %[[W]])
+// CHECK-NEXT:    %[[Y:.*]] = "thunder.log1p"(%[[P]])
+// CHECK-NEXT:    return %[[Y]], %[[W]], %[[X]] :
+// CHECK:       func.func @backward(%[[G:[a-z0-9]+]]: tensor<3xf32>, %[[RW:[a-z0-9]+]]: tensor<3xf32>, %[[RX:[a-z0-9]+]]: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>)
+// CHECK-SAME:    thunder.num_residuals = 2
+// CHECK-NEXT:    %[[RP:.*]] = "thunder.mul"(%[[RX]], %[[RW]])
+// CHECK-NEXT:    %[[ONE:.*]] = "thunder.full"()
+// CHECK-NEXT:    %[[D:.*]] = "thunder.add"(%[[RP]], %[[ONE]])
+// CHECK-NEXT:    %[[GP:.*]] = "thunder.div"(%[[G]], %[[D]])
+// CHECK-NEXT:    %[[GX:.*]] = "thunder.mul"(%[[GP]], %[[RW]])
+// CHECK-NEXT:    %[[GW:.*]] = "thunder.mul"(%[[GP]], %[[RX]])
+// CHECK-NEXT:    return %[[GX]], %[[GW]]
+// NOREMAT-LABEL: module @split
+// NOREMAT:       func.func @forward(%[[X:[a-z0-9]+]]: tensor<3xf32>, %[[W:[a-z0-9]+]]: tensor<3xf32>)
+// NOREMAT-NEXT:    %[[P:.*]] = "thunder.mul"(%[[X]], %[[W]])
+// NOREMAT-NEXT:    %[[Y:.*]] = "thunder.log1p"(%[[P]])
+// NOREMAT-NEXT:    return %[[Y]], %[[P]], %[[W]], %[[X]] :
+// NOREMAT:       func.func @backward(%[[G:[a-z0-9]+]]: tensor<3xf32>, %[[RP:[a-z0-9]+]]: tensor<3xf32>, %[[RW:[a-z0-9]+]]: tensor<3xf32>, %[[RX:[a-z0-9]+]]: tensor<3xf32>)
+// NOREMAT-SAME:    thunder.num_residuals = 3
+// NOREMAT-NEXT:    %[[ONE:.*]] = "thunder.full"()
+// NOREMAT-NEXT:    %[[D:.*]] = "thunder.add"(%[[RP]], %[[ONE]])
+module @split {
+  func.func @computation(%x: tensor<3xf32>, %w: tensor<3xf32>) -> tensor<3xf32> {
+    %0 = "thunder.mul"(%x, %w) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    %1 = "thunder.log1p"(%0) : (tensor<3xf32>) -> tensor<3xf32>
+    return %1 : tensor<3xf32>
+  }
+}
+
+// -----
+
+// Rematerialization of a chain of cheap ops: tanh(exp(x)) saves only x (4 floats) and the
+// backward recomputes exp and tanh from it; grad{remat=false} saves exp(x) and tanh(exp(x))
+// (8 floats) and the backward computes neither.
+// CHECK-LABEL: module @remat
+// CHECK:       func.func @forward(%[[X:[a-z0-9]+]]: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+// CHECK:         return %{{.*}}, %[[X]] : tensor<4xf32>, tensor<4xf32>
+// CHECK:       func.func @backward(%[[G:[a-z0-9]+]]: tensor<4xf32>, %[[RX:[a-z0-9]+]]: tensor<4xf32>) -> tensor<4xf32>
+// CHECK-SAME:    thunder.num_residuals = 1
+// CHECK-NEXT:    %[[E:.*]] = "thunder.exp"(%[[RX]])
+// CHECK-NEXT:    %[[T:.*]] = "thunder.tanh"(%[[E]])
+// CHECK:         "thunder.mul"(%[[T]], %[[T]])
+// CHECK:         return
+// NOREMAT-LABEL: module @remat
+// NOREMAT:       func.func @forward(%[[X:[a-z0-9]+]]: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+// NOREMAT-NEXT:    %[[E:.*]] = "thunder.exp"(%[[X]])
+// NOREMAT-NEXT:    %[[T:.*]] = "thunder.tanh"(%[[E]])
+// NOREMAT-NEXT:    return %[[T]], %[[T]], %[[E]] :
+// NOREMAT:       func.func @backward(%[[G:[a-z0-9]+]]: tensor<4xf32>, %[[RT:[a-z0-9]+]]: tensor<4xf32>, %[[RE:[a-z0-9]+]]: tensor<4xf32>) -> tensor<4xf32>
+// NOREMAT-SAME:    thunder.num_residuals = 2
+// NOREMAT-NOT:     thunder.exp
+// NOREMAT-NOT:     thunder.tanh
+// NOREMAT:         "thunder.mul"(%[[RT]], %[[RT]])
+// NOREMAT-NOT:     thunder.exp
+// NOREMAT:         "thunder.mul"(%{{.*}}, %[[RE]])
+// NOREMAT-NEXT:    return
+module @remat {
+  func.func @computation(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %e = "thunder.exp"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    %y = "thunder.tanh"(%e) : (tensor<4xf32>) -> tensor<4xf32>
+    return %y : tensor<4xf32>
   }
 }

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 
 class ThunderError(Exception):
-    """Base class of thunder_mlir's errors."""
+    """Base class of thunder_mlir's errors. ``location``: the MLIR location of the op at
+    fault, where a pass knows it (thunder-opt prints it as ``file:line:col: error:``)."""
+
+    location = None
 
 
 class TraceError(ThunderError):
@@ -40,6 +43,11 @@ class CompileError(ThunderError):
 
 class PassError(ThunderError):
     """A pass failed on a module (bad IR, unknown pass, failed verification)."""
+
+
+class PipelineError(PassError):
+    """A pass pipeline string names an unknown pass or option, or has a bad value
+    (``transforms/registry.parse_pipeline``)."""
 
 
 class UnsupportedError(TraceError, NotImplementedError):

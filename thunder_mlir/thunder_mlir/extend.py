@@ -8,6 +8,7 @@ from thunder_mlir.errors import ExecutorError  # noqa: F401
 from thunder_mlir.executors.extend import (  # noqa: F401
     OperatorExecutor, get_all_executors, get_executor, get_grad, put_grad, put_grads,
     register_executor)
+from thunder_mlir.executors import execution_transform  # noqa: F401 (registers the pass)
 
 __all__ = ["OperatorExecutor", "ExecutorError", "register_executor", "get_executor",
            "get_all_executors", "get_grad", "put_grad", "put_grads"]

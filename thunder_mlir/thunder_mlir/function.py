@@ -45,18 +45,23 @@ WRITE_BACKS_ATTR = "thunder.num_write_backs"  # trailing results copied back int
 
 
 class Stage:
-    """One stage of a compilation: ``name``, MLIR ``text`` and ``seconds`` it took."""
+    """One stage of a compilation: ``name``, MLIR ``text``, ``seconds`` it took and
+    ``pipeline``: the pass pipeline that makes ``text`` from the previous stage's text
+    (``builtin.module(grad{remat=true})``, the syntax of ``thunder-opt --pass-pipeline``;
+    None for the ``initial`` trace and the ``xla-compile`` step, which are not passes)."""
 
-    __slots__ = ("name", "text", "seconds")
+    __slots__ = ("name", "text", "seconds", "pipeline")
 
-    def __init__(self, name: str, text: str, seconds: float):
+    def __init__(self, name: str, text: str, seconds: float, pipeline: str | None = None):
         self.name, self.text, self.seconds = name, text, seconds
+        self.pipeline = pipeline
 
     def __str__(self) -> str:
         return f"// ----- {self.name} ({self.seconds * 1e3:.1f} ms)\n{self.text}"
 
     def __repr__(self) -> str:
-        return f"Stage({self.name!r}, {len(self.text)} chars, {self.seconds * 1e3:.1f} ms)"
+        return (f"Stage({self.name!r}, {len(self.text)} chars, {self.seconds * 1e3:.1f} ms, "
+                f"pipeline={self.pipeline!r})")
 
 
 def _unsupported(x, path: str):
@@ -281,9 +286,9 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
 
 def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
              joint: str | None = None, watch=()) -> CacheEntry:
-    from thunder_mlir.transforms.registry import PASSES
+    from thunder_mlir.executors import execution_transform  # noqa: F401 (registers it)
     from thunder_mlir.transforms.grad import DIFF_OUTPUTS, backward_error, reached_inputs
-    from thunder_mlir.transforms.torch_vjp import SIDE_TABLE as GRAD_SIDE_TABLE
+    from thunder_mlir.transforms.registry import PassContext, parse_element, pipeline_string
 
     from thunder_mlir.runtime.plan import build_plan
 
@@ -296,7 +301,6 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     trace, out_spec, out_leaves, monitor = trace_function(
         fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None, watch=watch)
     module = trace.module
-    stages.append(Stage("initial", _asm(module), time.perf_counter() - t0))
     # (before the passes rewrite the values the proxies hold)
     output_views = [] if joint else aliasing.output_views(
         trace.inputs, [x for x in out_leaves if type(x) is TensorProxy])
@@ -313,7 +317,6 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
             f"in-place updates of inputs that require grad are not supported ({', '.join(names)}"
             "); use the out-of-place form (inputs that do not require grad, such as "
             "buffers, may be updated in place)")
-    pipeline = []
     if needs_grad:  # grad sees composites, so composite-level VJP rules can apply
         extra = len(trace.entry.arguments) - len(tensors)  # the seed: not differentiated
         trace.func_op.attributes["thunder.requires_grad"] = ir.ArrayAttr.get(
@@ -321,31 +324,28 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         trace.func_op.attributes[DIFF_OUTPUTS] = ir.ArrayAttr.get(
             [ir.BoolAttr.get(d, trace.ctx)
              for d in diff_outputs + [False] * len(trace.mutated_inputs)], trace.ctx)
-        pipeline.append(("grad", "grad"))
+    # (the grad attributes are part of the initial stage: thunder-opt's grad reads them)
+    stages.append(Stage("initial", _asm(module), time.perf_counter() - t0))
+    # Each stage is one pass of the registry thunder-opt uses, built from its pipeline
+    # element (the Stage records the element, so thunder-opt reproduces the stage).
+    elements = []
+    if needs_grad:
+        elements.append(("grad", "grad{remat=true}"))
     if joint:
-        pipeline.append(("joint", "joint"))
+        keep = "true" if joint == "value_and_grad" else "false"
+        elements.append(("joint", f"joint{{keep-outputs={keep}}}"))
     if ext.executors:  # after grad: executors also claim the backward's ops
-        pipeline.append(("execution", "execution-transform"))
-    pipeline += [("prims", "decompose"), ("plan", "partition"),
+        names = ",".join(e.name for e in ext.executors)
+        elements.append(("execution", f"execution-transform{{executors={names}}}"))
+    elements += [("prims", "decompose"), ("plan", "partition"),
                  ("stablehlo", "lower-to-stablehlo")]
-    for stage_name, pass_name in pipeline:
+    ctx = PassContext(side_table=trace.side_table, compile_state=ext, device=trace.device)
+    for stage_name, element in elements:
         t = time.perf_counter()
-        if pass_name == "execution-transform":
-            ext.transform(module, trace)
-        else:
-            if pass_name == "grad":
-                token = GRAD_SIDE_TABLE.set(trace.side_table)
-                try:
-                    PASSES[pass_name].run(module)
-                finally:
-                    GRAD_SIDE_TABLE.reset(token)
-            elif pass_name == "joint":
-                from thunder_mlir.transforms import joint as joint_pass
-
-                joint_pass.run(module, keep_outputs=joint == "value_and_grad")
-            else:
-                PASSES[pass_name].run(module)
-        stages.append(Stage(stage_name, _asm(module), time.perf_counter() - t))
+        pass_ = parse_element(element)
+        pass_(module, ctx)
+        stages.append(Stage(stage_name, _asm(module), time.perf_counter() - t,
+                            pipeline_string([pass_])))
     t = time.perf_counter()
     if needs_grad and not joint:
         from thunder_mlir.transforms.grad import residual_bytes

@@ -33,6 +33,7 @@ import torch
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
+from thunder_mlir.errors import PassError
 from thunder_mlir.ir import dtypes
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 from thunder_mlir.ir.dialect import REGION_OPS
@@ -40,7 +41,7 @@ from thunder_mlir.ir.regions import (
     eliminate_dead_code, inline_block, nested_ops, operand_sites)
 
 from thunder_mlir.transforms.backprop import accumulate, backprop, mark_active
-from thunder_mlir.transforms.torch_vjp import CUSTOM_VJP_ATTR
+from thunder_mlir.transforms.torch_vjp import CUSTOM_VJP_ATTR, SIDE_TABLE
 from thunder_mlir.transforms.vjp_composites import APPLIES, COMPOSITE_VJP
 
 NAME = "grad"
@@ -68,16 +69,26 @@ def _nbytes(t: ir.Type) -> int:
         torch.empty((), dtype=dtypes.torch_dtype(t)).element_size()
 
 
-def run(module: ir.Module) -> None:
-    """Differentiate ``@computation`` (see module docstring)."""
+def run(module: ir.Module, remat: bool = True, side_table: list | None = None) -> None:
+    """Differentiate ``@computation`` (see module docstring). ``remat``: rematerialize
+    cheap ops in the backward (False: every forward value the backward reads is a
+    residual). ``side_table``: jit's runtime callables of executor calls, appended to by
+    VJPs that run torch.autograd (torch_vjp.py); None (thunder-opt): such VJPs raise
+    GradError. Raises PassError if the module has no ``@computation``."""
     with module.context, ir.Location.unknown():
         fwd = _func(module, "computation")
         if fwd is None:
-            raise ValueError("grad: the module has no func.func @computation")
-        _differentiate(module, fwd)
+            error = PassError("grad: the module has no func.func @computation")
+            error.location = module.operation.location
+            raise error
+        token = SIDE_TABLE.set(side_table)
+        try:
+            _differentiate(module, fwd, remat)
+        finally:
+            SIDE_TABLE.reset(token)
 
 
-def _differentiate(module: ir.Module, fwd) -> None:
+def _differentiate(module: ir.Module, fwd, remat: bool) -> None:
     from thunder_mlir.frontend.tracing import Trace
 
     block = fwd.regions[0].blocks[0]
@@ -135,7 +146,7 @@ def _differentiate(module: ir.Module, fwd) -> None:
     bwd = bt.func_op.operation
     # rules emit cotangents for every operand; those of inactive operands are unused
     eliminate_dead_code(bwd.regions[0].blocks[0])
-    residuals = _split(fwd, bwd, body)
+    residuals = _split(fwd, bwd, body, remat)
     # forward returns outputs + residuals
     with ir.InsertionPoint(ret):
         func_d.ReturnOp(outputs + residuals)
@@ -181,8 +192,9 @@ def _inline_composites_without_rules(block) -> None:
             changed = True
 
 
-def _split(fwd, bwd, body) -> list[ir.Value]:
-    """Rematerialize cheap values, then turn remaining forward values into residuals.
+def _split(fwd, bwd, body, remat: bool) -> list[ir.Value]:
+    """Rematerialize cheap values (if ``remat``), then turn remaining forward values into
+    residuals.
 
     ``uses`` maps each forward value the backward reads to its (op, operand index) sites,
     built once and kept up to date, so each rewrite touches only its own uses.
@@ -198,7 +210,7 @@ def _split(fwd, bwd, body) -> list[ir.Value]:
             if v in forward_values:
                 uses.setdefault(v, []).append((user, i))
     needed = list(uses)
-    changed = True
+    changed = remat
     while changed:
         changed = False
         for v in list(needed):

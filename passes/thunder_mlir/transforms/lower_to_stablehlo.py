@@ -126,6 +126,8 @@ def _check_lowerable(f) -> None:
     f.walk(cb, ir.WalkOrder.PRE_ORDER)
     if bad:
         op = bad[0]
-        raise LoweringError(
+        error = LoweringError(
             f"lower-to-stablehlo: no lowering for '{op.name}' at {op.location} "
             f"(composites must be decomposed and executor calls partitioned out first)")
+        error.location = op.location
+        raise error

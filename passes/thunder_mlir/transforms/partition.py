@@ -112,16 +112,20 @@ def _partition(module: ir.Module, f) -> None:
 
 def _check_region_op(o: ir.Operation) -> None:
     if o.name in ("thunder.composite", "thunder.checkpoint"):
-        raise PassError(f"partition: {o.name} at {o.location} must be decomposed first "
-                        "(run decompose before partition)")
+        error = PassError(f"partition: {o.name} at {o.location} must be decomposed first "
+                          "(run decompose before partition)")
+        error.location = o.location
+        raise error
     for inner in nested_ops(o):
         if inner.name in EXECUTOR_OPS:
             callee = ir.StringAttr(inner.attributes["callee"]).value
-            raise PassError(
+            error = PassError(
                 f"partition: {callee} at {inner.location} runs on the "
                 f"{ir.StringAttr(inner.attributes['executor']).value} executor, inside the "
                 f"region of {o.name} at {o.location}; the ops of a control-flow region must "
                 "all lower to XLA (see thunder_mlir.examine for why an op falls back)")
+            error.location = inner.location
+            raise error
 
 
 def _outline(module, f, group, k, terminator) -> None:

@@ -19,9 +19,10 @@ from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 CUSTOM_VJP_ATTR = "vjp"  # on a composite: side-table index of its VJP rule
 
 
-# The trace's side table of executor implementations, set by ``jit`` while the pass runs,
-# so torch-fallback ops can be differentiated by torch.autograd (see executor_call_vjp).
-# Unset (e.g. under thunder-opt), an executor call on the differentiated path is an error.
+# The trace's side table of executor implementations, set by ``grad.run`` from its
+# ``side_table`` argument (jit's PassContext) while the pass runs, so torch-fallback ops can
+# be differentiated by torch.autograd (see executor_call_vjp). Unset (thunder-opt), an
+# executor call on the differentiated path is an error.
 SIDE_TABLE: contextvars.ContextVar = contextvars.ContextVar("thunder_side_table", default=None)
 
 

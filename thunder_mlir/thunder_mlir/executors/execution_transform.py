@@ -26,21 +26,73 @@ types than the prim is left alone (the ``ltorch`` symbol and the prim differ the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import torch
 from torch_mlir import ir
 
-from thunder_mlir.errors import ExecutorError
+from thunder_mlir.errors import ExecutorError, PipelineError
+from thunder_mlir.executors.extend import CompileState, activated, check, \
+    get_all_executors, get_executor, make_runner
 from thunder_mlir.ir.dialect import ExecutorCallOp, segment_kwargs
 from thunder_mlir.ir.dialect import BINARY_PRIMS, UNARY_PRIMS
+from thunder_mlir.transforms.registry import ModulePass, PassContext, did_you_mean, \
+    register_pass
 
 NAME = "execution-transform"
 PLAN_FUNCTIONS = ("computation", "forward", "backward")
 _PRIMS = {f"thunder.{p}": p for p in UNARY_PRIMS + BINARY_PRIMS}
 
 
-def run(module: ir.Module, state, side_table: list, device: torch.device) -> None:
-    """Apply ``state.executors`` (a thunder_mlir.extend.CompileState) to ``module``;
-    runtime callables of executor calls are appended to ``side_table``."""
+@register_pass
+@dataclass(frozen=True)
+class ExecutionTransform(ModulePass):
+    """``execution-transform{executors=a,b}``: the user executors named (priority order)
+    claim ops (module docstring). Under ``jit`` the names refer to the executors passed to
+    ``jit`` (``PassContext.compile_state``, which also holds the calls recorded at trace
+    time); otherwise to executors registered with ``thunder_mlir.extend.register_executor``.
+    Without recorded calls (thunder-opt on a printed module) only elementwise prims can be
+    claimed, as composites' Python arguments are not in the IR. Raises PipelineError for
+    an executor name that resolves to nothing."""
+
+    name: ClassVar[str] = NAME
+    summary: ClassVar[str] = "user executors claim ops (thunder_mlir.extend)"
+    executors: tuple[str, ...] = ()
+
+    def apply(self, module: ir.Module, ctx: PassContext) -> None:
+        state = ctx.compile_state
+        available = list(state.executors) if state is not None else []
+        chosen = []
+        for name in self.executors:
+            found = [e for e in available if e.name == name]
+            if not found and get_executor(name) is not None:
+                found = [get_executor(name)]
+            if not found:
+                known = [e.name for e in available] + [e.name for e in get_all_executors()]
+                raise PipelineError(f"execution-transform: no executor named '{name}'"
+                                    f"{did_you_mean(name, known)} (executors are registered "
+                                    "with thunder_mlir.extend.register_executor)")
+            chosen += found
+        calls = state.calls if state is not None else []
+        device = ctx.device if ctx.device is not None else _module_device(module)
+        # (the calls of operators the transforms emit are recorded in the same list)
+        with activated(CompileState(tuple(chosen), calls)) as active:
+            run(module, active, ctx.side_table if ctx.side_table is not None else [], device)
+
+
+def _module_device(module: ir.Module) -> torch.device:
+    with module.context:
+        for f in module.body.operations:
+            if "thunder.device" in f.operation.attributes:
+                return torch.device(ir.StringAttr(f.operation.attributes["thunder.device"]).value)
+    return torch.device("cpu")
+
+
+def run(module: ir.Module, state: CompileState, side_table: list,
+        device: torch.device) -> None:
+    """Apply ``state.executors`` to ``module``; runtime callables of executor calls are
+    appended to ``side_table``."""
     from thunder_mlir.frontend.tracing import Trace
 
     trace = Trace(device, module=module)
@@ -65,8 +117,6 @@ def _process(trace, state, ops, excluded: frozenset) -> None:
 
 
 def _claim(trace, state, op, name: str, excluded, prim: bool = False) -> bool:
-    from thunder_mlir.executors.extend import check
-
     for ex in state.executors:
         impl = ex.implementations.get(name)
         if impl is not None and impl.execution_transform is not None \
@@ -135,7 +185,6 @@ def _transform(trace, state, op, ex, name, impl, args, excluded, prim) -> bool:
 
 def _to_executor_call(trace, op, ex, sym, rec) -> None:
     from thunder_mlir.ir import dtypes
-    from thunder_mlir.executors.extend import make_runner
 
     results = list(op.results)
     types = [r.type for r in results]

@@ -18,7 +18,8 @@ How it maps onto the pipeline (``jit.compile_function``):
   region is the traced ``like`` (so output metadata, grad and an XLA fallback come for
   free). With ``meta=`` instead of ``like=`` it has no decomposition and is recorded
   directly as a ``thunder.executor_call``.
-* The **execution** stage (``passes/execution_transform.py``) runs after ``grad`` and
+* The **execution** stage (the ``execution-transform`` pass, ``execution_transform.py``)
+  runs after ``grad`` and
   before ``decompose``: for each top-level op of the plan functions, the executors passed
   to ``jit`` are asked in priority order; an implementation whose checker accepts replaces
   the op by its traced ``execution_transform`` (which may emit any ops: those nobody
@@ -244,15 +245,12 @@ class CompileState:
         return any(ex.can_claim(name) for ex in self.executors)
 
     def record(self, op: ir.Operation) -> CallRecord | None:
+        """The call recorded for composite ``op`` (its ``thunder.call`` index), or None
+        (none recorded, or a module parsed from text whose records are not held here)."""
         if "thunder.call" not in op.attributes:
             return None
-        return self.calls[ir.IntegerAttr(op.attributes["thunder.call"]).value]
-
-    def transform(self, module: ir.Module, trace) -> None:
-        """Run the execution-transform pass (after grad, before decompose)."""
-        from thunder_mlir.executors import execution_transform
-
-        execution_transform.run(module, self, trace.side_table, trace.device)
+        index = ir.IntegerAttr(op.attributes["thunder.call"]).value
+        return self.calls[index] if 0 <= index < len(self.calls) else None
 
 
 def current_state() -> CompileState | None:
@@ -266,10 +264,18 @@ def compiling(executors):
     for ex in executors:
         if not isinstance(ex, OperatorExecutor):
             raise TypeError(f"executors must be OperatorExecutor objects, got {ex!r}")
+    with activated(CompileState(executors)) as state:
+        yield state
+
+
+@contextmanager
+def activated(state: CompileState):
+    """Make ``state`` the current compile state inside (the calls of composites traced
+    inside are recorded in it, ``_on_composite``)."""
     prev = current_state()
-    _local.state = CompileState(executors)
+    _local.state = state
     try:
-        yield _local.state
+        yield state
     finally:
         _local.state = prev
 

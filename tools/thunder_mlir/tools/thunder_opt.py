@@ -1,25 +1,43 @@
 """``thunder-opt``: run thunder_mlir passes on an ``.mlir`` file, like ``mlir-opt``.
 
+    thunder-opt FILE.mlir --pass-pipeline='builtin.module(decompose,grad{remat=true})'
     thunder-opt FILE.mlir -p decompose,partition,lower-to-stablehlo [-o OUT]
     thunder-opt - -p canonicalize,cse < in.mlir          # '-' (the default) reads stdin
-    thunder-opt in.mlir -p decompose --print-ir-after-all --dump-dir dumps/
+    thunder-opt in.mlir -p decompose --mlir-print-ir-after-all --dump-dir dumps/
+    thunder-opt bad.mlir -p grad --verify-diagnostics --split-input-file
+    thunder-opt in.mlir -p decompose,partition --mlir-timing
 
 The file is parsed in a context with the thunder dialect loaded, each pipeline element runs
-in order and the module is verified after it, and the result is printed. A pipeline element
-is either a pass of the shared registry (``thunder_mlir.transforms.registry.PASSES``, the same objects
-``jit`` runs, so every stage of ``last_traces`` can be reproduced here) or an upstream MLIR
-pipeline element that ``PassManager`` parses (``canonicalize``, ``cse``, ``func.func(cse)``,
+in order and the module is verified after it, and the result is printed. A pipeline
+(``--pass-pipeline``, or ``-p``: the same text, ``builtin.module(...)`` optional) is parsed
+by the shared registry (``thunder_mlir.transforms.registry``): each element is a pass value
+of the registry (``grad{remat=false}``, the objects ``jit`` runs; every stage of
+``last_traces`` records the pipeline that reproduces it here) or an upstream MLIR pipeline
+element that ``PassManager`` parses (``canonicalize``, ``cse``, ``func.func(cse)``,
 ``stablehlo-refine-shapes``, ...). Python passes cannot be named inside an MLIR pipeline
 string (toolchain.md §2), so the mapping happens here, one element at a time.
 
-``--split-input-file`` treats chunks separated by ``// -----`` lines as separate modules,
-keeping their line numbers, so one test file can hold several cases that need the same
-function name (``partition`` works on ``@computation``).
+mlir-opt's flags (``mlir/lib/Tools/mlir-opt/MlirOptMain.cpp``, ``mlir/lib/Pass/IRPrinting.cpp``,
+``mlir/lib/Support/Timing.cpp``):
 
-Exit status: 0 on success, 1 for bad input (unreadable file, invalid IR, a failing pass),
-2 for usage errors (bad flags, unknown pass names). Errors are one short message with the
-MLIR diagnostic (``"file.mlir":line:col: ...``), never a Python traceback unless
-``--traceback`` is given.
+* ``--mlir-print-ir-before=P``/``--mlir-print-ir-after=P`` (a pass name, repeatable or
+  comma-separated), ``--mlir-print-ir-before-all``/``--mlir-print-ir-after-all``: the
+  module to stderr under ``// -----// IR Dump After Grad (grad) //----- //`` headers;
+* ``--verify-diagnostics``: the file's ``// expected-error {{text}}`` comments (on the
+  line of the op; ``@+N``/``@-N``/``@above``/``@below`` for another line, ``@unknown``
+  for a diagnostic with no location) must each match a produced diagnostic (same line,
+  message containing the text), and every produced diagnostic must be expected; exit 0
+  exactly then;
+* ``--mlir-timing``: a wall-time report per pass to stderr;
+* ``--split-input-file``: chunks separated by ``// -----`` lines are separate modules,
+  keeping their line numbers, so one test file can hold several cases that need the same
+  function name (``partition`` works on ``@computation``).
+
+Diagnostics read ``FILE:LINE:COL: error: MESSAGE``: the op's location where it is a file
+location (``loc("f.mlir":3:5)``), else the input file with no line. Exit status: 0 on
+success, 1 for bad input (unreadable file, invalid IR, a failing pass, unmet expected
+diagnostics), 2 for usage errors (bad flags, unknown pass names or options, with a "did
+you mean"). Never a Python traceback unless ``--traceback`` is given.
 """
 
 from __future__ import annotations
@@ -28,53 +46,76 @@ import argparse
 import functools
 import re
 import sys
+import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
 
+from thunder_mlir.errors import PipelineError, ThunderError
+from thunder_mlir.executors import execution_transform  # noqa: F401 (registers the pass)
 from thunder_mlir.ir.context import get_context
-from thunder_mlir.errors import ThunderError
-from thunder_mlir.transforms.registry import PASSES
+from thunder_mlir.transforms.registry import PASSES, did_you_mean, parse_element, \
+    split_top_level, strip_anchor
 
 PROG = "thunder-opt"
 SPLIT_MARKER = "// -----"
+# upstream passes named in "did you mean" suggestions besides the registry's
+UPSTREAM_NAMES = ("canonicalize", "cse", "symbol-dce", "inline", "sccp",
+                  "stablehlo-refine-shapes", "stablehlo-aggressive-simplification")
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One diagnostic: ``file``, ``line``, ``col`` (None: no file location), ``message``."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    col: int | None = None
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}:{self.col}: " if self.line is not None else \
+            (f"{self.file}: " if self.file else "")
+        return f"{where}{self.severity}: {self.message}"
 
 
 class OptError(Exception):
-    """A failure reported to the user as ``thunder-opt: error: ...`` with an exit code."""
+    """A failure reported to the user as ``thunder-opt: error: ...`` with an exit code and
+    the MLIR diagnostics behind it."""
 
-    def __init__(self, message: str, code: int = 1):
+    def __init__(self, message: str, code: int = 1, diagnostics: list[Diagnostic] = ()):
         super().__init__(message)
         self.code = code
+        self.diagnostics = list(diagnostics)
+
+    def report(self) -> str:
+        lines = [f"{PROG}: error: {self}"] + [str(d) for d in self.diagnostics]
+        return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One pipeline element: its name as written and how to run it on a module."""
+    """One pipeline element: ``argument`` (its text, ``grad{remat=true}``), ``title``
+    (the pass's class name for a registry pass, as mlir-opt's IR dumps name passes),
+    ``pass_name`` (what ``--mlir-print-ir-before=`` matches) and how to run it."""
 
-    name: str
-    run: Callable[[ir.Module], None]
+    argument: str
+    title: str
+    pass_name: str
+    run: Callable[[ir.Module], None] = field(compare=False)
 
 
 # ------------------------------------------------------------------ pipeline
 def split_pipeline(text: str) -> list[str]:
-    """Split ``a,b(c,d),e{x=1,y=2}`` at top-level commas into its elements."""
-    elements, depth, current = [], 0, ""
-    for ch in text:
-        if ch in "({[":
-            depth += 1
-        elif ch in ")}]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            elements.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    elements.append(current.strip())
+    """The elements of a pipeline (``builtin.module(a,b(c,d),e{x=1 y=2})`` or the short
+    form ``a,b(c,d),e{x=1 y=2}``), split at top-level commas."""
+    body = strip_anchor(text)
+    elements = split_top_level(body) if body else []
     if any(not e for e in elements):
         raise OptError(f"empty element in pass pipeline '{text}'", code=2)
     return elements
@@ -88,13 +129,16 @@ def _upstream_stage(element: str) -> Stage:
         pm = PassManager.parse(pipeline)
     except ValueError as e:  # the binding raises ValueError with the parser's message
         detail = str(e).split("error:", 1)[-1].strip().splitlines()[0]
-        raise OptError(f"unknown pass '{element}': not a thunder pass "
-                       f"({', '.join(PASSES)}) and not an MLIR pass ({detail}); "
-                       f"see {PROG} --list-passes", code=2) from None
+        name = re.split(r"[{(]", element, maxsplit=1)[0].strip()
+        raise OptError(f"unknown pass '{element}'"
+                       f"{did_you_mean(name, list(PASSES) + list(UPSTREAM_NAMES))}: "
+                       f"not a thunder pass ({', '.join(PASSES)}) and not an MLIR pass "
+                       f"({detail}); see {PROG} --list-passes", code=2) from None
 
     def run(module: ir.Module) -> None:
         pm.run(module.operation)
-    return Stage(element, run)
+    name = re.split(r"[{(]", element, maxsplit=1)[0].strip()
+    return Stage(element, element, name, run)
 
 
 @functools.cache
@@ -106,11 +150,23 @@ def _register_upstream_passes() -> None:
 
 
 def build_pipeline(text: str | None) -> list[Stage]:
-    """The stages of a ``-p`` string: registry passes by name, anything else upstream MLIR."""
+    """The stages of a pipeline string: registry passes by name (with their options),
+    anything else upstream MLIR. Raises OptError (code 2) for unknown names or options."""
     if not text:
         return []
-    return [Stage(e, PASSES[e].run) if e in PASSES else _upstream_stage(e)
-            for e in split_pipeline(text)]
+    stages = []
+    for element in split_pipeline(text):
+        name = re.split(r"[{(]", element, maxsplit=1)[0].strip()
+        if name not in PASSES:
+            stages.append(_upstream_stage(element))
+            continue
+        try:
+            value = parse_element(element)
+        except PipelineError as e:
+            raise OptError(str(e), code=2) from None
+        stages.append(Stage(value.pipeline_element(), type(value).__name__, value.name,
+                            value))
+    return stages
 
 
 # ----------------------------------------------------------------- parse/print
@@ -149,7 +205,7 @@ def parse_module(text: str, source_name: str) -> ir.Module:
             # numbers stay right (columns of line 1 shift by 8).
             parsed = ir.Operation.parse("module {" + text + "\n}", source_name=source_name)
     except ir.MLIRError as e:
-        raise OptError(f"cannot parse '{source_name}':\n{_diagnostics(e)}") from None
+        raise OptError(f"cannot parse '{source_name}'", diagnostics=_diagnostics(e)) from None
     op = parsed.operation
     module = ir.Module.create(loc=op.location)
     if op.name == "builtin.module":  # move the body and attributes (sym_name) over
@@ -162,66 +218,250 @@ def parse_module(text: str, source_name: str) -> ir.Module:
     return module
 
 
-def _diagnostics(e: ir.MLIRError) -> str:
-    """The MLIR diagnostics of ``e``, one per line (``error: "f.mlir":3:5: ...``)."""
-    lines = str(e).splitlines()
-    return "\n".join(line for line in lines[1:] if line.strip()) or str(e)
+_FILE_LOC = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
 
 
-def print_modules(modules: list[ir.Module], debuginfo: bool) -> str:
-    """The modules' text, separated by ``// -----`` lines when there are several."""
-    texts = [m.operation.get_asm(enable_debug_info=debuginfo) for m in modules]
+def diagnostic_at(location, message: str, source_name: str | None) -> Diagnostic:
+    """A diagnostic at ``location`` (an ir.Location or None): the first file location in
+    it (``loc("f.mlir":3:5)``, also inside a name, call-site or fused location), else the
+    input file with no line."""
+    m = _FILE_LOC.search(str(location)) if location is not None else None
+    if m is None:
+        return Diagnostic(message, source_name)
+    return Diagnostic(message, m.group(1), int(m.group(2)), int(m.group(3)))
+
+
+def _diagnostics(e: ir.MLIRError) -> list[Diagnostic]:
+    """The error diagnostics of ``e`` (the binding's raised form of MLIR diagnostics)."""
+    diags = [diagnostic_at(d.location, d.message, None) for d in e.error_diagnostics]
+    return diags or [Diagnostic(str(e))]
+
+
+def print_modules(texts: list[str]) -> str:
+    """Module texts, separated by ``// -----`` lines when there are several."""
     return f"{SPLIT_MARKER}\n".join(texts)
 
 
+def _asm(module: ir.Module, debuginfo: bool) -> str:
+    return module.operation.get_asm(enable_debug_info=debuginfo)
+
+
 # ----------------------------------------------------------------------- run
-def run_stage(stage: Stage, module: ir.Module) -> None:
-    """Run one stage on ``module`` and verify the result; failures become OptError."""
+def run_stage(stage: Stage, module: ir.Module, source_name: str) -> None:
+    """Run one stage on ``module`` and verify the result; failures become OptError with
+    the diagnostics (the failing op's location where the pass names it)."""
     try:
         with module.context, ir.Location.unknown():
             stage.run(module)
     except ir.MLIRError as e:
-        raise OptError(f"pass '{stage.name}' failed:\n{_diagnostics(e)}") from None
+        raise OptError(f"pass '{stage.argument}' failed", diagnostics=_diagnostics(e)) from None
     except (ThunderError, NotImplementedError) as e:  # e.g. LoweringError naming the op
-        raise OptError(f"pass '{stage.name}' failed: {e}") from None
+        where = getattr(e, "location", None)
+        raise OptError(f"pass '{stage.argument}' failed: {e}",
+                       diagnostics=[diagnostic_at(where, str(e), source_name)]) from None
     try:
         module.operation.verify()
     except ir.MLIRError as e:
-        raise OptError(f"invalid IR after pass '{stage.name}':\n{_diagnostics(e)}") from None
+        raise OptError(f"invalid IR after pass '{stage.argument}'",
+                       diagnostics=_diagnostics(e)) from None
 
 
 def _sanitize(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")
 
 
+def _selected(names: list[str] | None) -> set[str]:
+    return {n.strip() for arg in names or () for n in arg.split(",") if n.strip()}
+
+
+class Timer:
+    """Wall time per name, in first-use order (mlir-opt's ``--mlir-timing`` report)."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self.start = time.perf_counter()
+
+    def add(self, name: str, seconds: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def report(self) -> str:
+        """The report in mlir-opt's layout (``mlir/lib/Support/Timing.cpp``)."""
+        total = time.perf_counter() - self.start
+        rule = "===" + "-" * 73 + "==="
+        rows = list(self.seconds.items())
+        rows.append(("Rest", max(total - sum(self.seconds.values()), 0.0)))
+        rows.append(("Total", total))
+        lines = [rule, "... Execution time report ...".center(79).rstrip(), rule,
+                 f"  Total Execution Time: {total:.4f} seconds", "",
+                 "  ----Wall Time----  ----Name----"]
+        for name, sec in rows:
+            pct = 100.0 * sec / total if total > 0 else 0.0
+            lines.append(f"  {sec:8.4f} ({pct:5.1f}%)  {name}")
+        return "\n".join(lines) + "\n"
+
+
+@dataclass
+class ChunkResult:
+    """The outcome of one input chunk: its printed result, or the error that stopped it;
+    ``dumps``: its text after each stage (for ``--dump-dir``)."""
+
+    text: str | None = None
+    error: OptError | None = None
+    dumps: list[str] = field(default_factory=list)
+
+
+def process_chunk(chunk: str, source_name: str, stages: list[Stage],
+                  args: argparse.Namespace, timer: Timer | None) -> ChunkResult:
+    """Parse one chunk, run the stages (printing IR before/after as asked) and print it."""
+    result = ChunkResult()
+    before, after = _selected(args.mlir_print_ir_before), _selected(args.mlir_print_ir_after)
+    t = time.perf_counter()
+    try:
+        module = parse_module(chunk, source_name)
+    except OptError as e:
+        result.error = e
+        return result
+    finally:
+        if timer:
+            timer.add("Parser", time.perf_counter() - t)
+    for stage in stages:
+        if args.mlir_print_ir_before_all or stage.pass_name in before:
+            _dump_ir("Before", stage, module, args)
+        t = time.perf_counter()
+        try:
+            run_stage(stage, module, source_name)
+        except OptError as e:
+            result.error = e
+            return result
+        finally:
+            if timer:
+                timer.add(stage.title, time.perf_counter() - t)
+        if args.mlir_print_ir_after_all or stage.pass_name in after:
+            _dump_ir("After", stage, module, args)
+        if args.dump_dir:
+            result.dumps.append(_asm(module, args.mlir_print_debuginfo))
+    t = time.perf_counter()
+    result.text = _asm(module, args.mlir_print_debuginfo)
+    if timer:
+        timer.add("Output", time.perf_counter() - t)
+    return result
+
+
+def _dump_ir(when: str, stage: Stage, module: ir.Module, args: argparse.Namespace) -> None:
+    """mlir-opt's IR dump: ``// -----// IR Dump After Grad (grad) //----- //`` and the
+    module, to stderr (``mlir/lib/Pass/IRPrinting.cpp``)."""
+    sys.stderr.write(f"// -----// IR Dump {when} {stage.title} ({stage.pass_name}) //----- //\n"
+                     f"{_asm(module, args.mlir_print_debuginfo)}\n")
+    sys.stderr.flush()
+
+
 def optimize(args: argparse.Namespace) -> str:
-    """Parse, run the pipeline (with dumps), and return the printed result."""
+    """Parse, run the pipeline (with dumps), and return the printed result. Raises OptError
+    for the first chunk that fails (or, under ``--verify-diagnostics``, for diagnostics
+    that differ from the expected ones)."""
     with get_context():
-        stages = build_pipeline(args.passes)  # usage errors before reading any input
+        pipeline = args.pass_pipeline if args.pass_pipeline is not None else args.passes
+        if args.pass_pipeline is not None and args.passes is not None:
+            raise OptError("give the pipeline once: -p or --pass-pipeline", code=2)
+        stages = build_pipeline(pipeline)  # usage errors before reading any input
         text, source_name = read_source(args.input)
-        modules = [parse_module(chunk, source_name)
-                   for chunk in split_source(text, args.split_input_file)]
+        timer = Timer() if args.mlir_timing else None
+        chunks = split_source(text, args.split_input_file)
+        results = []
+        for chunk in chunks:
+            results.append(process_chunk(chunk, source_name, stages, args, timer))
+            if results[-1].error is not None and not args.verify_diagnostics:
+                break
+        if timer:
+            sys.stderr.write(timer.report())
+        if args.verify_diagnostics:
+            verify_diagnostics(chunks, results, source_name)
+        else:
+            for r in results:
+                if r.error is not None:
+                    raise r.error
         if args.dump_dir:
             Path(args.dump_dir).mkdir(parents=True, exist_ok=True)
-        for index, stage in enumerate(stages):
-            for module in modules:
-                run_stage(stage, module)
-            if args.print_ir_after_all or args.dump_dir:
-                dump = print_modules(modules, args.mlir_print_debuginfo)
-            if args.print_ir_after_all:
-                sys.stderr.write(f"// -----// IR Dump After {stage.name} //----- //\n{dump}\n")
-                sys.stderr.flush()
-            if args.dump_dir:
-                out = Path(args.dump_dir) / f"{index}_{_sanitize(stage.name)}.mlir"
-                out.write_text(dump)
-        return print_modules(modules, args.mlir_print_debuginfo)
+            for index, stage in enumerate(stages):
+                out = Path(args.dump_dir) / f"{index}_{_sanitize(stage.pass_name)}.mlir"
+                out.write_text(print_modules([r.dumps[index] for r in results
+                                              if len(r.dumps) > index]))
+        return print_modules([r.text for r in results if r.text is not None])
+
+
+# --------------------------------------------------------- --verify-diagnostics
+_EXPECTED = re.compile(r"//\s*expected-(error|warning|note|remark)\s*"
+                       r"(@[+-]\d+|@above|@below|@unknown)?\s*\{\{(.*?)\}\}")
+
+
+@dataclass
+class Expected:
+    """An ``expected-<severity> @<where> {{text}}`` comment: the diagnostic it expects
+    (``line`` None: ``@unknown``, a diagnostic with no location) and whether one came."""
+
+    severity: str
+    line: int | None
+    text: str
+    comment_line: int
+    seen: bool = False
+
+
+def expected_diagnostics(text: str) -> list[Expected]:
+    """The expected diagnostics written in ``text`` (mlir-opt's ``SourceMgrDiagnosticVerifier
+    Handler``: ``@+N``/``@-N`` relative to the comment's line, ``@above``/``@below`` the
+    previous/next non-comment line, nothing: the comment's own line)."""
+    lines = text.split("\n")
+    out = []
+    for number, line in enumerate(lines, start=1):
+        for m in _EXPECTED.finditer(line):
+            where, target = m.group(2), number
+            if where == "@unknown":
+                target = None
+            elif where in ("@above", "@below"):
+                step = -1 if where == "@above" else 1
+                target = number + step
+                while 1 <= target <= len(lines) and lines[target - 1].lstrip().startswith("//"):
+                    target += step
+            elif where:
+                target = number + int(where[1:])
+            out.append(Expected(m.group(1), target, m.group(3), number))
+    return out
+
+
+def verify_diagnostics(chunks: list[str], results: list[ChunkResult], source_name: str) -> None:
+    """Match each chunk's produced diagnostics against its expected ones; OptError listing
+    every unexpected diagnostic and every expected one not produced."""
+    problems = []
+    for chunk, result in zip(chunks, results):
+        expected = expected_diagnostics(chunk)
+        produced = result.error.diagnostics if result.error is not None else []
+        if result.error is not None and not produced:
+            produced = [Diagnostic(str(result.error), source_name)]
+        for d in produced:
+            line = d.line if d.file == source_name else None
+            match = next((x for x in expected if x.severity == d.severity and not x.seen
+                          and x.line == line and x.text in d.message), None)
+            if match is None:
+                problems.append(Diagnostic(f"unexpected {d.severity}: {d.message}", d.file,
+                                           d.line, d.col))
+            else:
+                match.seen = True
+        for x in expected:
+            if not x.seen:
+                problems.append(Diagnostic(f'expected {x.severity} "{x.text}" was not produced',
+                                           source_name, x.comment_line, 1))
+    if problems:
+        raise OptError("--verify-diagnostics: the diagnostics differ from the expected ones",
+                       diagnostics=problems)
 
 
 def list_passes() -> str:
-    """The registry as ``name  summary`` lines, plus a note on upstream passes."""
-    width = max(len(n) for n in PASSES)
-    lines = [f"  {p.name:<{width}}  {p.summary}" for p in PASSES.values()]
-    return ("thunder passes (thunder_mlir.transforms.registry.PASSES):\n" + "\n".join(lines) +
+    """The registry as ``name{options}  summary`` lines, plus a note on upstream passes."""
+    rows = [(cls().pipeline_element(), cls.summary) for cls in PASSES.values()]
+    width = max(len(r[0]) for r in rows)
+    lines = [f"  {element:<{width}}  {summary}" for element, summary in rows]
+    return ("thunder passes (thunder_mlir.transforms.registry.PASSES; options at their "
+            "defaults):\n" + "\n".join(lines) +
             "\nAny other element is passed to MLIR's PassManager "
             "(e.g. canonicalize, cse, symbol-dce, func.func(cse)).\n")
 
@@ -232,11 +472,24 @@ def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=PROG, description=summary,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("input", nargs="?", default="-", help="input .mlir file ('-': stdin)")
+    p.add_argument("--pass-pipeline", metavar="PIPELINE",
+                   help="the textual pass pipeline, e.g. "
+                        "'builtin.module(decompose,grad{remat=true})' (as mlir-opt)")
     p.add_argument("-p", "--passes", metavar="PIPELINE",
-                   help="comma-separated passes, e.g. decompose,partition,lower-to-stablehlo")
+                   help="the same, short form: decompose,partition,lower-to-stablehlo")
     p.add_argument("-o", "--output", metavar="OUT", default="-", help="output file ('-': stdout)")
-    p.add_argument("--print-ir-after-all", action="store_true",
+    p.add_argument("--mlir-print-ir-after-all", "--print-ir-after-all", action="store_true",
                    help="print the module to stderr after each pass")
+    p.add_argument("--mlir-print-ir-before-all", action="store_true",
+                   help="print the module to stderr before each pass")
+    p.add_argument("--mlir-print-ir-after", metavar="PASS", action="append",
+                   help="print the module to stderr after each run of PASS")
+    p.add_argument("--mlir-print-ir-before", metavar="PASS", action="append",
+                   help="print the module to stderr before each run of PASS")
+    p.add_argument("--verify-diagnostics", action="store_true",
+                   help="check the diagnostics against the file's expected-error comments")
+    p.add_argument("--mlir-timing", action="store_true",
+                   help="print a wall-time report per pass to stderr")
     p.add_argument("--dump-dir", metavar="DIR",
                    help="write DIR/<index>_<pass>.mlir after each pass")
     p.add_argument("--mlir-print-debuginfo", action="store_true",
@@ -262,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             Path(args.output).write_text(result)
     except OptError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        sys.stderr.write(e.report())
         return e.code
     except OSError as e:  # writing -o or --dump-dir files
         print(f"{PROG}: error: {e}", file=sys.stderr)
