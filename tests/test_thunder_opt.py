@@ -23,7 +23,8 @@ from torch_mlir import ir
 import thunder_mlir
 from conftest import unregistered_cumprod
 from thunder_mlir.ir.context import get_context
-from thunder_mlir.ir.dialect import PRIM_OPS, Thunder
+from thunder_mlir.ir.dialect import Thunder
+from thunder_mlir.ir.primdef import PRIM_OPS
 from thunder_mlir.transforms.registry import PASSES
 from thunder_mlir.tools.thunder_opt import main as thunder_opt_main
 

@@ -20,6 +20,11 @@ def get_context() -> ir.Context:
     """The shared context with the thunder and StableHLO dialects loaded."""
     global _CONTEXT
     if _CONTEXT is None:
+        # the prim ops are defined (prim_defs) before the dialect is loaded; imported here
+        # because prim_defs' VJP rules build through prims, whose tracer import
+        # (frontend.tracing, being moved into ir) would otherwise be a cycle at import time
+        from thunder_mlir.ir import prim_defs  # noqa: F401
+
         ctx = ir.Context()
         load_dialect(ctx)
         _CONTEXT = ctx

@@ -33,7 +33,7 @@ import torch
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
-from thunder_mlir.ir import dtypes
+from thunder_mlir.ir import dtypes, prim_defs
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 from thunder_mlir.ir.dialect import REGION_OPS
 from thunder_mlir.ir.regions import (
@@ -48,11 +48,7 @@ WRITE_BACKS = "thunder.num_write_backs"  # set by jit: trailing results that upd
 DIFF_OUTPUTS = "thunder.diff_outputs"  # set by jit: array<i1>, the outputs that get cotangents
 BACKWARD_ERROR = "thunder.backward_error"  # on @backward: raised when the backward runs
 REACHED = "thunder.reached"  # on @backward: per differentiated input, has a gradient
-CHEAP = {"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt",
-         "abs", "sign", "maximum", "minimum", "where", "convert_element_type", "eq", "ne",
-         "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_not", "isfinite",
-         "broadcast_in_dim", "reshape", "transpose", "full", "iota", "pow", "erf", "sin",
-         "cos"}
+CHEAP = prim_defs.CHEAP  # prims recomputed in the backward (``PrimDef.cheap``)
 
 
 def _func(module: ir.Module, name: str):

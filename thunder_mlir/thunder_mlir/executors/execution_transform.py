@@ -31,7 +31,7 @@ from torch_mlir import ir
 
 from thunder_mlir.errors import ExecutorError
 from thunder_mlir.ir.dialect import ExecutorCallOp, segment_kwargs
-from thunder_mlir.ir.dialect import BINARY_PRIMS, UNARY_PRIMS
+from thunder_mlir.ir.prim_defs import BINARY_PRIMS, UNARY_PRIMS
 
 NAME = "execution-transform"
 PLAN_FUNCTIONS = ("computation", "forward", "backward")
