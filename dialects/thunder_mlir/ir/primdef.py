@@ -198,18 +198,24 @@ def verify_prim_ops(root) -> list[str]:
     def visit(op):
         op = op.operation
         name = op.name
-        if name.startswith("thunder.") and name[len("thunder."):] in PRIMS:
-            p = PRIMS[name[len("thunder."):]]
+        short = name[len("thunder."):]
+        if name.startswith("thunder.") and short in PRIMS:
             try:
-                want = p.infer_op(op)
+                want = PRIMS[short].infer_op(op)
                 got = spec_of(op.results[0].type)
                 if tuple(want.shape) != got.shape or want.dtype != got.dtype:
-                    raise ValueError(
-                        f"result type {op.results[0].type} does not match the inferred "
-                        f"{dtypes.tensor_type(want.shape, want.dtype)}")
+                    with op.location:
+                        inferred = dtypes.tensor_type(want.shape, want.dtype)
+                    raise ValueError(f"result type {op.results[0].type} differs from the "
+                                     f"inferred {inferred}")
             except (ValueError, KeyError, IndexError) as e:
-                msg = str(e).removeprefix("prim: ")
-                errors.append(f"{op.location}: error: '{name}' op {msg}")
+                msg = str(e).removeprefix("prim: ").removeprefix(f"{short}: ")
+                types = ", ".join(str(v.type) for v in op.operands)
+                where = str(op.location)
+                if where.startswith("loc(") and where.endswith(")"):
+                    where = where[len("loc("):-1]
+                errors.append(f"{where}: error: '{name}' op {msg} (operands: {types}; "
+                              f"result: {op.results[0].type})")
         return ir.WalkResult.ADVANCE
 
     root.walk(visit)

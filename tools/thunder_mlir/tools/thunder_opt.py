@@ -5,7 +5,8 @@
     thunder-opt in.mlir -p decompose --print-ir-after-all --dump-dir dumps/
 
 The file is parsed in a context with the thunder dialect loaded, each pipeline element runs
-in order and the module is verified after it, and the result is printed. A pipeline element
+in order and the module is verified after it (MLIR's verifier, then each prim op's operand
+and result types against its ``PrimDef`` inference), and the result is printed. A pipeline element
 is either a pass of the shared registry (``thunder_mlir.transforms.registry.PASSES``, the same objects
 ``jit`` runs, so every stage of ``last_traces`` can be reproduced here) or an upstream MLIR
 pipeline element that ``PassManager`` parses (``canonicalize``, ``cse``, ``func.func(cse)``,
@@ -37,6 +38,7 @@ from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
 
 from thunder_mlir.ir.context import get_context
+from thunder_mlir.ir.primdef import verify_prim_ops
 from thunder_mlir.errors import ThunderError
 from thunder_mlir.transforms.registry import PASSES
 
@@ -159,7 +161,16 @@ def parse_module(text: str, source_name: str) -> ir.Module:
             module.body.append(child)
     else:
         module.body.append(op)
+    _verify_prims(module, f"invalid IR in '{source_name}'")
     return module
+
+
+def _verify_prims(module: ir.Module, what: str) -> None:
+    """MLIR's verifier checks the ops' fields; each prim's ``PrimDef.infer`` checks its
+    operand and result types (``verify_prim_ops``). Raises OptError with the diagnostics."""
+    errors = verify_prim_ops(module.operation)
+    if errors:
+        raise OptError(f"{what}:\n" + "\n".join(errors))
 
 
 def _diagnostics(e: ir.MLIRError) -> str:
@@ -188,6 +199,7 @@ def run_stage(stage: Stage, module: ir.Module) -> None:
         module.operation.verify()
     except ir.MLIRError as e:
         raise OptError(f"invalid IR after pass '{stage.name}':\n{_diagnostics(e)}") from None
+    _verify_prims(module, f"invalid IR after pass '{stage.name}'")
 
 
 def _sanitize(name: str) -> str:
