@@ -12,6 +12,7 @@ text and rematerialization.
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -527,3 +528,37 @@ def test_grad_api_under_no_grad():
     with torch.no_grad():
         (g,) = thunder_mlir.grad(thunder_mlir.jit(lambda x: (x * x).sum()))(_r(3) + 1)
     assert g.shape == (3,)
+
+
+# ------------------------------------------- prims that had neither a VJP nor a no-grad
+def test_real_imag_vjp_against_eager(monkeypatch):
+    """The VJPs of the real and imag prims (derivatives.yaml: the cotangent as the real part,
+    resp. times i) through the variance of a complex tensor, whose decomposition reads
+    both parts; a wrong imag rule gives a different gradient (the rules are exercised)."""
+    from thunder_mlir.ir import prims
+    from thunder_mlir.ir.prim_defs import PRIMS
+
+    z = torch.randn(2, 5, dtype=torch.complex64)
+
+    def fn(z):
+        return torch.var(z, dim=1)
+
+    check_grads(fn, z, grad_mask=[True])
+    monkeypatch.setattr(PRIMS["imag"], "vjp", lambda op, x, y, g: [
+        prims.convert_element_type(g[0], x[0].tdtype)])
+    with pytest.raises(AssertionError):
+        check_grads(fn, z, grad_mask=[True], jfn=thunder_mlir.jit(fn, cache="no caching"))
+
+
+def test_zeta_vjp_against_eager():
+    """torch.special.zeta(x, q): q's gradient ``-x zeta(x + 1, q)`` as eager's; x's is not
+    implemented in eager, and the jitted backward raises eager's message."""
+    x = torch.tensor([2.5, 3.0, 4.5])
+    q = torch.tensor([1.5, 2.0, 0.75])
+    check_grads(torch.special.zeta, x, q, grad_mask=[False, True])
+    xr = x.clone().requires_grad_()
+    with pytest.raises(NotImplementedError) as eager:
+        torch.special.zeta(xr, q).sum().backward()
+    out = thunder_mlir.jit(torch.special.zeta)(x.clone().requires_grad_(), q)
+    with pytest.raises(RuntimeError, match=re.escape(str(eager.value))):
+        out.sum().backward()
