@@ -562,3 +562,11 @@ def test_zeta_vjp_against_eager():
     out = thunder_mlir.jit(torch.special.zeta)(x.clone().requires_grad_(), q)
     with pytest.raises(RuntimeError, match=re.escape(str(eager.value))):
         out.sum().backward()
+
+
+def test_square_vjp_against_eager():
+    """The square prim's VJP (derivatives.yaml ``pow``: 2 x g) as eager's, on float32 and
+    float64."""
+    for dtype in (torch.float32, torch.float64):
+        check_grads(lambda a: torch.square(a) * 0.5, _r(3, 4).to(dtype))
+

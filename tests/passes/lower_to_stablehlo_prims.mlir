@@ -685,3 +685,11 @@ func.func @triangular_solve(%a0: tensor<3x3xf32>, %a1: tensor<3x3xf32>) -> tenso
   %0 = "thunder.triangular_solve"(%a0, %a1) {left_side = 1 : i64, lower = 1 : i64, transpose_a = 0 : i64, unit_diagonal = 0 : i64} : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
   return %0 : tensor<3x3xf32>
 }
+
+// CHECK-LABEL: func.func @square(
+// CHECK-NEXT:    [[V0:%[a-z_0-9]+]] = "chlo.square"([[V1:%[a-z_0-9]+]]) : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT:    return [[V0]] : tensor<4xf32>
+func.func @square(%a0: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "thunder.square"(%a0) : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -136,6 +136,17 @@ _unary("real", "stablehlo.real", vjp=vjp_rules.real, infer=to_real("real"))
 _unary("imag", "stablehlo.imag", vjp=vjp_rules.imag, infer=to_real("imag"))
 _unary("reciprocal", hlo.lower_reciprocal, vjp=d(lambda x, y: _e("neg", _e("mul", y, y))),
        doc="1 / x")
+
+
+def _infer_square(ops, attrs, result=None):
+    s = _same_operands("square", ops)
+    check(s.dtype.is_floating_point or s.dtype.is_complex,
+          f"square of {s.dtype}: floating-point or complex only (chlo.square)")
+    return s
+
+
+_unary("square", "chlo.square", vjp=d(lambda x, y: _e("mul", x, _c(x, 2))), infer=_infer_square,
+       doc="x * x (chlo.square), floating-point or complex")
 # d/dx i1e(x) = i0e(x) - i1e(x) (sgn(x) + 1/x), 0.5 at 0 (PyTorch's i1e_backward); no prim
 # computes i0e, so torch.autograd differentiates torch.special.i1e on the torch executor
 _unary("bessel_i1e", "chlo.bessel_i1e",
