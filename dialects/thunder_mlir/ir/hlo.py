@@ -95,6 +95,7 @@ def compare(x: ir.Value, y: ir.Value, direction: str, loc) -> ir.Value:
 
 
 def lower_compare(direction: str) -> Lowering:
+    """The pattern of a comparison prim: stablehlo.compare ``direction`` (spec: compare)."""
     def lower(op, operands, rw):
         with rw.ip:
             r = compare(operands[0], operands[1], direction, op.location)
@@ -129,6 +130,7 @@ def lower_trunc(op, operands, rw):
 
 
 def lower_reciprocal(op, operands, rw):
+    """reciprocal(x) = 1 / x (stablehlo.divide)."""
     t, loc = op.result.type, op.location
     with rw.ip:
         r = hlo("stablehlo.divide", [splat(t, 1.0, loc), operands[0]], [t], loc=loc)
@@ -137,6 +139,8 @@ def lower_reciprocal(op, operands, rw):
 
 # ----------------------------------------------------------------- structural
 def lower_with_attrs(target: str, renames: dict[str, str]) -> Lowering:
+    """The pattern replacing a prim by the StableHLO op ``target`` with the prim's
+    attributes renamed (``renames``: prim attribute -> StableHLO attribute)."""
     def lower(op, operands, rw):
         attrs = {new: op.attributes[old] for old, new in renames.items()}
         with rw.ip:
@@ -146,6 +150,7 @@ def lower_with_attrs(target: str, renames: dict[str, str]) -> Lowering:
 
 
 def lower_full(op, operands, rw):
+    """full: a splat stablehlo.constant of the result type."""
     v = op.attributes["value"]
     value = ir.FloatAttr(v).value if isinstance(v, ir.FloatAttr) else ir.IntegerAttr(v).value
     with rw.ip:
@@ -154,6 +159,7 @@ def lower_full(op, operands, rw):
 
 
 def lower_constant(op, operands, rw):
+    """constant: stablehlo.constant with the prim's ``value``."""
     with rw.ip:
         r = hlo("stablehlo.constant", [], [op.result.type], {"value": op.attributes["value"]},
                 op.location)
@@ -166,6 +172,7 @@ def lower_identity(op, operands, rw):
 
 
 def lower_concatenate(op, operands, rw):
+    """stablehlo.concatenate along the prim's ``dimension``."""
     with rw.ip:
         r = hlo("stablehlo.concatenate", operands, [op.result.type],
                 {"dimension": op.attributes["dimension"]}, op.location)
@@ -173,6 +180,7 @@ def lower_concatenate(op, operands, rw):
 
 
 def lower_iota(op, operands, rw):
+    """stablehlo.iota along the prim's ``dimension``."""
     with rw.ip:
         r = hlo("stablehlo.iota", [], [op.result.type],
                 {"iota_dimension": op.attributes["dimension"]}, op.location)
@@ -214,6 +222,8 @@ _REDUCE_BODY = {"reduce_sum": "stablehlo.add", "reduce_prod": "stablehlo.multipl
 
 
 def lower_reduce(kind: str) -> Lowering:
+    """The pattern of a reduce_* prim: stablehlo.reduce over ``dims`` with the
+    combiner of ``kind`` and its identity as the initial value."""
     def lower(op, operands, rw):
         t, loc = op.result.type, op.location
         e = _elem(t)
@@ -290,6 +300,7 @@ def lower_cumsum(op, operands, rw):
 
 # -------------------------------------------------------------- linear algebra
 def lower_dot_general(op, operands, rw):
+    """stablehlo.dot_general; f32/f64 at precision HIGHEST (no TF32, as torch)."""
     e = _elem(op.result.type)
     dn = shlo.DotDimensionNumbers.get(
         lhs_batching_dimensions=_arr(op, "lhs_batching_dimensions"),
@@ -438,6 +449,7 @@ def _init(kind: str, e: ir.Type):
 
 
 def lower_cumulative(kind: str):
+    """The pattern of cumprod/cummax/cummin/logcumsumexp: stablehlo.reduce_window."""
     def lower(op, operands, rw):
         """Inclusive scan: reduce_window with window = dim length, low padding n - 1."""
         t, loc = op.result.type, op.location
@@ -458,6 +470,7 @@ def lower_cumulative(kind: str):
 
 
 def lower_scatter(op, operands, rw):
+    """stablehlo.scatter of ``updates`` at the index vectors, combined by ``kind``."""
     x, idx, upd = operands
     loc = op.location
     xt, it = ir.RankedTensorType(x.type), ir.RankedTensorType(idx.type)
@@ -510,6 +523,7 @@ def lower_argsort(op, operands, rw):
 
 
 def lower_convolution(op, operands, rw):
+    """stablehlo.convolution in NC(spatial)/OI(spatial) layout; f32/f64 at HIGHEST."""
     rt = ir.RankedTensorType(op.result.type)
     n = rt.rank - 2
     sp = list(range(2, 2 + n))
@@ -536,6 +550,7 @@ def lower_convolution(op, operands, rw):
 
 
 def lower_reduce_window(op, operands, rw):
+    """stablehlo.reduce_window with the body of ``kind`` (sum, max, min)."""
     loc = op.location
     rt = ir.RankedTensorType(op.result.type)
     st = ir.RankedTensorType.get([], rt.element_type)
@@ -552,6 +567,7 @@ def lower_reduce_window(op, operands, rw):
 
 
 def lower_cholesky(op, operands, rw):
+    """stablehlo.cholesky (spec: cholesky)."""
     with rw.ip:
         r = hlo("stablehlo.cholesky", operands, [op.result.type],
                 {"lower": ir.BoolAttr.get(bool(_int(op, "lower")))}, op.location)
@@ -559,6 +575,7 @@ def lower_cholesky(op, operands, rw):
 
 
 def lower_triangular_solve(op, operands, rw):
+    """stablehlo.triangular_solve (spec: triangular_solve)."""
     attrs = {k: ir.BoolAttr.get(bool(_int(op, k))) for k in ("left_side", "lower",
                                                            "unit_diagonal")}
     attrs["transpose_a"] = shlo.TransposeAttr.get(
@@ -603,6 +620,7 @@ def _starts(index: ir.Value, rank: int, loc) -> list[ir.Value]:
 
 
 def lower_dynamic_index(op, operands, rw):
+    """x[index] along dim 0: stablehlo.dynamic_slice of one row, reshaped."""
     x, index = operands
     xt = ir.RankedTensorType(x.type)
     loc = op.location
@@ -616,6 +634,7 @@ def lower_dynamic_index(op, operands, rw):
 
 
 def lower_dynamic_update_index(op, operands, rw):
+    """x[index] = update along dim 0: stablehlo.dynamic_update_slice."""
     x, update, index = operands
     xt = ir.RankedTensorType(x.type)
     loc = op.location

@@ -96,7 +96,8 @@ def no_derivative(x: TensorProxy, message: str) -> TensorProxy:
 def broadcast_in_dim(x: TensorProxy, shape: Sequence[int], dims: Sequence[int]) -> TensorProxy:
     """stablehlo.broadcast_in_dim: x.shape[i] is 1 or shape[dims[i]]; dims increasing."""
     shape = tuple(int(s) for s in shape)
-    _check(len(dims) == len(x.tshape), f"broadcast_in_dim: {len(dims)} dims for rank {len(x.tshape)}")
+    _check(len(dims) == len(x.tshape),
+           f"broadcast_in_dim: {len(dims)} dims for rank {len(x.tshape)}")
     for i, d in enumerate(dims):
         _check(x.tshape[i] in (1, shape[d]), f"broadcast_in_dim: {x.tshape} -> {shape} via {dims}")
     if shape == x.tshape:

@@ -11,11 +11,13 @@ torch-level conventions such as splitting ties of max/min evenly).
 from __future__ import annotations
 
 import math
+
 import torch
 
 from thunder_mlir.ir import dtypes, prims
 from thunder_mlir.ir.primdef import GradNotImplemented
 from thunder_mlir.ir.proxy import TensorProxy
+
 
 def _e(name, *xs):
     return prims.elementwise(name, *xs)
@@ -39,74 +41,91 @@ def _attr_int(op, name) -> int:
 
 # ----------------------------------------------------------------- elementwise
 def add(op, x, y, g):
+    """VJP of add: both operands get g (derivatives.yaml ``add``)."""
     return [g[0], g[0]]
 
 
 def sub(op, x, y, g):
+    """VJP of sub: g and -g (derivatives.yaml ``sub``)."""
     return [g[0], _e("neg", g[0])]
 
 
 def mul(op, x, y, g):
+    """VJP of mul: g b and g a (derivatives.yaml ``mul``)."""
     return [_e("mul", g[0], x[1]), _e("mul", g[0], x[0])]
 
 
 def div(op, x, y, g):
+    """VJP of div: g / b and -g a / b^2 = -(g / b) y (derivatives.yaml ``div``)."""
     ga = _e("div", g[0], x[1])
     return [ga, _e("neg", _e("mul", ga, y[0]))]
 
 
 def neg(op, x, y, g):
+    """VJP of neg: -g."""
     return [_e("neg", g[0])]
 
 
 def exp(op, x, y, g):
+    """VJP of exp: g y."""
     return [_e("mul", g[0], y[0])]
 
 
 def expm1(op, x, y, g):
+    """VJP of expm1: g (y + 1)."""
     return [_e("mul", g[0], _e("add", y[0], _c(y[0], 1)))]
 
 
 def log(op, x, y, g):
+    """VJP of log: g / x."""
     return [_e("div", g[0], x[0])]
 
 
 def log1p(op, x, y, g):
+    """VJP of log1p: g / (x + 1)."""
     return [_e("div", g[0], _e("add", x[0], _c(x[0], 1)))]
 
 
 def sqrt(op, x, y, g):
+    """VJP of sqrt: g / (2 y)."""
     return [_e("div", g[0], _e("mul", _c(y[0], 2), y[0]))]
 
 
 def rsqrt(op, x, y, g):
+    """VJP of rsqrt: -g y^3 / 2."""
     # d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 * y^3
     y3 = _e("mul", y[0], _e("mul", y[0], y[0]))
     return [_e("mul", g[0], _e("mul", _c(y[0], -0.5), y3))]
 
 
 def tanh(op, x, y, g):
+    """VJP of tanh: g (1 - y^2)."""
     return [_e("mul", g[0], _e("sub", _c(y[0], 1), _e("mul", y[0], y[0])))]
 
 
 def logistic(op, x, y, g):
+    """VJP of logistic: g y (1 - y)."""
     return [_e("mul", g[0], _e("mul", y[0], _e("sub", _c(y[0], 1), y[0])))]
 
 
 def sin(op, x, y, g):
+    """VJP of sin: g cos(x)."""
     return [_e("mul", g[0], _e("cos", x[0]))]
 
 
 def cos(op, x, y, g):
+    """VJP of cos: -g sin(x)."""
     return [_e("neg", _e("mul", g[0], _e("sin", x[0])))]
 
 
 def erf(op, x, y, g):
+    """VJP of erf: g 2/sqrt(pi) exp(-x^2)."""
     d = _e("mul", _c(x[0], 2 / math.sqrt(math.pi)), _e("exp", _e("neg", _e("mul", x[0], x[0]))))
     return [_e("mul", g[0], d)]
 
 
 def abs_(op, x, y, g):
+    """VJP of abs: g sign(x) (derivatives.yaml ``abs``: 0 at 0)."""
     return [_e("mul", g[0], _e("sign", x[0]))]
 
 
@@ -124,6 +143,8 @@ def pow_(op, x, y, g):
 
 
 def minmax(op, x, y, g):
+    """VJP of maximum/minimum: g to the chosen operand, split evenly on ties
+    (derivatives.yaml ``maximum``/``minimum``)."""
     a, b = x
     eq = _e("eq", a, b)
     pick_a = _e("eq", y[0], a)
@@ -135,32 +156,39 @@ def minmax(op, x, y, g):
 
 
 def where(op, x, y, g):
+    """VJP of where: g to the chosen branch, zero to the other; none to the predicate."""
     zero = _c(g[0], 0)
     return [None, prims.where(x[0], g[0], zero), prims.where(x[0], zero, g[0])]
 
 
 def clamp(op, x, y, g):
+    """VJP of clamp(lo, x, hi): g where lo <= x <= hi, else 0; none to the bounds."""
     lo, v, hi = x
     inside = _e("bitwise_and", _e("ge", v, lo), _e("le", v, hi))
     return [None, prims.where(inside, g[0], _c(g[0], 0)), None]
 
 
 def convert(op, x, y, g):
+    """VJP of convert_element_type: g converted back to x's dtype; none for integer x."""
     if not (x[0].tdtype.is_floating_point or x[0].tdtype.is_complex):
         return [None]
     return [prims.convert_element_type(g[0], x[0].tdtype)]
 
 
 def zero_grad(op, x, y, g):
+    """VJP of the piecewise-constant floor, ceil, round, trunc and sign: zero
+    (derivatives.yaml ``zeros_like(grad)``)."""
     return [_c(x[0], 0)]
 
 
 # --------------------------------------------------------------------- shapes
 def reshape(op, x, y, g):
+    """VJP of reshape: g reshaped to x's shape."""
     return [prims.reshape(g[0], x[0].tshape)]
 
 
 def transpose(op, x, y, g):
+    """VJP of transpose: g transposed by the inverse permutation."""
     perm = _attr_ints(op, "permutation")
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
@@ -169,6 +197,8 @@ def transpose(op, x, y, g):
 
 
 def broadcast(op, x, y, g):
+    """VJP of broadcast_in_dim: g summed over the broadcast dims, reshaped to x's shape
+    (JAX's ``_broadcast_in_dim_transpose_rule``)."""
     dims = _attr_ints(op, "broadcast_dimensions")
     xs, ys = x[0].tshape, y[0].tshape
     summed = [d for d in range(len(ys)) if d not in dims]
@@ -178,6 +208,8 @@ def broadcast(op, x, y, g):
 
 
 def slice_(op, x, y, g):
+    """VJP of slice: g padded back to x's shape with zeros (strides as interior padding;
+    JAX's ``_slice_transpose_rule``)."""
     start, limit, strides = (_attr_ints(op, n) for n in ("start_indices", "limit_indices",
                                                           "strides"))
     lo, hi, interior = [], [], []
@@ -190,6 +222,8 @@ def slice_(op, x, y, g):
 
 
 def pad(op, x, y, g):
+    """VJP of pad: g un-padded (JAX's ``_pad_transpose``); the padding value gets the sum
+    of g over the padding."""
     # JAX's _pad_transpose: un-pad (negative padding crops, positive pads with zeros),
     # then take every (interior + 1)-th element
     lo, hi, interior = (_attr_ints(op, n) for n in ("low", "high", "interior"))
@@ -205,10 +239,12 @@ def pad(op, x, y, g):
 
 
 def reverse(op, x, y, g):
+    """VJP of reverse: g reversed along the same dims."""
     return [prims.reverse(g[0], _attr_ints(op, "dims"))]
 
 
 def concatenate(op, x, y, g):
+    """VJP of concatenate: each operand gets its slice of g."""
     d = _attr_int(op, "dimension")
     out, start = [], 0
     for xi in x:
@@ -228,10 +264,13 @@ def _unreduce(g: TensorProxy, x: TensorProxy, dims) -> TensorProxy:
 
 
 def reduce_sum(op, x, y, g):
+    """VJP of reduce_sum: g broadcast back over the reduced dims."""
     return [_unreduce(g[0], x[0], _attr_ints(op, "dims"))]
 
 
 def reduce_extreme(op, x, y, g):
+    """VJP of reduce_max/reduce_min: g to the extreme elements, shared evenly by ties
+    (as torch.amax/amin)."""
     dims = _attr_ints(op, "dims")
     mask = prims.convert_element_type(_e("eq", x[0], _unreduce(y[0], x[0], dims)), x[0].tdtype)
     count = prims.reduce("reduce_sum", mask, dims)
@@ -279,12 +318,15 @@ def reduce_prod(op, x, y, g):
 
 
 def cumsum(op, x, y, g):
+    """VJP of cumsum: the reversed cumulative sum of g along the dim."""
     d = _attr_int(op, "dim")
     return [prims.reverse(prims.cumsum(prims.reverse(g[0], [d]), d), [d])]
 
 
 # -------------------------------------------------------------- linear algebra
 def dot_general(op, x, y, g):
+    """VJP of dot_general: g contracted with the other operand over the free dims and
+    transposed back (JAX's ``_dot_general_transpose_lhs``/``_rhs``)."""
     lhs, rhs = x
     lb, rb, lc, rc = (_attr_ints(op, n) for n in (
         "lhs_batching_dimensions", "rhs_batching_dimensions", "lhs_contracting_dimensions",
@@ -315,17 +357,20 @@ def _inverse(order: list[int]) -> list[int]:
 
 # ------------------------------------------------------------------- indexing
 def take(op, x, y, g):
+    """VJP of take (index_select): g index-added into zeros of x's shape; none to indices."""
     d = _attr_int(op, "dim")
     zeros = _c(x[0], 0)
     return [prims.index_add(zeros, x[1], g[0], d), None]
 
 
 def take_along(op, x, y, g):
+    """VJP of take_along (gather): g scatter-added into zeros; none to indices."""
     d = _attr_int(op, "dim")
     return [prims.take_along_add(_c(x[0], 0), x[1], g[0], d), None]
 
 
 def index_add(op, x, y, g):
+    """VJP of index_add: x gets g, src g's selected slices; none to indices."""
     d = _attr_int(op, "dim")
     return [g[0], None, prims.take(g[0], x[1], d)]
 
@@ -339,6 +384,7 @@ def derivative(fn):
 
 
 def one_minus_sq(x):
+    """1 - x^2, elementwise (the asin/acos/atanh derivatives' factor)."""
     return _e("sub", _c(x, 1), _e("mul", x, x))
 
 
@@ -356,6 +402,7 @@ def trigamma(x):
 
 
 def polygamma(op, x, y, g):
+    """VJP of polygamma(n, x): g polygamma(n + 1, x) for x; none for n."""
     n, v = x  # d/dx polygamma(n, x) = polygamma(n + 1, x); no gradient for n
     return [None, _e("mul", g[0], _e("polygamma", _e("add", n, _c(n, 1)), v))]
 
@@ -371,6 +418,7 @@ def atan2(op, x, y, g):
 
 
 def fmod(op, x, y, g):
+    """VJP of fmod: g and -g trunc(a / b) (derivatives.yaml ``fmod``); none for integers."""
     a, b = x  # torch: self -> grad, other -> -grad * self.div(other, rounding_mode="trunc")
     if not a.tdtype.is_floating_point:
         return [None, None]
@@ -379,6 +427,8 @@ def fmod(op, x, y, g):
 
 
 def cum_extreme(op, x, y, g):
+    """VJP of cummax/cummin: g to the position of the running extreme (the latest
+    index holding it, as torch.cummax's indices)."""
     # the gradient goes to the (last) position of the running extreme, as torch.cummax's
     # indices (recomputed as in the cummax symbol: latest index where x equals the value)
     d = _attr_int(op, "dim")
@@ -391,6 +441,8 @@ def cum_extreme(op, x, y, g):
 
 
 def logcumsumexp(op, x, y, g):
+    """VJP of logcumsumexp (torch's ``logcumsumexp_backward``), accumulated as
+    ATen's scan kernel."""
     # d x_k = sum_{j >= k} g_j exp(x_k - y_j), in log space for the positive and negative
     # parts of g separately (torch's logcumsumexp_backward); its reversed logcumsumexp
     # accumulates as ATen's scan kernel does (float64 for float32 on CPU)
@@ -413,6 +465,7 @@ def logcumsumexp(op, x, y, g):
 
 
 def take_along_add(op, x, y, g):
+    """VJP of take_along_add (scatter_add): x gets g, src g gathered at the indices."""
     d = _attr_int(op, "dim")
     return [g[0], None, prims.take_along(g[0], x[1], d)]
 
@@ -445,6 +498,8 @@ def _gather_points(t: TensorProxy, indices: TensorProxy) -> TensorProxy:
 
 
 def scatter(op, x, y, g):
+    """VJP of scatter (kinds add and set; others raise NotImplementedError): see the
+    comments for duplicate indices."""
     from torch_mlir import ir
 
     kind = ir.StringAttr(op.attributes["kind"]).value
@@ -465,6 +520,8 @@ def _dilate(n: int, d: int) -> int:
 
 
 def convolution(op, x, y, g):
+    """VJP of convolution (JAX's ``_conv_general_dilated_transpose_lhs``/``_rhs``)
+    for the prim's NC*/OI* layout."""
     # JAX's _conv_general_dilated_transpose_lhs / _rhs for the prim's fixed NC* / OI* layout
     lhs, rhs = x
     gy = g[0]
@@ -548,6 +605,9 @@ def _convolution_rhs_grad(lhs, rhs, gy, strides, lo, ld, rd, groups):
 
 
 def reduce_window(op, x, y, g):
+    """VJP of reduce_window: sum windows by JAX's
+    ``_reduce_window_sum_transpose_rule``; max/min windows send g to the first extreme
+    element of each window (torch's pooling kernels)."""
     from torch_mlir import ir
 
     kind = ir.StringAttr(op.attributes["kind"]).value
@@ -585,6 +645,7 @@ def reduce_window(op, x, y, g):
 
 
 def cumprod(op, x, y, g):
+    """VJP of cumprod, exact with zeros (torch's ``cumprod_backward``)."""
     # exact with zeros (torch's cumprod_backward): before the first zero z of a slice,
     # d x_k = revcumsum(g y)_k / x_k; at z, revcumsum(g * cumprod(x with x_z := 1))_z;
     # after z, 0

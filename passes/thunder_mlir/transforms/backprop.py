@@ -1,6 +1,6 @@
 """The reverse pass of ``grad``: ``backprop`` walks forward ops in reverse, applying each
-op's VJP rule (``PrimDef.vjp`` per prim, ``ir/prim_defs.py``; ``vjp_composites.py`` per composite, ``torch_vjp.py`` for
-torch executor calls) and accumulating cotangents of values with several uses; the rules of
+op's VJP rule (``PrimDef.vjp`` per prim, ``ir/prim_defs.py``; ``vjp_composites.py`` per
+composite; ``torch_vjp.py`` for torch executor calls) and accumulating cotangents of values with several uses; the rules of
 the region ops (``thunder.checkpoint``, ``thunder.cond``, ``thunder.while``) are here, since
 they differentiate their regions with ``backprop`` in turn.
 

@@ -5,13 +5,16 @@
     thunder-opt in.mlir -p decompose --print-ir-after-all --dump-dir dumps/
 
 The file is parsed in a context with the thunder dialect loaded, each pipeline element runs
-in order and the module is verified after it (MLIR's verifier, then each prim op's operand
-and result types against its ``PrimDef`` inference), and the result is printed. A pipeline element
+in order and the module is verified after it, and the result is printed. A pipeline element
 is either a pass of the shared registry (``thunder_mlir.transforms.registry.PASSES``, the same objects
 ``jit`` runs, so every stage of ``last_traces`` can be reproduced here) or an upstream MLIR
 pipeline element that ``PassManager`` parses (``canonicalize``, ``cse``, ``func.func(cse)``,
 ``stablehlo-refine-shapes``, ...). Python passes cannot be named inside an MLIR pipeline
 string (toolchain.md §2), so the mapping happens here, one element at a time.
+
+Verifying a module (after parsing it too) runs MLIR's verifier, then checks each prim op's
+operand and result types against its ``PrimDef`` inference (``primdef.verify_prim_ops``):
+``thunder.add(tensor<2xf32>, tensor<3xf32>)`` is invalid IR.
 
 ``--split-input-file`` treats chunks separated by ``// -----`` lines as separate modules,
 keeping their line numbers, so one test file can hold several cases that need the same
