@@ -1,8 +1,9 @@
 """The reverse pass of ``grad``: ``backprop`` walks forward ops in reverse, applying each
 op's VJP rule (``PrimDef.vjp`` per prim, ``ir/prim_defs.py``; ``vjp_composites.py`` per
-composite; ``torch_vjp.py`` for torch executor calls) and accumulating cotangents of values with several uses; the rules of
-the region ops (``thunder.checkpoint``, ``thunder.cond``, ``thunder.while``) are here, since
-they differentiate their regions with ``backprop`` in turn.
+composite; ``torch_vjp.py`` for torch executor calls) and accumulating cotangents of values
+with several uses; the rules of the region ops (``thunder.checkpoint``, ``thunder.cond``,
+``thunder.while``) are here, since they differentiate their regions with ``backprop`` in
+turn.
 
 Each region rule gets the backward trace ``bt`` (insertion point where the backward of
 ``op`` goes), the forward ``op``, the cotangent table ``ct`` (forward value -> proxy,

@@ -16,11 +16,11 @@ dropout mask) reaches the backward as a residual, so it is the forward's value. 
 input is an integer: never differentiated.
 
 The backward is built by walking the forward ops in reverse and applying each prim's VJP
-rule (``PrimDef.vjp``, ``ir/prim_defs.py``), accumulating cotangents of values with several uses. Rules first refer
-to forward values directly; the split then turns every forward value the backward uses
-into a residual. Before that, **rematerialization** moves cheap ops (elementwise,
-broadcasts, reshapes, constants) into the backward whenever recomputing them does not
-increase the bytes saved — the greedy form of the min-cut rule of Thunder's and
+rule (``PrimDef.vjp``, ``ir/prim_defs.py``), accumulating cotangents of values with several
+uses. Rules first refer to forward values directly; the split then turns every forward
+value the backward uses into a residual. Before that, **rematerialization** moves cheap ops
+(elementwise, broadcasts, reshapes, constants) into the backward whenever recomputing them
+does not increase the bytes saved — the greedy form of the min-cut rule of Thunder's and
 torch.compile's partitioners. Which inputs are differentiated: ``thunder.requires_grad``
 on the function (an ``array<i1>``), else every floating-point input.
 """

@@ -2,8 +2,8 @@
 
 Runs on every ``func.func`` except the plan's ``@computation`` (whose executor calls stay).
 The target marks ``thunder`` illegal and StableHLO/CHLO/func legal, so an op with no
-lowering (``PrimDef.lower``, ``ir/prim_defs.py``) fails the full conversion; that failure is reported as a
-``LoweringError`` naming the op and the user's source line it came from.
+lowering (``PrimDef.lower``, ``ir/prim_defs.py``) fails the full conversion; that failure is
+reported as a ``LoweringError`` naming the op and the user's source line it came from.
 
 Control-flow ops are rewritten first, outside the conversion driver (whose rewriter cannot
 move blocks, toolchain.md §2): ``thunder.cond`` becomes ``stablehlo.if`` and
