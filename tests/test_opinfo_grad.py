@@ -415,13 +415,13 @@ def test_harness_detects_a_wrong_gradient(monkeypatch):
     """The classification can fail: a wrong VJP rule for sin gives a mismatch."""
     from torch.testing._internal.common_methods_invocations import op_db
 
-    from thunder_mlir.transforms import vjp
+    from thunder_mlir.ir.prim_defs import PRIMS
 
     op = next(o for o in op_db if o.name == "sin")
     assert run_op(op, 1).status == "match"
-    monkeypatch.setitem(vjp.VJP, "sin", lambda o, x, y, g: [g[0]])
+    monkeypatch.setattr(PRIMS["sin"], "vjp", lambda o, x, y, g: [g[0]])
     assert run_op(op, 1).status == "mismatch"
-    monkeypatch.delitem(vjp.VJP, "sin")
+    monkeypatch.setattr(PRIMS["sin"], "vjp", None)
     r = run_op(op, 1)
     assert r.status == "error" and "GradError" in r.reason
 
@@ -431,12 +431,12 @@ def test_harness_checks_random_ops(monkeypatch):
     mismatch (gradient check), and so is one whose values break the op's value check."""
     from torch.testing._internal.common_methods_invocations import op_db
 
-    from thunder_mlir.transforms import vjp
+    from thunder_mlir.ir.prim_defs import PRIMS
 
     op = next(o for o in op_db if _oi._full_name(o) == "nn.functional.dropout")
     assert run_op(op, None).status == "match"
     # the mask reaches the gradient through mul: a rule that drops one factor is wrong
-    monkeypatch.setitem(vjp.VJP, "mul", lambda o, x, y, g: [g[0], g[0]])
+    monkeypatch.setattr(PRIMS["mul"], "vjp", lambda o, x, y, g: [g[0], g[0]])
     assert run_op(op, None).status == "mismatch"
 
 

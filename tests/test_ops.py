@@ -483,3 +483,15 @@ def test_opmath_symbols_compute_low_precision_in_float32_and_round_once():
                                                  F.linear(a, b[0].t(), i[0, 0])), i, a, b)
     prims = thunder_mlir.last_traces(jfn)[1].text
     assert "tensor<4x8x32xf16>) -> tensor<4x8x32xf32>" in prims  # operands upcast once
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16,
+                                   torch.complex64, torch.int64, torch.bool])
+def test_square_prim(dtype):
+    """torch.square: the square prim (chlo.square) for floating-point and complex tensors,
+    a multiplication for integers and bools (promoted to int64, BOOL_TO_LONG), as eager."""
+    x = (torch.randn(3, 4) * 3).to(dtype) if dtype != torch.bool else torch.rand(3, 4) > 0.5
+    jfn = assert_close_to_eager(torch.square, x)
+    prims = thunder_mlir.last_traces(jfn)[1].text
+    assert ('"thunder.square"' in prims) == (dtype.is_floating_point or dtype.is_complex), prims
+

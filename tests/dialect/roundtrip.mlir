@@ -50,6 +50,7 @@
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.real"(%{{[a-z0-9#]+}}) : (tensor<4xcomplex<f32>>) -> tensor<4xf32>
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.imag"(%{{[a-z0-9#]+}}) : (tensor<4xcomplex<f32>>) -> tensor<4xf32>
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.reciprocal"(%{{[a-z0-9#]+}}) : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.square"(%{{[a-z0-9#]+}}) : (tensor<4xf32>) -> tensor<4xf32>
 // CHECK-NEXT:  return %{{[a-z0-9#]+}} : tensor<4xf32>
 func.func @unary(%f: tensor<4xf32>, %i: tensor<4xi32>, %c: tensor<4xcomplex<f32>>) -> (tensor<4xf32>) {
   %0 = "thunder.abs"(%f) : (tensor<4xf32>) -> tensor<4xf32> loc("roundtrip.py":1:2)
@@ -92,6 +93,7 @@ func.func @unary(%f: tensor<4xf32>, %i: tensor<4xi32>, %c: tensor<4xcomplex<f32>
   %37 = "thunder.real"(%c) : (tensor<4xcomplex<f32>>) -> tensor<4xf32>
   %38 = "thunder.imag"(%c) : (tensor<4xcomplex<f32>>) -> tensor<4xf32>
   %39 = "thunder.reciprocal"(%f) : (tensor<4xf32>) -> tensor<4xf32>
+  %40 = "thunder.square"(%f) : (tensor<4xf32>) -> tensor<4xf32>
   return %39 : tensor<4xf32>
 }
 

@@ -177,3 +177,28 @@ module @remat {
     return %y : tensor<4xf32>
   }
 }
+
+// -----
+
+// dynamic_index / dynamic_update_index (JAX's dynamic_slice / dynamic_update_slice
+// transposes): x[i]'s cotangent goes to row i of zeros; x[i] = v gives x the cotangent
+// with row i zeroed and v row i of it; the index gets none.
+// CHECK-LABEL: module @dynamic_index
+// CHECK:       func.func @backward(%[[G:.*]]: tensor<5x3xf32>, %[[I:.*]]: tensor<i64>, %[[U:.*]]: tensor<3xf32>, %[[XI:.*]]: tensor<3xf32>)
+// CHECK-NEXT:    %[[Z3:.*]] = "thunder.full"() {value = 0.000000e+00 : f64} : () -> tensor<3xf32>
+// CHECK-NEXT:    %[[GX1:.*]] = "thunder.dynamic_update_index"(%[[G]], %[[Z3]], %[[I]])
+// CHECK-NEXT:    %[[GV:.*]] = "thunder.dynamic_index"(%[[G]], %[[I]])
+// CHECK-NEXT:    %[[GXI:.*]] = "thunder.mul"(%[[GV]], %[[U]])
+// CHECK-NEXT:    %[[GU:.*]] = "thunder.mul"(%[[GV]], %[[XI]])
+// CHECK-NEXT:    %[[Z53:.*]] = "thunder.full"() {value = 0.000000e+00 : f64} : () -> tensor<5x3xf32>
+// CHECK-NEXT:    %[[GX2:.*]] = "thunder.dynamic_update_index"(%[[Z53]], %[[GXI]], %[[I]])
+// CHECK-NEXT:    %[[GX:.*]] = "thunder.add"(%[[GX1]], %[[GX2]])
+// CHECK-NEXT:    return %[[GX]], %[[GU]]
+module @dynamic_index {
+  func.func @computation(%x: tensor<5x3xf32>, %u: tensor<3xf32>, %i: tensor<i64>) -> tensor<5x3xf32> {
+    %0 = "thunder.dynamic_index"(%x, %i) : (tensor<5x3xf32>, tensor<i64>) -> tensor<3xf32>
+    %1 = "thunder.mul"(%0, %u) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    %2 = "thunder.dynamic_update_index"(%x, %1, %i) : (tensor<5x3xf32>, tensor<3xf32>, tensor<i64>) -> tensor<5x3xf32>
+    return %2 : tensor<5x3xf32>
+  }
+}

@@ -19,7 +19,6 @@ from torch_mlir.dialects import func as func_d
 
 from thunder_mlir.errors import TraceError
 from thunder_mlir.ir import dtypes
-from thunder_mlir.ir.context import get_context
 from thunder_mlir.ir.dialect import SEED_ATTR
 from thunder_mlir.ir.proxy import TensorProxy
 
@@ -48,8 +47,11 @@ class Builder:
     (region ops close their results then; frontend/higher_order.py).
     """
 
-    def __init__(self, device: torch.device, module: ir.Module | None = None):
-        self.ctx = get_context() if module is None else module.context
+    def __init__(self, device: torch.device, module: ir.Module | None = None,
+                 ctx: ir.Context | None = None):
+        if module is None and ctx is None:
+            raise ValueError("a Builder needs a module to build in or a context to make one")
+        self.ctx = ctx if module is None else module.context
         self.device = device
         self.on_finish: list[Callable] = []
         self.side_table: list[Callable] = []

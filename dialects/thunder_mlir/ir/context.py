@@ -10,6 +10,7 @@ import threading
 
 from torch_mlir import ir
 
+from thunder_mlir.ir import prim_defs  # noqa: F401 - defines the prim ops the dialect loads
 from thunder_mlir.ir.dialect import load_dialect
 
 COMPILE_LOCK = threading.RLock()

@@ -4,7 +4,8 @@ Three kinds of ops:
 
 * **prims** — a small closed set with exact semantics: no implicit broadcasting or type
   promotion (operands already have the shapes and element types the op needs). Every prim
-  lowers 1:n to StableHLO/CHLO (``passes/lower_to_stablehlo.py``).
+  lowers 1:n to StableHLO/CHLO. Their op classes are generated from their ``PrimDef``
+  (``primdef.py``; the definitions are in ``prim_defs.py``), not written here.
 * **composites** — ``thunder.composite`` records one torch-level symbol call
   (``ltorch.softmax``): its name, its non-tensor arguments as discardable attributes, its
   tensor arguments as operands and its decomposition into prims (or nested composites) as
@@ -58,23 +59,8 @@ class I64Array(ir.DenseI64ArrayAttr):
 
 
 # --------------------------------------------------------------------------- prims
-# Elementwise prims: name -> arity. Operands must already share one shape; comparison,
-# logical and predicate prims produce i1.
-UNARY_PRIMS = (
-    "abs", "neg", "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sqrt", "rsqrt",
-    "cbrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
-    "acosh", "atanh", "logistic", "floor", "ceil", "round", "trunc", "sign", "bitwise_not",
-    "erf", "erfc", "erfinv", "lgamma", "digamma", "isfinite", "real", "imag", "reciprocal",
-    "bessel_i1e",
-)
-BINARY_PRIMS = (
-    "add", "sub", "mul", "div", "fmod", "pow", "maximum", "minimum", "atan2",
-    "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right_arithmetic",
-    "shift_right_logical", "eq", "ne", "lt", "le", "gt", "ge", "nextafter", "zeta", "polygamma",
-)
-REDUCTION_PRIMS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and",
-                   "reduce_or")
-
+# The prim ops are generated from their definitions (``primdef.PrimDef``, all of them in
+# ``prim_defs.py``).
 
 # rng_bits: a stream's ThreeFry counters start at stream << RNG_STREAM_SHIFT, so each of
 # up to 2^24 streams owns 2^40 counters (2^41 32-bit words) that no other stream reads.
@@ -83,133 +69,8 @@ RNG_STREAM_SHIFT = 40
 SEED_ATTR = "thunder.rng_seed"
 
 
-def _make_op(name: str, fields: dict[str, Any], traits=(ext.Pure,)) -> type:
-    cls_name = "".join(p.capitalize() for p in name.split("_")) + "Op"
-    ns = {"__annotations__": fields, "__module__": __name__,
-          "__doc__": f"thunder.{name} prim (see prims.py for its exact semantics)."}
-    return type(cls_name, (Thunder.Operation,), ns, name=name, traits=list(traits))
-
-
-PRIM_OPS: dict[str, type] = {}
-for _n in UNARY_PRIMS:
-    PRIM_OPS[_n] = _make_op(_n, {"x": Operand[Tensor], "result": Result[Tensor]})
-for _n in BINARY_PRIMS:
-    PRIM_OPS[_n] = _make_op(_n, {"lhs": Operand[Tensor], "rhs": Operand[Tensor],
-                                 "result": Result[Tensor]})
-for _n in REDUCTION_PRIMS:
-    PRIM_OPS[_n] = _make_op(_n, {"x": Operand[Tensor], "dims": I64Array,
-                                 "result": Result[Tensor]})
-
-_STRUCTURAL_PRIM_FIELDS: dict[str, dict[str, Any]] = {
-    # where(pred: i1, a, b): stablehlo.select; all three already of the result shape.
-    "where": {"pred": Operand[Tensor], "on_true": Operand[Tensor],
-              "on_false": Operand[Tensor], "result": Result[Tensor]},
-    # clamp(lo, x, hi) with lo/hi of x's shape.
-    "clamp": {"lo": Operand[Tensor], "x": Operand[Tensor], "hi": Operand[Tensor],
-              "result": Result[Tensor]},
-    "convert_element_type": {"x": Operand[Tensor], "result": Result[Tensor]},
-    "bitcast": {"x": Operand[Tensor], "result": Result[Tensor]},
-    # broadcast_in_dim: operand dim i maps to result dim broadcast_dimensions[i].
-    "broadcast_in_dim": {"x": Operand[Tensor], "broadcast_dimensions": I64Array,
-                         "result": Result[Tensor]},
-    "reshape": {"x": Operand[Tensor], "result": Result[Tensor]},
-    "transpose": {"x": Operand[Tensor], "permutation": I64Array, "result": Result[Tensor]},
-    "slice": {"x": Operand[Tensor], "start_indices": I64Array, "limit_indices": I64Array,
-              "strides": I64Array, "result": Result[Tensor]},
-    "reverse": {"x": Operand[Tensor], "dims": I64Array, "result": Result[Tensor]},
-    # pad with a 0-d padding value; negative low/high crop.
-    "pad": {"x": Operand[Tensor], "padding_value": Operand[Tensor], "low": I64Array,
-            "high": I64Array, "interior": I64Array, "result": Result[Tensor]},
-    "iota": {"dimension": ir.IntegerAttr, "result": Result[Tensor]},
-    # full: every element equals `value` (converted to the result element type).
-    "full": {"value": ir.IntegerAttr | ir.FloatAttr, "result": Result[Tensor]},
-    # constant: literal data (torch.tensor([...]) in a traced program), held in a
-    # discardable `value` dense-elements attribute: IRDL cannot name DenseElementsAttr
-    # ("no registered attribute with name #builtin.dense_int_or_fp_elements").
-    "constant": {"result": Result[Tensor]},
-    # dot_general, as stablehlo.dot_general (batch dims first in the result).
-    "dot_general": {"lhs": Operand[Tensor], "rhs": Operand[Tensor],
-                    "lhs_batching_dimensions": I64Array, "rhs_batching_dimensions": I64Array,
-                    "lhs_contracting_dimensions": I64Array,
-                    "rhs_contracting_dimensions": I64Array, "result": Result[Tensor]},
-    # take(x, indices, dim): torch.index_select with integer indices of any rank; the
-    # result shape is x.shape[:dim] + indices.shape + x.shape[dim+1:].
-    "take": {"x": Operand[Tensor], "indices": Operand[Tensor], "dim": ir.IntegerAttr,
-             "result": Result[Tensor]},
-    # take_along(x, indices, dim): torch.gather (indices of x's rank).
-    "take_along": {"x": Operand[Tensor], "indices": Operand[Tensor], "dim": ir.IntegerAttr,
-                   "result": Result[Tensor]},
-    # index_add(x, indices, src, dim): torch.index_add — x with src's slices added at
-    # indices along dim (src shape = x.shape[:dim] + indices.shape + x.shape[dim+1:]).
-    "index_add": {"x": Operand[Tensor], "indices": Operand[Tensor], "src": Operand[Tensor],
-                  "dim": ir.IntegerAttr, "result": Result[Tensor]},
-    # take_along_add(x, indices, src, dim): torch.scatter_add (indices and src of one shape).
-    "take_along_add": {"x": Operand[Tensor], "indices": Operand[Tensor],
-                       "src": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
-    # argmax/argmin over one dim (dim removed), i64 result; first index on ties.
-    "argmax": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
-    "argmin": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
-    # cumulative sum along dim (stablehlo.reduce_window).
-    "cumsum": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
-    # cumulative product / max / min / log-add-exp along dim (stablehlo.reduce_window).
-    "cumprod": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
-    "cummax": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
-    "cummin": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
-    "logcumsumexp": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "result": Result[Tensor]},
-    # scatter(x, indices, updates, kind): indices B + (k,) address x's first k dims; updates
-    # B + x.shape[k:]; kind "set" | "add" | "mul" | "max" | "min" combines (stablehlo.scatter).
-    "scatter": {"x": Operand[Tensor], "indices": Operand[Tensor], "updates": Operand[Tensor],
-                "kind": ir.StringAttr, "result": Result[Tensor]},
-    # sort(x, dim, descending): (values, int64 indices), stable, NaN largest (stablehlo.sort);
-    # the op yields the indices, values are recovered with take_along.
-    "argsort": {"x": Operand[Tensor], "dim": ir.IntegerAttr, "descending": ir.IntegerAttr,
-                "result": Result[Tensor]},
-    # convolution (stablehlo.convolution) in NC(spatial) / OI(spatial) layout.
-    "convolution": {"lhs": Operand[Tensor], "rhs": Operand[Tensor], "window_strides": I64Array,
-                    "padding": I64Array, "lhs_dilation": I64Array, "rhs_dilation": I64Array,
-                    "feature_group_count": ir.IntegerAttr, "result": Result[Tensor]},
-    # cholesky factor (stablehlo.cholesky); the other triangle is zeroed by the symbol.
-    "cholesky": {"x": Operand[Tensor], "lower": ir.IntegerAttr, "result": Result[Tensor]},
-    # triangular_solve (stablehlo.triangular_solve): op(a) x = b (left) or x op(a) = b.
-    "triangular_solve": {"a": Operand[Tensor], "b": Operand[Tensor], "left_side": ir.IntegerAttr,
-                         "lower": ir.IntegerAttr, "unit_diagonal": ir.IntegerAttr,
-                         "transpose_a": ir.IntegerAttr, "result": Result[Tensor]},
-    # dynamic_index(x, index): x[index] along dim 0 with a 0-d i64 index known only at run
-    # time, clamped into range (stablehlo.dynamic_slice + reshape); used by scan.
-    "dynamic_index": {"x": Operand[Tensor], "index": Operand[Tensor], "result": Result[Tensor]},
-    # dynamic_update_index(x, update, index): x with x[index] = update along dim 0 (update
-    # of shape x.shape[1:]; stablehlo.dynamic_update_slice).
-    "dynamic_update_index": {"x": Operand[Tensor], "update": Operand[Tensor],
-                             "index": Operand[Tensor], "result": Result[Tensor]},
-    # reduce_window(x, init 0-d, kind, window, strides, padding pairs flattened).
-    "reduce_window": {"x": Operand[Tensor], "init": Operand[Tensor], "kind": ir.StringAttr,
-                      "window_dimensions": I64Array, "window_strides": I64Array,
-                      "padding": I64Array, "result": Result[Tensor]},
-    # rng_bits(seed: tensor<i64>) {stream}: uniformly random i32/i64 bits from
-    # stablehlo.rng_bit_generator (THREE_FRY) with state [seed, stream << RNG_STREAM_SHIFT].
-    # Pure: a function of (seed, stream); distinct streams keep two draws of one program
-    # from merging under CSE (see thunder_mlir/rng.py).
-    "rng_bits": {"seed": Operand[Tensor], "stream": ir.IntegerAttr, "result": Result[Tensor]},
-    # stop_gradient(x): x itself; its gradient is zero (jax.lax.stop_gradient). What
-    # torch's detach(), .data and ops run under no_grad() mean for autograd.
-    "stop_gradient": {"x": Operand[Tensor], "result": Result[Tensor]},
-    # no_derivative(x) {message}: x itself; differentiating through it is an error with
-    # `message` raised when the backward runs (eager autograd's "derivative for
-    # aten::floor_divide is not implemented").
-    "no_derivative": {"x": Operand[Tensor], "message": ir.StringAttr, "result": Result[Tensor]},
-}
-for _n, _f in _STRUCTURAL_PRIM_FIELDS.items():
-    PRIM_OPS[_n] = _make_op(_n, _f)
-
-
 def _segmented(prefix: str, kind) -> dict[str, Any]:
     return {f"{prefix}{i}": Sequence[kind[Tensor]] for i in range(SEGMENTS)}
-
-
-# concatenate(tensors..., dimension): operands as type runs (see module docstring).
-PRIM_OPS["concatenate"] = _make_op(
-    "concatenate", {**_segmented("in", Operand), "dimension": ir.IntegerAttr,
-                    "result": Result[Tensor]})
 
 
 # ---------------------------------------------------------------------- structure

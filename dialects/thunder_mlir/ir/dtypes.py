@@ -76,3 +76,14 @@ def is_inexact(dtype: torch.dtype) -> bool:
     """Floating-point or complex: the dtypes autograd differentiates and true division
     keeps (NumPy's "inexact")."""
     return dtype.is_floating_point or dtype.is_complex
+
+
+def scan_acc_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """The accumulation dtype of ATen's scan kernels (``at::acc_type<scalar_t, is_cuda>``):
+    on CPU, float32 scans accumulate in float64 and 16-bit floats in float32; on CUDA,
+    16-bit floats in float32."""
+    if device.type == "cpu" and dtype is torch.float32:
+        return torch.float64
+    if dtype in (torch.float16, torch.bfloat16):
+        return torch.float32
+    return dtype

@@ -1,8 +1,9 @@
 """The reverse pass of ``grad``: ``backprop`` walks forward ops in reverse, applying each
-op's VJP rule (``vjp.py`` per prim, ``vjp_composites.py`` per composite, ``torch_vjp.py`` for
-torch executor calls) and accumulating cotangents of values with several uses; the rules of
-the region ops (``thunder.checkpoint``, ``thunder.cond``, ``thunder.while``) are here, since
-they differentiate their regions with ``backprop`` in turn.
+op's VJP rule (``PrimDef.vjp`` per prim, ``ir/prim_defs.py``; ``vjp_composites.py`` per
+composite; ``torch_vjp.py`` for torch executor calls) and accumulating cotangents of values
+with several uses; the rules of the region ops (``thunder.checkpoint``, ``thunder.cond``,
+``thunder.while``) are here, since they differentiate their regions with ``backprop`` in
+turn.
 
 Each region rule gets the backward trace ``bt`` (insertion point where the backward of
 ``op`` goes), the forward ``op``, the cotangent table ``ct`` (forward value -> proxy,
@@ -32,10 +33,11 @@ from thunder_mlir.frontend.torch_fallback import DIFFERENTIABLE
 from thunder_mlir.ir import prims
 from thunder_mlir.ir.dialect import CondOp, YieldOp, fits_in_runs, segment_kwargs
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
+from thunder_mlir.ir.prim_defs import PRIMS
+from thunder_mlir.ir.primdef import GradNotImplemented, TorchAutogradVJP
 from thunder_mlir.ir.regions import copy_block, free_values, values_defined_above
 from thunder_mlir.transforms.torch_vjp import (
-    CUSTOM_VJP_ATTR, SIDE_TABLE, executor_call_vjp, side_table_rule)
-from thunder_mlir.transforms.vjp import NO_GRAD, VJP
+    CUSTOM_VJP_ATTR, SIDE_TABLE, executor_call_vjp, side_table_rule, torch_vjp)
 from thunder_mlir.transforms.vjp_composites import COMPOSITE_VJP
 
 
@@ -156,13 +158,8 @@ def backprop(bt, body: list, ct: dict, active: set) -> None:
                 REGION_VJP[op.name](bt, op, ct, active)
             continue
         short = op.name[len("thunder."):] if op.name.startswith("thunder.") else op.name
-        if short in NO_GRAD:
-            continue
-        if short == "no_derivative":  # eager raises when its backward reaches this op
-            bt.backward_errors.append(ir.StringAttr(op.attributes["message"]).value)
-            for v in op.operands:
-                if v in active:
-                    accumulate(ct, v, ct[op.results[0]])
+        prim = PRIMS.get(short)
+        if prim is not None and prim.no_grad is not None:
             continue
         if short == "composite" and CUSTOM_VJP_ATTR in op.attributes:
             fn = side_table_rule(op)
@@ -171,8 +168,10 @@ def backprop(bt, body: list, ct: dict, active: set) -> None:
             fn = COMPOSITE_VJP[short]
         elif short == "executor_call" and SIDE_TABLE.get() is not None:
             fn = functools.partial(executor_call_vjp, bt, SIDE_TABLE.get(), active)
+        elif prim is not None and isinstance(prim.vjp, TorchAutogradVJP):
+            fn = _torch_autograd_rule(prim.vjp)
         else:
-            fn = VJP.get(short)
+            fn = prim.vjp if prim is not None else None
         if fn is None:
             what = (f"the torch fallback op {ir.StringAttr(op.attributes['callee']).value}"
                     if op.name == "thunder.executor_call" else f"'{op.name}'")
@@ -185,5 +184,15 @@ def backprop(bt, body: list, ct: dict, active: set) -> None:
         with op.location:
             in_cts = fn(op, x, y, gs)
         for v, c in zip(op.operands, in_cts):
+            if isinstance(c, GradNotImplemented):
+                if v not in active:
+                    continue
+                bt.backward_errors.append(c.message)  # raised when the backward runs
+                c = c.cotangent
             if c is not None and v in active:
                 accumulate(ct, v, c)
+
+
+def _torch_autograd_rule(spec: TorchAutogradVJP):
+    """The VJP rule running ``torch.autograd`` through ``spec.fn`` on the torch executor."""
+    return lambda op, x, y, g: torch_vjp(spec.qualname, spec.fn, x, g)

@@ -16,11 +16,11 @@ dropout mask) reaches the backward as a residual, so it is the forward's value. 
 input is an integer: never differentiated.
 
 The backward is built by walking the forward ops in reverse and applying each prim's VJP
-rule (``vjp.py``), accumulating cotangents of values with several uses. Rules first refer
-to forward values directly; the split then turns every forward value the backward uses
-into a residual. Before that, **rematerialization** moves cheap ops (elementwise,
-broadcasts, reshapes, constants) into the backward whenever recomputing them does not
-increase the bytes saved — the greedy form of the min-cut rule of Thunder's and
+rule (``PrimDef.vjp``, ``ir/prim_defs.py``), accumulating cotangents of values with several
+uses. Rules first refer to forward values directly; the split then turns every forward
+value the backward uses into a residual. Before that, **rematerialization** moves cheap ops
+(elementwise, broadcasts, reshapes, constants) into the backward whenever recomputing them
+does not increase the bytes saved — the greedy form of the min-cut rule of Thunder's and
 torch.compile's partitioners. Which inputs are differentiated: ``thunder.requires_grad``
 on the function (an ``array<i1>``), else every floating-point input.
 """
@@ -34,7 +34,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
 from thunder_mlir.errors import PassError
-from thunder_mlir.ir import dtypes
+from thunder_mlir.ir import dtypes, prim_defs
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 from thunder_mlir.ir.dialect import REGION_OPS
 from thunder_mlir.ir.regions import (
@@ -49,11 +49,7 @@ WRITE_BACKS = "thunder.num_write_backs"  # set by jit: trailing results that upd
 DIFF_OUTPUTS = "thunder.diff_outputs"  # set by jit: array<i1>, the outputs that get cotangents
 BACKWARD_ERROR = "thunder.backward_error"  # on @backward: raised when the backward runs
 REACHED = "thunder.reached"  # on @backward: per differentiated input, has a gradient
-CHEAP = {"add", "sub", "mul", "div", "neg", "exp", "log", "tanh", "logistic", "sqrt", "rsqrt",
-         "abs", "sign", "maximum", "minimum", "where", "convert_element_type", "eq", "ne",
-         "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_not", "isfinite",
-         "broadcast_in_dim", "reshape", "transpose", "full", "iota", "pow", "erf", "sin",
-         "cos"}
+CHEAP = prim_defs.CHEAP  # prims recomputed in the backward (``PrimDef.cheap``)
 
 
 def _func(module: ir.Module, name: str):

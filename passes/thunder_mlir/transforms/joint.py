@@ -21,7 +21,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
-from thunder_mlir.ir.dialect import PRIM_OPS
+from thunder_mlir.ir.primdef import PRIM_OPS
 from thunder_mlir.ir.regions import eliminate_dead_code
 
 from thunder_mlir.transforms.grad import DIFF_OUTPUTS, REACHED, WRITE_BACKS, _func

@@ -2,8 +2,8 @@
 
 Runs on every ``func.func`` except the plan's ``@computation`` (whose executor calls stay).
 The target marks ``thunder`` illegal and StableHLO/CHLO/func legal, so an op with no
-pattern in ``lowerings.LOWERINGS`` fails the full conversion; that failure is reported as a
-``LoweringError`` naming the op and the user's source line it came from.
+lowering (``PrimDef.lower``, ``ir/prim_defs.py``) fails the full conversion; that failure is
+reported as a ``LoweringError`` naming the op and the user's source line it came from.
 
 Control-flow ops are rewritten first, outside the conversion driver (whose rewriter cannot
 move blocks, toolchain.md §2): ``thunder.cond`` becomes ``stablehlo.if`` and
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from torch_mlir import ir, rewrite
 
-from thunder_mlir.ir.dialect import PRIM_OPS
 from thunder_mlir.errors import LoweringError
 from thunder_mlir.ir.regions import nested_ops
 
-from thunder_mlir.transforms.lowerings import LOWERINGS, hlo, splat
+from thunder_mlir.ir.hlo import hlo, one_to_one, splat
+from thunder_mlir.ir.prim_defs import PRIMS
 
 NAME = "lower-to-stablehlo"
 PLAN_FUNCTIONS = ("computation", "forward", "backward")
@@ -36,8 +36,9 @@ def _patterns():
         tc = rewrite.TypeConverter()
         tc.add_conversion(_IDENTITY)
         ps = rewrite.RewritePatternSet()
-        for name, fn in LOWERINGS.items():
-            ps.add_conversion(PRIM_OPS[name], _adapt(fn), tc)
+        for p in PRIMS.values():
+            fn = one_to_one(p.lower) if isinstance(p.lower, str) else p.lower
+            ps.add_conversion(p.op, _adapt(fn), tc)
         _STATE["tc"] = tc
         _STATE["frozen"] = ps.freeze()
     return _STATE["frozen"]
@@ -117,7 +118,7 @@ def _check_lowerable(f) -> None:
     bad = []
 
     def cb(op):
-        if op.name.startswith("thunder.") and op.name[len("thunder."):] not in LOWERINGS:
+        if op.name.startswith("thunder.") and op.name[len("thunder."):] not in PRIMS:
             bad.append(op)
         return ir.WalkResult.ADVANCE
 

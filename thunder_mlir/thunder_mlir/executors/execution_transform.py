@@ -36,7 +36,7 @@ from thunder_mlir.errors import ExecutorError, PipelineError
 from thunder_mlir.executors.extend import CompileState, activated, check, \
     get_all_executors, get_executor, make_runner
 from thunder_mlir.ir.dialect import ExecutorCallOp, segment_kwargs
-from thunder_mlir.ir.dialect import BINARY_PRIMS, UNARY_PRIMS
+from thunder_mlir.ir.prim_defs import BINARY_PRIMS, UNARY_PRIMS
 from thunder_mlir.transforms.registry import ModulePass, PassContext, did_you_mean, \
     register_pass
 

@@ -20,6 +20,7 @@ from thunder_mlir.errors import TraceError
 from thunder_mlir.frontend.locations import user_frame
 from thunder_mlir.ir import proxy as proxy_module
 from thunder_mlir.ir.builder import Builder
+from thunder_mlir.ir.context import get_context
 from thunder_mlir.ir.proxy import TensorProxy
 
 _local = threading.local()
@@ -42,7 +43,7 @@ class Trace(Builder):
     """
 
     def __init__(self, device: torch.device, module: ir.Module | None = None):
-        super().__init__(device, module)
+        super().__init__(device, module, get_context() if module is None else None)
         self.fallbacks: list[str] = []
         self.inputs: list[TensorProxy] = []  # the input proxies, in argument order
         self.mutated_inputs: dict[int, TensorProxy] = {}  # input index -> proxy (write-back)

@@ -17,6 +17,10 @@ element that ``PassManager`` parses (``canonicalize``, ``cse``, ``func.func(cse)
 ``stablehlo-refine-shapes``, ...). Python passes cannot be named inside an MLIR pipeline
 string (toolchain.md §2), so the mapping happens here, one element at a time.
 
+Verifying a module (after parsing it and after every pass) runs MLIR's verifier, then checks
+each prim op's operand and result types against its ``PrimDef`` inference
+(``primdef.verify_prim_ops``): ``thunder.add(tensor<2xf32>, tensor<3xf32>)`` is invalid IR.
+
 mlir-opt's flags (``mlir/lib/Tools/mlir-opt/MlirOptMain.cpp``, ``mlir/lib/Pass/IRPrinting.cpp``,
 ``mlir/lib/Support/Timing.cpp``):
 
@@ -58,6 +62,7 @@ from torch_mlir.passmanager import PassManager
 from thunder_mlir.errors import PipelineError, ThunderError
 from thunder_mlir.executors import execution_transform  # noqa: F401 (registers the pass)
 from thunder_mlir.ir.context import get_context
+from thunder_mlir.ir.primdef import verify_prim_ops
 from thunder_mlir.transforms.registry import PASSES, did_you_mean, parse_element, \
     split_top_level, strip_anchor
 
@@ -215,10 +220,20 @@ def parse_module(text: str, source_name: str) -> ir.Module:
             module.body.append(child)
     else:
         module.body.append(op)
+    _verify_prims(module, f"invalid IR in '{source_name}'", source_name)
     return module
 
 
 _FILE_LOC = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+):(\d+)')
+
+
+def _verify_prims(module: ir.Module, what: str, source_name: str | None = None) -> None:
+    """MLIR's verifier checks the ops' fields; each prim's ``PrimDef.infer`` checks its
+    operand and result types (``verify_prim_ops``). Raises OptError with the diagnostics."""
+    errors = verify_prim_ops(module.operation)
+    if errors:
+        raise OptError(what, diagnostics=[diagnostic_at(loc, msg, source_name)
+                                          for loc, msg in errors])
 
 
 def diagnostic_at(location, message: str, source_name: str | None) -> Diagnostic:
@@ -264,6 +279,7 @@ def run_stage(stage: Stage, module: ir.Module, source_name: str) -> None:
     except ir.MLIRError as e:
         raise OptError(f"invalid IR after pass '{stage.argument}'",
                        diagnostics=_diagnostics(e)) from None
+    _verify_prims(module, f"invalid IR after pass '{stage.argument}'")
 
 
 def _sanitize(name: str) -> str:

@@ -11,6 +11,7 @@ from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import canonical_dim
 from thunder_mlir.frontend.symbols.registry import T, register
 from thunder_mlir.frontend.symbols.reduction import _acc_dtype, _sum_dtype
+from thunder_mlir.ir.dtypes import scan_acc_dtype
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.elementwise import add, div, mul, sub
 from thunder_mlir.frontend.symbols.reduction import sum as rsum
@@ -54,15 +55,6 @@ cummax = register("cummax", torch.cummax, T.cummax)(_cum_ext("cummax"))
 
 
 cummin = register("cummin", torch.cummin, T.cummin)(_cum_ext("cummin"))
-
-
-def scan_acc_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
-    """The accumulation dtype of ATen's scan kernels (``at::acc_type<scalar_t, is_cuda>``):
-    on CPU, float32 scans accumulate in float64 and 16-bit floats in float32; on CUDA,
-    16-bit floats in float32."""
-    if device.type == "cpu" and dtype is torch.float32:
-        return torch.float64
-    return _acc_dtype(dtype)
 
 
 @register("logcumsumexp", torch.logcumsumexp, T.logcumsumexp)

@@ -86,8 +86,11 @@ def frac(input):
 
 @register("square", *_fns("square"))
 def square(input):
-    """x * x with torch.square's BOOL_TO_LONG promotion."""
+    """x * x with torch.square's BOOL_TO_LONG promotion: the square prim for floating-point
+    and complex tensors, a multiplication for integers (chlo.square takes no integers)."""
     (x,), comp, res, s = _args(input, kind=Kind.BOOL_TO_LONG)
+    if is_inexact(x.tdtype):
+        return prims.convert_element_type(E("square", x), res)
     return prims.convert_element_type(E("mul", x, x), res)
 
 

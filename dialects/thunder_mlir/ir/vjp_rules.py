@@ -1,4 +1,5 @@
-"""VJP rules: one function per thunder prim, emitting the backward computation as prims.
+"""VJP rules of the prims, emitting the backward computation as prims; ``prim_defs.py``
+gives each prim its rule (``PrimDef.vjp``).
 
 A rule gets the forward op, proxies of its operands (``x``) and results (``y``), and the
 cotangents of its results (``g``, None where zero); it returns one cotangent per operand
@@ -10,23 +11,12 @@ torch-level conventions such as splitting ties of max/min evenly).
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import torch
 
-from thunder_mlir.ir import prims
+from thunder_mlir.ir import dtypes, prims
+from thunder_mlir.ir.primdef import GradNotImplemented
 from thunder_mlir.ir.proxy import TensorProxy
-
-Rule = Callable[..., list]
-VJP: dict[str, Rule] = {}
-
-
-def rule(*names: str):
-    def deco(fn):
-        for n in names:
-            VJP[n] = fn
-        return fn
-    return deco
 
 
 def _e(name, *xs):
@@ -50,97 +40,96 @@ def _attr_int(op, name) -> int:
 
 
 # ----------------------------------------------------------------- elementwise
-@rule("add")
-def _add(op, x, y, g):
+def add(op, x, y, g):
+    """VJP of add: both operands get g (derivatives.yaml ``add``)."""
     return [g[0], g[0]]
 
 
-@rule("sub")
-def _sub(op, x, y, g):
+def sub(op, x, y, g):
+    """VJP of sub: g and -g (derivatives.yaml ``sub``)."""
     return [g[0], _e("neg", g[0])]
 
 
-@rule("mul")
-def _mul(op, x, y, g):
+def mul(op, x, y, g):
+    """VJP of mul: g b and g a (derivatives.yaml ``mul``)."""
     return [_e("mul", g[0], x[1]), _e("mul", g[0], x[0])]
 
 
-@rule("div")
-def _div(op, x, y, g):
+def div(op, x, y, g):
+    """VJP of div: g / b and -g a / b^2 = -(g / b) y (derivatives.yaml ``div``)."""
     ga = _e("div", g[0], x[1])
     return [ga, _e("neg", _e("mul", ga, y[0]))]
 
 
-@rule("neg")
-def _neg(op, x, y, g):
+def neg(op, x, y, g):
+    """VJP of neg: -g."""
     return [_e("neg", g[0])]
 
 
-@rule("exp")
-def _exp(op, x, y, g):
+def exp(op, x, y, g):
+    """VJP of exp: g y."""
     return [_e("mul", g[0], y[0])]
 
 
-@rule("expm1")
-def _expm1(op, x, y, g):
+def expm1(op, x, y, g):
+    """VJP of expm1: g (y + 1)."""
     return [_e("mul", g[0], _e("add", y[0], _c(y[0], 1)))]
 
 
-@rule("log")
-def _log(op, x, y, g):
+def log(op, x, y, g):
+    """VJP of log: g / x."""
     return [_e("div", g[0], x[0])]
 
 
-@rule("log1p")
-def _log1p(op, x, y, g):
+def log1p(op, x, y, g):
+    """VJP of log1p: g / (x + 1)."""
     return [_e("div", g[0], _e("add", x[0], _c(x[0], 1)))]
 
 
-@rule("sqrt")
-def _sqrt(op, x, y, g):
+def sqrt(op, x, y, g):
+    """VJP of sqrt: g / (2 y)."""
     return [_e("div", g[0], _e("mul", _c(y[0], 2), y[0]))]
 
 
-@rule("rsqrt")
-def _rsqrt(op, x, y, g):
+def rsqrt(op, x, y, g):
+    """VJP of rsqrt: -g y^3 / 2."""
     # d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 * y^3
     y3 = _e("mul", y[0], _e("mul", y[0], y[0]))
     return [_e("mul", g[0], _e("mul", _c(y[0], -0.5), y3))]
 
 
-@rule("tanh")
-def _tanh(op, x, y, g):
+def tanh(op, x, y, g):
+    """VJP of tanh: g (1 - y^2)."""
     return [_e("mul", g[0], _e("sub", _c(y[0], 1), _e("mul", y[0], y[0])))]
 
 
-@rule("logistic")
-def _logistic(op, x, y, g):
+def logistic(op, x, y, g):
+    """VJP of logistic: g y (1 - y)."""
     return [_e("mul", g[0], _e("mul", y[0], _e("sub", _c(y[0], 1), y[0])))]
 
 
-@rule("sin")
-def _sin(op, x, y, g):
+def sin(op, x, y, g):
+    """VJP of sin: g cos(x)."""
     return [_e("mul", g[0], _e("cos", x[0]))]
 
 
-@rule("cos")
-def _cos(op, x, y, g):
+def cos(op, x, y, g):
+    """VJP of cos: -g sin(x)."""
     return [_e("neg", _e("mul", g[0], _e("sin", x[0])))]
 
 
-@rule("erf")
-def _erf(op, x, y, g):
+def erf(op, x, y, g):
+    """VJP of erf: g 2/sqrt(pi) exp(-x^2)."""
     d = _e("mul", _c(x[0], 2 / math.sqrt(math.pi)), _e("exp", _e("neg", _e("mul", x[0], x[0]))))
     return [_e("mul", g[0], d)]
 
 
-@rule("abs")
-def _abs(op, x, y, g):
+def abs_(op, x, y, g):
+    """VJP of abs: g sign(x) (derivatives.yaml ``abs``: 0 at 0)."""
     return [_e("mul", g[0], _e("sign", x[0]))]
 
 
-@rule("pow")
-def _pow(op, x, y, g):
+def pow_(op, x, y, g):
     """PyTorch's pow_backward_self / pow_backward_exponent: ga = g b a^(b-1), 0 where
     b = 0 (0^-1 would give 0 * inf = NaN); gb = g a^b log a, 0 where a = 0 and b >= 0."""
     a, b = x
@@ -153,7 +142,9 @@ def _pow(op, x, y, g):
     return [ga, gb]
 
 
-def _minmax(op, x, y, g):
+def minmax(op, x, y, g):
+    """VJP of maximum/minimum: g to the chosen operand, split evenly on ties
+    (derivatives.yaml ``maximum``/``minimum``)."""
     a, b = x
     eq = _e("eq", a, b)
     pick_a = _e("eq", y[0], a)
@@ -164,42 +155,40 @@ def _minmax(op, x, y, g):
     return [ga, gb]
 
 
-rule("maximum", "minimum")(_minmax)
-
-
-@rule("where")
-def _where(op, x, y, g):
+def where(op, x, y, g):
+    """VJP of where: g to the chosen branch, zero to the other; none to the predicate."""
     zero = _c(g[0], 0)
     return [None, prims.where(x[0], g[0], zero), prims.where(x[0], zero, g[0])]
 
 
-@rule("clamp")
-def _clamp(op, x, y, g):
+def clamp(op, x, y, g):
+    """VJP of clamp(lo, x, hi): g where lo <= x <= hi, else 0; none to the bounds."""
     lo, v, hi = x
     inside = _e("bitwise_and", _e("ge", v, lo), _e("le", v, hi))
     return [None, prims.where(inside, g[0], _c(g[0], 0)), None]
 
 
-@rule("convert_element_type")
-def _convert(op, x, y, g):
+def convert(op, x, y, g):
+    """VJP of convert_element_type: g converted back to x's dtype; none for integer x."""
     if not (x[0].tdtype.is_floating_point or x[0].tdtype.is_complex):
         return [None]
     return [prims.convert_element_type(g[0], x[0].tdtype)]
 
 
-@rule("floor", "ceil", "round", "trunc", "sign")
-def _zero_grad(op, x, y, g):
+def zero_grad(op, x, y, g):
+    """VJP of the piecewise-constant floor, ceil, round, trunc and sign: zero
+    (derivatives.yaml ``zeros_like(grad)``)."""
     return [_c(x[0], 0)]
 
 
 # --------------------------------------------------------------------- shapes
-@rule("reshape")
-def _reshape(op, x, y, g):
+def reshape(op, x, y, g):
+    """VJP of reshape: g reshaped to x's shape."""
     return [prims.reshape(g[0], x[0].tshape)]
 
 
-@rule("transpose")
-def _transpose(op, x, y, g):
+def transpose(op, x, y, g):
+    """VJP of transpose: g transposed by the inverse permutation."""
     perm = _attr_ints(op, "permutation")
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
@@ -207,8 +196,9 @@ def _transpose(op, x, y, g):
     return [prims.transpose(g[0], inv)]
 
 
-@rule("broadcast_in_dim")
-def _broadcast(op, x, y, g):
+def broadcast(op, x, y, g):
+    """VJP of broadcast_in_dim: g summed over the broadcast dims, reshaped to x's shape
+    (JAX's ``_broadcast_in_dim_transpose_rule``)."""
     dims = _attr_ints(op, "broadcast_dimensions")
     xs, ys = x[0].tshape, y[0].tshape
     summed = [d for d in range(len(ys)) if d not in dims]
@@ -217,8 +207,9 @@ def _broadcast(op, x, y, g):
     return [prims.reshape(r, xs)]
 
 
-@rule("slice")
-def _slice(op, x, y, g):
+def slice_(op, x, y, g):
+    """VJP of slice: g padded back to x's shape with zeros (strides as interior padding;
+    JAX's ``_slice_transpose_rule``)."""
     start, limit, strides = (_attr_ints(op, n) for n in ("start_indices", "limit_indices",
                                                           "strides"))
     lo, hi, interior = [], [], []
@@ -230,8 +221,9 @@ def _slice(op, x, y, g):
     return [prims.pad(g[0], prims.full((), 0, g[0].tdtype), lo, hi, interior)]
 
 
-@rule("pad")
-def _pad(op, x, y, g):
+def pad(op, x, y, g):
+    """VJP of pad: g un-padded (JAX's ``_pad_transpose``); the padding value gets the sum
+    of g over the padding."""
     # JAX's _pad_transpose: un-pad (negative padding crops, positive pads with zeros),
     # then take every (interior + 1)-th element
     lo, hi, interior = (_attr_ints(op, n) for n in ("low", "high", "interior"))
@@ -246,13 +238,13 @@ def _pad(op, x, y, g):
     return [gx, gv]
 
 
-@rule("reverse")
-def _reverse(op, x, y, g):
+def reverse(op, x, y, g):
+    """VJP of reverse: g reversed along the same dims."""
     return [prims.reverse(g[0], _attr_ints(op, "dims"))]
 
 
-@rule("concatenate")
-def _concatenate(op, x, y, g):
+def concatenate(op, x, y, g):
+    """VJP of concatenate: each operand gets its slice of g."""
     d = _attr_int(op, "dimension")
     out, start = [], 0
     for xi in x:
@@ -271,13 +263,14 @@ def _unreduce(g: TensorProxy, x: TensorProxy, dims) -> TensorProxy:
     return prims.broadcast_in_dim(prims.reshape(g, keep), x.tshape, list(range(len(x.tshape))))
 
 
-@rule("reduce_sum")
-def _reduce_sum(op, x, y, g):
+def reduce_sum(op, x, y, g):
+    """VJP of reduce_sum: g broadcast back over the reduced dims."""
     return [_unreduce(g[0], x[0], _attr_ints(op, "dims"))]
 
 
-@rule("reduce_max", "reduce_min")
-def _reduce_extreme(op, x, y, g):
+def reduce_extreme(op, x, y, g):
+    """VJP of reduce_max/reduce_min: g to the extreme elements, shared evenly by ties
+    (as torch.amax/amin)."""
     dims = _attr_ints(op, "dims")
     mask = prims.convert_element_type(_e("eq", x[0], _unreduce(y[0], x[0], dims)), x[0].tdtype)
     count = prims.reduce("reduce_sum", mask, dims)
@@ -285,8 +278,7 @@ def _reduce_extreme(op, x, y, g):
     return [_e("mul", mask, _unreduce(share, x[0], dims))]
 
 
-@rule("reduce_prod")
-def _reduce_prod(op, x, y, g):
+def reduce_prod(op, x, y, g):
     """PyTorch's prod_backward: g * prod / x when the input holds no zero; otherwise
     ``prod_safe_zeros_backward``, g times the product of the other elements of the slice
     (exclusive products from both ends, no division: the chain rule gave 0 / 0 = NaN).
@@ -325,15 +317,16 @@ def _reduce_prod(op, x, y, g):
     return [prims.where(has_zero, safe, divided)]
 
 
-@rule("cumsum")
-def _cumsum(op, x, y, g):
+def cumsum(op, x, y, g):
+    """VJP of cumsum: the reversed cumulative sum of g along the dim."""
     d = _attr_int(op, "dim")
     return [prims.reverse(prims.cumsum(prims.reverse(g[0], [d]), d), [d])]
 
 
 # -------------------------------------------------------------- linear algebra
-@rule("dot_general")
-def _dot_general(op, x, y, g):
+def dot_general(op, x, y, g):
+    """VJP of dot_general: g contracted with the other operand over the free dims and
+    transposed back (JAX's ``_dot_general_transpose_lhs``/``_rhs``)."""
     lhs, rhs = x
     lb, rb, lc, rc = (_attr_ints(op, n) for n in (
         "lhs_batching_dimensions", "rhs_batching_dimensions", "lhs_contracting_dimensions",
@@ -363,38 +356,39 @@ def _inverse(order: list[int]) -> list[int]:
 
 
 # ------------------------------------------------------------------- indexing
-@rule("take")
-def _take(op, x, y, g):
+def take(op, x, y, g):
+    """VJP of take (index_select): g index-added into zeros of x's shape; none to indices."""
     d = _attr_int(op, "dim")
     zeros = _c(x[0], 0)
     return [prims.index_add(zeros, x[1], g[0], d), None]
 
 
-@rule("take_along")
-def _take_along(op, x, y, g):
+def take_along(op, x, y, g):
+    """VJP of take_along (gather): g scatter-added into zeros; none to indices."""
     d = _attr_int(op, "dim")
     return [prims.take_along_add(_c(x[0], 0), x[1], g[0], d), None]
 
 
-@rule("index_add")
-def _index_add(op, x, y, g):
+def index_add(op, x, y, g):
+    """VJP of index_add: x gets g, src g's selected slices; none to indices."""
     d = _attr_int(op, "dim")
     return [g[0], None, prims.take(g[0], x[1], d)]
 
 
 # ------------------------------------------------ more elementwise (derivatives.yaml)
-def _unary(fn):
+def derivative(fn):
     """A rule ``g * fn(x, y)`` for a unary elementwise prim."""
     def r(op, x, y, g):
         return [_e("mul", g[0], fn(x[0], y[0]))]
     return r
 
 
-def _one_minus_sq(x):
+def one_minus_sq(x):
+    """1 - x^2, elementwise (the asin/acos/atanh derivatives' factor)."""
     return _e("sub", _c(x, 1), _e("mul", x, x))
 
 
-def _trigamma(x):
+def trigamma(x):
     """polygamma(1, x); below 1/2 by reflection, psi1(x) = pi^2 / sin^2(pi x) - psi1(1 - x)
     (chlo.polygamma is wrong for negative x)."""
     one = _c(x, 1)
@@ -405,39 +399,15 @@ def _trigamma(x):
     return prims.where(_e("lt", x, _c(x, 0.5)), refl, direct)
 
 
-for _name, _d in {
-    "exp2": lambda x, y: _e("mul", y, _c(y, math.log(2.0))),
-    "log2": lambda x, y: _e("div", _c(x, 1 / math.log(2.0)), x),
-    "log10": lambda x, y: _e("div", _c(x, 1 / math.log(10.0)), x),
-    "reciprocal": lambda x, y: _e("neg", _e("mul", y, y)),
-    "cbrt": lambda x, y: _e("div", _c(y, 1 / 3), _e("mul", y, y)),
-    "tan": lambda x, y: _e("add", _c(y, 1), _e("mul", y, y)),
-    "sinh": lambda x, y: _e("cosh", x),
-    "cosh": lambda x, y: _e("sinh", x),
-    "asin": lambda x, y: _e("rsqrt", _one_minus_sq(x)),
-    "acos": lambda x, y: _e("neg", _e("rsqrt", _one_minus_sq(x))),
-    "atan": lambda x, y: _e("div", _c(x, 1), _e("add", _c(x, 1), _e("mul", x, x))),
-    "asinh": lambda x, y: _e("rsqrt", _e("add", _e("mul", x, x), _c(x, 1))),
-    # torch: grad * (self.pow(2) - 1).rsqrt()
-    "acosh": lambda x, y: _e("rsqrt", _e("sub", _e("mul", x, x), _c(x, 1))),
-    "atanh": lambda x, y: _e("div", _c(x, 1), _one_minus_sq(x)),
-    "erfc": lambda x, y: _e("mul", _c(x, -2 / math.sqrt(math.pi)),
-                            _e("exp", _e("neg", _e("mul", x, x)))),
-    "erfinv": lambda x, y: _e("mul", _c(y, math.sqrt(math.pi) / 2), _e("exp", _e("mul", y, y))),
-    "lgamma": lambda x, y: _e("digamma", x),
-    "digamma": lambda x, y: _trigamma(x),
-}.items():
-    VJP[_name] = _unary(_d)
 
 
-@rule("polygamma")
-def _polygamma(op, x, y, g):
+def polygamma(op, x, y, g):
+    """VJP of polygamma(n, x): g polygamma(n + 1, x) for x; none for n."""
     n, v = x  # d/dx polygamma(n, x) = polygamma(n + 1, x); no gradient for n
     return [None, _e("mul", g[0], _e("polygamma", _e("add", n, _c(n, 1)), v))]
 
 
-@rule("atan2")
-def _atan2(op, x, y, g):
+def atan2(op, x, y, g):
     """PyTorch's atan2_backward: recip = 1 / (a^2 + b^2), 0 where a = b = 0 (the chain
     rule gave 0 * inf = NaN there); ga = g b recip, gb = g (-a) recip."""
     a, b = x
@@ -447,8 +417,8 @@ def _atan2(op, x, y, g):
     return [_e("mul", _e("mul", g[0], b), recip), _e("mul", _e("mul", g[0], _e("neg", a)), recip)]
 
 
-@rule("fmod")
-def _fmod(op, x, y, g):
+def fmod(op, x, y, g):
+    """VJP of fmod: g and -g trunc(a / b) (derivatives.yaml ``fmod``); none for integers."""
     a, b = x  # torch: self -> grad, other -> -grad * self.div(other, rounding_mode="trunc")
     if not a.tdtype.is_floating_point:
         return [None, None]
@@ -456,8 +426,9 @@ def _fmod(op, x, y, g):
     return [g[0], _e("neg", _e("mul", g[0], q))]
 
 
-@rule("cummax", "cummin")
-def _cum_extreme(op, x, y, g):
+def cum_extreme(op, x, y, g):
+    """VJP of cummax/cummin: g to the position of the running extreme (the latest
+    index holding it, as torch.cummax's indices)."""
     # the gradient goes to the (last) position of the running extreme, as torch.cummax's
     # indices (recomputed as in the cummax symbol: latest index where x equals the value)
     d = _attr_int(op, "dim")
@@ -469,17 +440,16 @@ def _cum_extreme(op, x, y, g):
     return [prims.take_along_add(_c(xs, 0), idx, g[0], d)]
 
 
-@rule("logcumsumexp")
-def _logcumsumexp(op, x, y, g):
+def logcumsumexp(op, x, y, g):
+    """VJP of logcumsumexp (torch's ``logcumsumexp_backward``), accumulated as
+    ATen's scan kernel."""
     # d x_k = sum_{j >= k} g_j exp(x_k - y_j), in log space for the positive and negative
     # parts of g separately (torch's logcumsumexp_backward); its reversed logcumsumexp
     # accumulates as ATen's scan kernel does (float64 for float32 on CPU)
-    from thunder_mlir.frontend.symbols.scans import scan_acc_dtype
-
     d = _attr_int(op, "dim")
     xs, ys, gs = x[0], y[0], g[0]
     ninf = _c(gs, float("-inf"))
-    acc_dtype = scan_acc_dtype(gs.tdtype, gs.tdevice)
+    acc_dtype = dtypes.scan_acc_dtype(gs.tdtype, gs.tdevice)
 
     def part(mask, mag):
         lg = prims.where(mask, _e("log", prims.where(mask, mag, _c(gs, 1))), ninf)
@@ -494,8 +464,8 @@ def _logcumsumexp(op, x, y, g):
     return [_e("sub", pos, neg)]
 
 
-@rule("take_along_add")
-def _take_along_add(op, x, y, g):
+def take_along_add(op, x, y, g):
+    """VJP of take_along_add (scatter_add): x gets g, src g gathered at the indices."""
     d = _attr_int(op, "dim")
     return [g[0], None, prims.take_along(g[0], x[1], d)]
 
@@ -527,8 +497,9 @@ def _gather_points(t: TensorProxy, indices: TensorProxy) -> TensorProxy:
     return prims.where(mask, got, _c(got, 0))
 
 
-@rule("scatter")
-def _scatter(op, x, y, g):
+def scatter(op, x, y, g):
+    """VJP of scatter (kinds add and set; others raise NotImplementedError): see the
+    comments for duplicate indices."""
     from torch_mlir import ir
 
     kind = ir.StringAttr(op.attributes["kind"]).value
@@ -548,8 +519,9 @@ def _dilate(n: int, d: int) -> int:
     return 0 if n == 0 else 1 + d * (n - 1)
 
 
-@rule("convolution")
-def _convolution(op, x, y, g):
+def convolution(op, x, y, g):
+    """VJP of convolution (JAX's ``_conv_general_dilated_transpose_lhs``/``_rhs``)
+    for the prim's NC*/OI* layout."""
     # JAX's _conv_general_dilated_transpose_lhs / _rhs for the prim's fixed NC* / OI* layout
     lhs, rhs = x
     gy = g[0]
@@ -632,8 +604,10 @@ def _convolution_rhs_grad(lhs, rhs, gy, strides, lo, ld, rd, groups):
     return parts[0] if groups == 1 else prims.concatenate(parts, 0)
 
 
-@rule("reduce_window")
-def _reduce_window(op, x, y, g):
+def reduce_window(op, x, y, g):
+    """VJP of reduce_window: sum windows by JAX's
+    ``_reduce_window_sum_transpose_rule``; max/min windows send g to the first extreme
+    element of each window (torch's pooling kernels)."""
     from torch_mlir import ir
 
     kind = ir.StringAttr(op.attributes["kind"]).value
@@ -670,8 +644,8 @@ def _reduce_window(op, x, y, g):
     return [gx, None]
 
 
-@rule("cumprod")
-def _cumprod(op, x, y, g):
+def cumprod(op, x, y, g):
+    """VJP of cumprod, exact with zeros (torch's ``cumprod_backward``)."""
     # exact with zeros (torch's cumprod_backward): before the first zero z of a slice,
     # d x_k = revcumsum(g y)_k / x_k; at z, revcumsum(g * cumprod(x with x_z := 1))_z;
     # after z, 0
@@ -690,14 +664,6 @@ def _cumprod(op, x, y, g):
     c = prims.cumulative("cumprod", prims.where(first, _c(xs, 1), xs), d)
     b = revcumsum(_e("mul", gs, c))
     return [prims.where(before, a, prims.where(first, b, zero))]
-
-
-# ops whose results carry no gradient (integer/bool results or constants)
-NO_GRAD = {"eq", "ne", "lt", "le", "gt", "ge", "isfinite", "iota", "full", "constant",
-           "argmax", "argmin", "argsort", "bitcast", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
-           "shift_left", "shift_right_arithmetic", "shift_right_logical", "reduce_and",
-           "reduce_or", "rng_bits", "stop_gradient"}
-
 
 
 # ------------------------------------------------------- factorizations and solves
@@ -725,8 +691,7 @@ def _triangle(t: TensorProxy, lower: bool, diagonal: bool) -> TensorProxy:
     return prims.where(keep, t, _c(t, 0))
 
 
-@rule("triangular_solve")
-def _triangular_solve(op, x, y, g):
+def triangular_solve(op, x, y, g):
     """op(a) y = b (left) or y op(a) = b (right), op(a) = a or a^T: gb solves the system
     with op(a)^T, ga = -gb y^T (left) or -y^T gb (right), transposed back for
     ``transpose_a``, and kept on the triangle the solve reads (the strict one for a unit
@@ -741,8 +706,7 @@ def _triangular_solve(op, x, y, g):
     return [_triangle(gm, lower, not unit), gb]
 
 
-@rule("cholesky")
-def _cholesky(op, x, y, g):
+def cholesky(op, x, y, g):
     """A = L L^T (lower factor; the prim's other triangle is unspecified, so L is read as
     its lower triangle): gA = L^-T phi(tril(L^T gL)) L^-1 with phi(P) = (P + tril(P, -1)^T)
     / 2, PyTorch's cholesky_backward (FunctionsManual.cpp, after Murray 2016)."""
@@ -756,17 +720,54 @@ def _cholesky(op, x, y, g):
     return [ga]
 
 
-@rule("bessel_i1e")
-def _bessel_i1e(op, x, y, g):
-    """d/dx i1e(x) = i0e(x) - i1e(x) (sgn(x) + 1/x), 0.5 at 0 (PyTorch's i1e_backward).
-    No prim computes i0e: the backward runs torch.autograd through torch.special.i1e on
-    the torch executor (``torch_vjp.torch_vjp``), which is eager's gradient."""
-    from thunder_mlir.transforms.torch_vjp import torch_vjp
-
-    return torch_vjp("torch.special.i1e", torch.special.i1e, x, g)
-
-
-@rule("nextafter")
-def _nextafter(op, x, y, g):
+def nextafter(op, x, y, g):
     """derivatives.yaml: the gradient passes to ``self`` unchanged; ``other`` gets 0."""
     return [g[0], _c(x[1], 0)]
+
+
+# ------------------------------------------------------- complex parts, zeta, markers
+def real(op, x, y, g):
+    """derivatives.yaml ``real``: the cotangent as the real part of a complex one."""
+    if not x[0].tdtype.is_complex:
+        return [g[0]]
+    return [prims.convert_element_type(g[0], x[0].tdtype)]
+
+
+def imag(op, x, y, g):
+    """derivatives.yaml ``imag``: the cotangent times i (eager's grad of ``z.imag`` is
+    ``1j``); zero for a real operand."""
+    if not x[0].tdtype.is_complex:
+        return [_c(x[0], 0)]
+    gc = prims.convert_element_type(g[0], x[0].tdtype)
+    return [_e("mul", gc, _c(gc, 1j))]
+
+
+def zeta(op, x, y, g):
+    """derivatives.yaml ``special_zeta``: ``other`` (q) gets ``g * -x * zeta(x + 1, q)``;
+    ``self`` (x) is ``not_implemented("zeta")``."""
+    a, q = x
+    gq = _e("mul", g[0], _e("mul", _e("neg", a), _e("zeta", _e("add", a, _c(a, 1)), q)))
+    return [GradNotImplemented("the derivative for 'zeta' is not implemented.", _c(a, 0)), gq]
+
+
+def no_derivative(op, x, y, g):
+    """The cotangent passes through; the backward raises the op's ``message`` (eager
+    autograd's NotImplemented node) when it runs."""
+    from torch_mlir import ir
+
+    return [GradNotImplemented(ir.StringAttr(op.attributes["message"]).value, g[0])]
+
+
+def dynamic_index(op, x, y, g):
+    """The cotangent of ``x[index]`` goes to row ``index`` of zeros (JAX's
+    dynamic_slice transpose: a dynamic_update_slice); the index gets none."""
+    xs, index = x
+    return [prims.dynamic_update_index(_c(xs, 0), g[0], index), None]
+
+
+def dynamic_update_index(op, x, y, g):
+    """``x`` gets the cotangent with row ``index`` zeroed, ``update`` that row (JAX's
+    dynamic_update_slice transpose); the index gets none."""
+    xs, upd, index = x
+    return [prims.dynamic_update_index(g[0], _c(upd, 0), index), prims.dynamic_index(g[0], index),
+            None]

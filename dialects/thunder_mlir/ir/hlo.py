@@ -1,6 +1,7 @@
-"""Lowering patterns: one function per thunder prim (or family) -> StableHLO/CHLO ops.
+"""StableHLO emission helpers and the lowering patterns of the prims that do not lower 1:1.
 
-The table ``LOWERINGS`` *is* the coverage list of ``lower-to-stablehlo``. Each pattern
+``prim_defs.py`` names each prim's lowering (``PrimDef.lower``): a StableHLO/CHLO op name
+(``one_to_one``) or one of the patterns here; ``lower-to-stablehlo`` applies them. Each pattern
 receives the op, its (converted) operands and the conversion rewriter, builds the new ops
 under ``rw.ip`` with the op's location, and replaces the op. Op semantics: the StableHLO
 spec (https://openxla.org/stablehlo/spec); CHLO ops are used where StableHLO has none
@@ -72,43 +73,14 @@ def _int(op, name) -> int:
 
 
 # ------------------------------------------------------------------ elementwise
-_ONE_TO_ONE = {
-    "abs": "stablehlo.abs", "neg": "stablehlo.negate", "exp": "stablehlo.exponential",
-    "log": "stablehlo.log", "log1p": "stablehlo.log_plus_one",
-    "expm1": "stablehlo.exponential_minus_one", "sqrt": "stablehlo.sqrt",
-    "rsqrt": "stablehlo.rsqrt", "cbrt": "stablehlo.cbrt", "sin": "stablehlo.sine",
-    "cos": "stablehlo.cosine", "tan": "stablehlo.tan", "tanh": "stablehlo.tanh",
-    "logistic": "stablehlo.logistic", "floor": "stablehlo.floor", "ceil": "stablehlo.ceil",
-    "round": "stablehlo.round_nearest_even", "sign": "stablehlo.sign",
-    "bitwise_not": "stablehlo.not", "isfinite": "stablehlo.is_finite", "real": "stablehlo.real",
-    "imag": "stablehlo.imag",
-    "asin": "chlo.asin", "acos": "chlo.acos", "atan": "chlo.atan", "sinh": "chlo.sinh",
-    "cosh": "chlo.cosh", "asinh": "chlo.asinh", "acosh": "chlo.acosh", "atanh": "chlo.atanh",
-    "erf": "chlo.erf", "erfc": "chlo.erfc", "erfinv": "chlo.erf_inv", "lgamma": "chlo.lgamma",
-    "digamma": "chlo.digamma", "bessel_i1e": "chlo.bessel_i1e", "zeta": "chlo.zeta",
-    "polygamma": "chlo.polygamma",
-    "add": "stablehlo.add", "sub": "stablehlo.subtract", "mul": "stablehlo.multiply",
-    "div": "stablehlo.divide", "fmod": "stablehlo.remainder", "pow": "stablehlo.power",
-    "maximum": "stablehlo.maximum", "minimum": "stablehlo.minimum", "atan2": "stablehlo.atan2",
-    "bitwise_and": "stablehlo.and", "bitwise_or": "stablehlo.or", "bitwise_xor": "stablehlo.xor",
-    "shift_left": "stablehlo.shift_left",
-    "shift_right_arithmetic": "stablehlo.shift_right_arithmetic",
-    "shift_right_logical": "stablehlo.shift_right_logical", "nextafter": "chlo.next_after",
-    "where": "stablehlo.select", "clamp": "stablehlo.clamp",
-    "convert_element_type": "stablehlo.convert", "bitcast": "stablehlo.bitcast_convert",
-    "reshape": "stablehlo.reshape",
-}
-
-
-def _one_to_one(target: str) -> Lowering:
+def one_to_one(target: str) -> Lowering:
+    """The pattern replacing a prim by the StableHLO/CHLO op ``target`` of the same operands
+    and result type (``PrimDef.lower`` given as an op name)."""
     def lower(op, operands, rw):
         with rw.ip:
             new = hlo(target, operands, [op.result.type], loc=op.location)
         rw.replace_op(op, new.results)
     return lower
-
-
-_DIRECTIONS = {"eq": "EQ", "ne": "NE", "lt": "LT", "le": "LE", "gt": "GT", "ge": "GE"}
 
 
 def compare(x: ir.Value, y: ir.Value, direction: str, loc) -> ir.Value:
@@ -122,7 +94,8 @@ def compare(x: ir.Value, y: ir.Value, direction: str, loc) -> ir.Value:
         "compare_type": shlo.ComparisonTypeAttr.get(kind)}, loc).result
 
 
-def _compare(direction: str) -> Lowering:
+def lower_compare(direction: str) -> Lowering:
+    """The pattern of a comparison prim: stablehlo.compare ``direction`` (spec: compare)."""
     def lower(op, operands, rw):
         with rw.ip:
             r = compare(operands[0], operands[1], direction, op.location)
@@ -130,7 +103,7 @@ def _compare(direction: str) -> Lowering:
     return lower
 
 
-def _scaled_log_or_exp(base_op: str, pre: float | None, post: float | None) -> Lowering:
+def lower_scaled(base_op: str, pre: float | None, post: float | None) -> Lowering:
     """exp2(x) = exp(x ln2); log2(x) = log(x) / ln2; log10(x) = log(x) / ln10."""
     def lower(op, operands, rw):
         t, loc = op.result.type, op.location
@@ -157,6 +130,7 @@ def lower_trunc(op, operands, rw):
 
 
 def lower_reciprocal(op, operands, rw):
+    """reciprocal(x) = 1 / x (stablehlo.divide)."""
     t, loc = op.result.type, op.location
     with rw.ip:
         r = hlo("stablehlo.divide", [splat(t, 1.0, loc), operands[0]], [t], loc=loc)
@@ -164,7 +138,9 @@ def lower_reciprocal(op, operands, rw):
 
 
 # ----------------------------------------------------------------- structural
-def _with_attrs(target: str, renames: dict[str, str]) -> Lowering:
+def lower_with_attrs(target: str, renames: dict[str, str]) -> Lowering:
+    """The pattern replacing a prim by the StableHLO op ``target`` with the prim's
+    attributes renamed (``renames``: prim attribute -> StableHLO attribute)."""
     def lower(op, operands, rw):
         attrs = {new: op.attributes[old] for old, new in renames.items()}
         with rw.ip:
@@ -174,6 +150,7 @@ def _with_attrs(target: str, renames: dict[str, str]) -> Lowering:
 
 
 def lower_full(op, operands, rw):
+    """full: a splat stablehlo.constant of the result type."""
     v = op.attributes["value"]
     value = ir.FloatAttr(v).value if isinstance(v, ir.FloatAttr) else ir.IntegerAttr(v).value
     with rw.ip:
@@ -182,6 +159,7 @@ def lower_full(op, operands, rw):
 
 
 def lower_constant(op, operands, rw):
+    """constant: stablehlo.constant with the prim's ``value``."""
     with rw.ip:
         r = hlo("stablehlo.constant", [], [op.result.type], {"value": op.attributes["value"]},
                 op.location)
@@ -194,6 +172,7 @@ def lower_identity(op, operands, rw):
 
 
 def lower_concatenate(op, operands, rw):
+    """stablehlo.concatenate along the prim's ``dimension``."""
     with rw.ip:
         r = hlo("stablehlo.concatenate", operands, [op.result.type],
                 {"dimension": op.attributes["dimension"]}, op.location)
@@ -201,6 +180,7 @@ def lower_concatenate(op, operands, rw):
 
 
 def lower_iota(op, operands, rw):
+    """stablehlo.iota along the prim's ``dimension``."""
     with rw.ip:
         r = hlo("stablehlo.iota", [], [op.result.type],
                 {"iota_dimension": op.attributes["dimension"]}, op.location)
@@ -241,7 +221,9 @@ _REDUCE_BODY = {"reduce_sum": "stablehlo.add", "reduce_prod": "stablehlo.multipl
                 "reduce_and": "stablehlo.and", "reduce_or": "stablehlo.or"}
 
 
-def _reduce(kind: str) -> Lowering:
+def lower_reduce(kind: str) -> Lowering:
+    """The pattern of a reduce_* prim: stablehlo.reduce over ``dims`` with the
+    combiner of ``kind`` and its identity as the initial value."""
     def lower(op, operands, rw):
         t, loc = op.result.type, op.location
         e = _elem(t)
@@ -255,7 +237,7 @@ def _reduce(kind: str) -> Lowering:
     return lower
 
 
-def _argreduce(kind: str) -> Lowering:
+def lower_argreduce(kind: str) -> Lowering:
     """Variadic stablehlo.reduce over (value, index); NaN counts as the extreme, ties -> first."""
     direction = "GT" if kind == "argmax" else "LT"
 
@@ -318,6 +300,7 @@ def lower_cumsum(op, operands, rw):
 
 # -------------------------------------------------------------- linear algebra
 def lower_dot_general(op, operands, rw):
+    """stablehlo.dot_general; f32/f64 at precision HIGHEST (no TF32, as torch)."""
     e = _elem(op.result.type)
     dn = shlo.DotDimensionNumbers.get(
         lhs_batching_dimensions=_arr(op, "lhs_batching_dimensions"),
@@ -466,6 +449,7 @@ def _init(kind: str, e: ir.Type):
 
 
 def lower_cumulative(kind: str):
+    """The pattern of cumprod/cummax/cummin/logcumsumexp: stablehlo.reduce_window."""
     def lower(op, operands, rw):
         """Inclusive scan: reduce_window with window = dim length, low padding n - 1."""
         t, loc = op.result.type, op.location
@@ -486,6 +470,7 @@ def lower_cumulative(kind: str):
 
 
 def lower_scatter(op, operands, rw):
+    """stablehlo.scatter of ``updates`` at the index vectors, combined by ``kind``."""
     x, idx, upd = operands
     loc = op.location
     xt, it = ir.RankedTensorType(x.type), ir.RankedTensorType(idx.type)
@@ -538,6 +523,7 @@ def lower_argsort(op, operands, rw):
 
 
 def lower_convolution(op, operands, rw):
+    """stablehlo.convolution in NC(spatial)/OI(spatial) layout; f32/f64 at HIGHEST."""
     rt = ir.RankedTensorType(op.result.type)
     n = rt.rank - 2
     sp = list(range(2, 2 + n))
@@ -564,6 +550,7 @@ def lower_convolution(op, operands, rw):
 
 
 def lower_reduce_window(op, operands, rw):
+    """stablehlo.reduce_window with the body of ``kind`` (sum, max, min)."""
     loc = op.location
     rt = ir.RankedTensorType(op.result.type)
     st = ir.RankedTensorType.get([], rt.element_type)
@@ -580,6 +567,7 @@ def lower_reduce_window(op, operands, rw):
 
 
 def lower_cholesky(op, operands, rw):
+    """stablehlo.cholesky (spec: cholesky)."""
     with rw.ip:
         r = hlo("stablehlo.cholesky", operands, [op.result.type],
                 {"lower": ir.BoolAttr.get(bool(_int(op, "lower")))}, op.location)
@@ -587,6 +575,7 @@ def lower_cholesky(op, operands, rw):
 
 
 def lower_triangular_solve(op, operands, rw):
+    """stablehlo.triangular_solve (spec: triangular_solve)."""
     attrs = {k: ir.BoolAttr.get(bool(_int(op, k))) for k in ("left_side", "lower",
                                                            "unit_diagonal")}
     attrs["transpose_a"] = shlo.TransposeAttr.get(
@@ -631,6 +620,7 @@ def _starts(index: ir.Value, rank: int, loc) -> list[ir.Value]:
 
 
 def lower_dynamic_index(op, operands, rw):
+    """x[index] along dim 0: stablehlo.dynamic_slice of one row, reshaped."""
     x, index = operands
     xt = ir.RankedTensorType(x.type)
     loc = op.location
@@ -644,6 +634,7 @@ def lower_dynamic_index(op, operands, rw):
 
 
 def lower_dynamic_update_index(op, operands, rw):
+    """x[index] = update along dim 0: stablehlo.dynamic_update_slice."""
     x, update, index = operands
     xt = ir.RankedTensorType(x.type)
     loc = op.location
@@ -653,48 +644,3 @@ def lower_dynamic_update_index(op, operands, rw):
         out = hlo("stablehlo.dynamic_update_slice", [x, upd] + _starts(index, xt.rank, loc),
                   [x.type], loc=loc)
     rw.replace_op(op, out)
-
-
-LOWERINGS: dict[str, Lowering] = {
-    **{name: _one_to_one(target) for name, target in _ONE_TO_ONE.items()},
-    **{name: _compare(d) for name, d in _DIRECTIONS.items()},
-    "exp2": _scaled_log_or_exp("stablehlo.exponential", math.log(2.0), None),
-    "log2": _scaled_log_or_exp("stablehlo.log", None, math.log(2.0)),
-    "log10": _scaled_log_or_exp("stablehlo.log", None, math.log(10.0)),
-    "trunc": lower_trunc,
-    "reciprocal": lower_reciprocal,
-    "broadcast_in_dim": _with_attrs("stablehlo.broadcast_in_dim",
-                                    {"broadcast_dimensions": "broadcast_dimensions"}),
-    "transpose": _with_attrs("stablehlo.transpose", {"permutation": "permutation"}),
-    "slice": _with_attrs("stablehlo.slice", {"start_indices": "start_indices",
-                                             "limit_indices": "limit_indices",
-                                             "strides": "strides"}),
-    "reverse": _with_attrs("stablehlo.reverse", {"dims": "dimensions"}),
-    "pad": _with_attrs("stablehlo.pad", {"low": "edge_padding_low", "high": "edge_padding_high",
-                                         "interior": "interior_padding"}),
-    "concatenate": lower_concatenate,
-    "stop_gradient": lower_identity,
-    "no_derivative": lower_identity,
-    "iota": lower_iota,
-    "full": lower_full,
-    "constant": lower_constant,
-    **{k: _reduce(k) for k in _REDUCE_BODY},
-    "argmax": _argreduce("argmax"),
-    "argmin": _argreduce("argmin"),
-    "cumsum": lower_cumsum,
-    "dot_general": lower_dot_general,
-    "take": lower_take,
-    "take_along": lower_take_along,
-    "index_add": lower_index_add,
-    "take_along_add": lower_take_along_add,
-    "rng_bits": lower_rng_bits,
-    "cholesky": lower_cholesky,
-    "triangular_solve": lower_triangular_solve,
-    **{k: lower_cumulative(k) for k in ("cumprod", "cummax", "cummin", "logcumsumexp")},
-    "scatter": lower_scatter,
-    "argsort": lower_argsort,
-    "convolution": lower_convolution,
-    "reduce_window": lower_reduce_window,
-    "dynamic_index": lower_dynamic_index,
-    "dynamic_update_index": lower_dynamic_update_index,
-}
