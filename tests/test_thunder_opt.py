@@ -196,7 +196,7 @@ RESULTS_ONE_RUN = "resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>"
 T4 = "tensor<4xf32>"
 STUCK_EXECUTOR_CALL = f"""func.func private @xla_region_0(%a: {T4}) -> {T4} {{
   %0 = "thunder.executor_call"(%a) {{callee = "torch.cumprod", executor = "torch",
-      impl = 0 : i64, {ONE_RUN}, {RESULTS_ONE_RUN}}} : ({T4}) -> {T4}
+      impl = @torch.cumprod$0, {ONE_RUN}, {RESULTS_ONE_RUN}}} : ({T4}) -> {T4}
   return %0 : {T4}
 }}
 """

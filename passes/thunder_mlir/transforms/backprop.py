@@ -34,7 +34,7 @@ from thunder_mlir.ir.dialect import CondOp, YieldOp, fits_in_runs, segment_kwarg
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 from thunder_mlir.ir.regions import copy_block, free_values, values_defined_above
 from thunder_mlir.transforms.torch_vjp import (
-    CUSTOM_VJP_ATTR, SIDE_TABLE, executor_call_vjp, side_table_rule)
+    CUSTOM_VJP_ATTR, custom_vjp_rule, executor_call_vjp)
 from thunder_mlir.transforms.vjp import NO_GRAD, VJP
 from thunder_mlir.transforms.vjp_composites import COMPOSITE_VJP
 
@@ -165,12 +165,12 @@ def backprop(bt, body: list, ct: dict, active: set) -> None:
                     accumulate(ct, v, ct[op.results[0]])
             continue
         if short == "composite" and CUSTOM_VJP_ATTR in op.attributes:
-            fn = side_table_rule(op)
+            fn = custom_vjp_rule(op)
         elif short == "composite":
             short = ir.StringAttr(op.attributes["name"]).value
             fn = COMPOSITE_VJP[short]
-        elif short == "executor_call" and SIDE_TABLE.get() is not None:
-            fn = functools.partial(executor_call_vjp, bt, SIDE_TABLE.get(), active)
+        elif short == "executor_call":
+            fn = functools.partial(executor_call_vjp, bt, active)
         else:
             fn = VJP.get(short)
         if fn is None:

@@ -48,6 +48,7 @@ import torch
 from torch_mlir import ir
 
 from thunder_mlir.errors import ExecutorError
+from thunder_mlir.ir import implementations
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbol import ON_COMPOSITE, Symbol
 
@@ -362,13 +363,13 @@ def _emit_meta_operator(sym: OperatorSymbol, args, kwargs):
                         spec, [_TENSOR if i in pos else x for i, x in enumerate(out_leaves)],
                         out_spec)
     expected = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in pos]
-    key = trace.add_impl(make_runner(sym.executor.name, sym.name, sym.fn, record, expected))
+    impl = implementations.register_attr(
+        sym.name, make_runner(sym.executor.name, sym.name, sym.fn, record, expected))
     with trace.ip:
         op = ExecutorCallOp(**segment_kwargs("in", [p.value for p in proxies]),
                             **segment_kwargs("out", types, type_of=lambda t: t),
                             executor=ir.StringAttr.get(sym.executor.name),
-                            callee=ir.StringAttr.get(sym.name),
-                            impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
+                            callee=ir.StringAttr.get(sym.name), impl=impl)
     results = list(op.operation.results)
     for k, i in enumerate(pos):
         m = out_leaves[i]

@@ -57,6 +57,7 @@ from torch_mlir.passmanager import PassManager
 
 from thunder_mlir.errors import PipelineError, ThunderError
 from thunder_mlir.executors import execution_transform  # noqa: F401 (registers the pass)
+from thunder_mlir.ir import implementations
 from thunder_mlir.ir.context import get_context
 from thunder_mlir.transforms.registry import PASSES, did_you_mean, parse_element, \
     split_top_level, strip_anchor
@@ -509,7 +510,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(list_passes())
         return 0
     try:
-        result = optimize(args)
+        with implementations.holding():  # the run's registrations (grad's VJP closures)
+            result = optimize(args)
         if args.output == "-":
             sys.stdout.write(result)
         else:
