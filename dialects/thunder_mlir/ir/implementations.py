@@ -94,9 +94,14 @@ def lookup(symbol: str) -> Callable:
     return fn
 
 
-def lookup_attr(attr: ir.Attribute) -> Callable:
-    """``lookup`` of a ``@symbol`` attribute."""
-    return lookup(ir.FlatSymbolRefAttr(attr).value)
+def lookup_attr(attr: ir.Attribute, location: ir.Location | None = None) -> Callable:
+    """``lookup`` of a ``@symbol`` attribute; ``location`` (the op naming it) is given to
+    the MissingImplementationError."""
+    try:
+        return lookup(ir.FlatSymbolRefAttr(attr).value)
+    except MissingImplementationError as e:
+        e.location = location
+        raise
 
 
 def size() -> int:

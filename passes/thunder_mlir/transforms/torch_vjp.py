@@ -177,4 +177,4 @@ def custom_vjp_rule(op):
     """The VJP rule a composite names by symbol (a custom torch.autograd.Function's
     backward, frontend/custom_function.py). Raises MissingImplementationError where this
     process holds no such symbol (the rule is a closure of the process that traced it)."""
-    return implementations.lookup_attr(op.attributes[CUSTOM_VJP_ATTR])
+    return implementations.lookup_attr(op.attributes[CUSTOM_VJP_ATTR], op.location)

@@ -246,12 +246,13 @@ class CompileState:
         return any(ex.can_claim(name) for ex in self.executors)
 
     def record(self, op: ir.Operation) -> CallRecord | None:
-        """The call recorded for composite ``op`` (its ``thunder.call`` index), or None
-        (none recorded, or a module parsed from text whose records are not held here)."""
+        """The call recorded for composite ``op`` (its ``thunder.call`` symbol in
+        ir/implementations.py), or None where it has none. Raises
+        MissingImplementationError where this process does not hold the record (a module
+        traced by another process)."""
         if "thunder.call" not in op.attributes:
             return None
-        index = ir.IntegerAttr(op.attributes["thunder.call"]).value
-        return self.calls[index] if 0 <= index < len(self.calls) else None
+        return implementations.lookup_attr(op.attributes["thunder.call"], op.location)
 
 
 def current_state() -> CompileState | None:
@@ -290,9 +291,9 @@ def _on_composite(sym, op, args, kwargs, out) -> None:
     leaves = [_TENSOR if type(x) is TensorProxy else x for x in leaves]
     out_leaves, out_spec = optree.tree_flatten(out, none_is_leaf=True)
     out_leaves = [_TENSOR if type(x) is TensorProxy else x for x in out_leaves]
-    state.calls.append(CallRecord(sym.name, leaves, spec, out_leaves, out_spec))
-    op.attributes["thunder.call"] = ir.IntegerAttr.get(
-        ir.IntegerType.get_signless(64), len(state.calls) - 1)
+    record = CallRecord(sym.name, leaves, spec, out_leaves, out_spec)
+    state.calls.append(record)
+    op.attributes["thunder.call"] = implementations.register_attr(f"{sym.name}.call", record)
 
 
 ON_COMPOSITE.append(_on_composite)

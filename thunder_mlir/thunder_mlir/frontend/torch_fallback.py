@@ -336,8 +336,10 @@ def _rebuild(op) -> Callable:
     if func is None:
         from thunder_mlir.errors import MissingImplementationError
 
-        raise MissingImplementationError(f"the implementation @{name} of {text} at "
-                                         f"{op.location} is not a public torch function")
+        error = MissingImplementationError(f"the implementation @{name} of the call "
+                                           f"{text} is not a public torch function")
+        error.location = op.location
+        raise error
     try:
         args, kwargs = _decode_call(text)
     except ValueError as e:
@@ -372,7 +374,7 @@ def implementation_of(op) -> Callable:
     op = op.operation if hasattr(op, "operation") else op
     if CALL_ATTR in op.attributes:
         return _rebuild(op)
-    return implementations.lookup_attr(op.attributes["impl"])
+    return implementations.lookup_attr(op.attributes["impl"], op.location)
 
 
 # Attribute of a torch executor call: one bool per result, whether torch.autograd makes it
