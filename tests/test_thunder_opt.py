@@ -656,7 +656,7 @@ def _reproduce_from_initial(thunder_opt, tmp_path: Path, stages) -> None:
 def _fallback_program(a, b):
     c = torch.softmax(a * b, -1)
     # a call of a conftest function (a closure: the registry names it, @...$n) and a
-    # public torch function with plain arguments (rebuilt from the IR: torch.call)
+    # public torch function with plain arguments (rebuilt from the IR: thunder.torch_call)
     return (unregistered_cumprod(c, 0) * torch.polygamma(1, c + 1)).sum()
 
 
@@ -676,7 +676,7 @@ def test_grad_of_fallback_calls_reproduced_from_initial(thunder_opt, tmp_path: P
                                         "xla-compile"]
     initial = stages[0].text
     assert re.search(r'impl = @conftest\.unregistered_cumprod\$\d+,', initial), initial
-    assert 'impl = @torch.polygamma, ' in initial and 'torch.call = "(1, t0)"' in initial
+    assert 'impl = @torch.polygamma, ' in initial and 'thunder.torch_call = "(1, t0)"' in initial
     grad = stages[1].text
     assert 'callee = "conftest.unregistered_cumprod.vjp"' in grad
     assert 'callee = "torch.polygamma.vjp"' in grad
@@ -730,9 +730,9 @@ def test_plain_fallback_calls_rebuilt_by_a_fresh_process(tmp_path: Path):
     assert [s.name for s in stages] == ["initial", "prims", "plan", "stablehlo", "xla-compile"]
     initial = stages[0].text
     assert "$" not in initial  # no symbol of this process's registry
-    assert 'torch.call = "(2, t0)"' in initial
-    assert 'impl = @torch.mode, ' in initial and 'torch.call = "(t0, dim=1, keepdim=True)"' \
-        in initial
+    assert 'thunder.torch_call = "(2, t0)"' in initial
+    assert 'impl = @torch.mode, ' in initial
+    assert 'thunder.torch_call = "(t0, dim=1, keepdim=True)"' in initial
     src = tmp_path / "initial.mlir"
     src.write_text(initial)
     script = Path(sys.executable).with_name("thunder-opt")

@@ -43,8 +43,9 @@ class Builder:
     """An MLIR module under construction (``func.func`` ops, one at a time).
 
     ``device`` is the torch.device of the program's tensors (the Python implementations
-    ``thunder.executor_call`` ops name are in ir/implementations.py). ``on_finish`` holds callbacks run on the ``func.func`` once it is complete
-    (region ops close their results then; frontend/higher_order.py).
+    ``thunder.executor_call`` ops name are in ir/implementations.py). ``on_finish`` holds
+    callbacks run on the ``func.func`` once it is complete (region ops close their
+    results then; frontend/higher_order.py).
     """
 
     def __init__(self, device: torch.device, module: ir.Module | None = None):

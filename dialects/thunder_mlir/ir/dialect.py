@@ -232,7 +232,7 @@ class ExecutorCallOp(Thunder.Operation, name="executor_call"):
     Attributes: ``executor`` (``"torch"``), ``callee`` (the symbol's qualified name, for
     reading), ``impl`` (the implementation's symbol, ``@torch.cumprod`` or
     ``@conftest.cumprod$3``: ir/implementations.py). A torch fallback call whose non-tensor
-    arguments are plain values also carries them (``torch.call``), so any process
+    arguments are plain values also carries them (``thunder.torch_call``), so any process
     rebuilds it from the IR (frontend/torch_fallback.py, ``implementation_of``).
     Not ``Pure``: an executor may have effects, so CSE/DCE leave it alone.
     """

@@ -4,8 +4,8 @@
 
 An implementation that the IR alone determines (a torch fallback call whose non-tensor
 arguments are plain values, frontend/torch_fallback.py) is not registered: its op carries
-the call (``torch.call``) and any process rebuilds it from the qualified torch name. The
-others are closures over Python objects (a fallback call given a module or a Generator, a
+the call (``thunder.torch_call``) and any process rebuilds it from the qualified torch
+name. The others are closures over Python objects (a fallback call given a module or a Generator, a
 user executor's operator with its call record, the VJP closures grad builds) and are
 registered here under a unique symbol, ``<name>$<n>`` (e.g. ``@conftest.cumprod$12``):
 the name says what it runs, ``n`` is a process-wide counter.

@@ -135,8 +135,8 @@ def _capture_rng_state(op, forward) -> ir.Value | None:
     built. Returns the state value, or None where it is not needed or not possible: no
     generators (an in-place call), a call inside a region (its VJP recomputes the region),
     or results of more than 8 distinct types (then the backward draws anew). ``forward``:
-    the op's implementation. A call rebuilt from the IR (``torch.call``) stays so, marked
-    ``torch.rng_state``; another's state-returning form is registered."""
+    the op's implementation. A call rebuilt from the IR (``thunder.torch_call``) stays
+    so, marked ``thunder.rng_state``; another's state-returning form is registered."""
     from thunder_mlir.ir.dialect import ExecutorCallOp, fits_in_runs, segment_kwargs
     from thunder_mlir.frontend.torch_fallback import rng_state_size, with_rng_state
 

@@ -32,7 +32,8 @@ How it maps onto the pipeline (``jit.compile_function``):
   residuals), the rest the backward.
 
 The arguments of each composite an active executor may claim are recorded at trace time
-(``CallRecord``, referenced by the composite's ``thunder.call`` attribute), so checkers,
+(``CallRecord``, named by the composite's ``thunder.call`` symbol in
+ir/implementations.py), so checkers,
 transforms and implementations see exactly the Python call the program made.
 """
 

@@ -6,7 +6,7 @@ While a program is traced, ``MyFn.apply(*args)`` records one ``thunder.composite
 eager runs it). Its results are the forward's tensor outputs followed by the tensors the
 forward saved for backward (``ctx.save_for_backward`` and tensor attributes of ``ctx``),
 so they reach the backward as residuals. The composite carries a ``vjp`` attribute: the
-index, in the trace's side table, of a rule that traces ``backward(ctx, *cotangents)``
+symbol (ir/implementations.py) of a rule that traces ``backward(ctx, *cotangents)``
 into the backward program, with ``ctx.saved_tensors``, ``ctx.needs_input_grad`` and the
 forward's other ``ctx`` attributes as the forward left them.
 

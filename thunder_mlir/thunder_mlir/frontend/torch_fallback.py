@@ -9,6 +9,10 @@ the program's device where it has no kernels here), and is recorded as
 XLA regions; the runtime calls the real torch function there, under the autocast state it
 was traced in. So an unsupported op costs speed (a region boundary and an eager kernel),
 never correctness.
+
+The op names its implementation by symbol (``impl``): a call whose arguments are plain
+values carries them (``thunder.torch_call``) and is rebuilt from the IR by
+``implementation_of``; any other is a closure registered in ir/implementations.py.
 """
 
 from __future__ import annotations
@@ -188,14 +192,15 @@ def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spe
 # ------------------------------------------------------- calls the IR alone determines
 # A fallback call of a public torch function whose non-tensor arguments are plain values
 # carries them in the op, as the argument list of a Python call with the tensors named by
-# operand (``torch.call = "(t0, 1, dtype=torch.float64)"``: operand 0, then 1 and a
-# dtype), and ``impl`` is the function's qualified name (``@torch.cumprod``): any process
-# (thunder-opt) rebuilds the call from the IR. ``torch.trial_metadata`` (unit): the output
-# metadata came from a trial run, so every run checks it. ``torch.rng_state`` (unit, set
-# by grad): the call also returns the state of the generators it draws from.
-CALL_ATTR = "torch.call"
-TRIAL_ATTR = "torch.trial_metadata"
-RNG_STATE_ATTR = "torch.rng_state"
+# operand (``thunder.torch_call = "(t0, 1, dtype=torch.float64)"``: operand 0, then 1 and
+# a dtype), and ``impl`` is the function's qualified name (``@torch.cumprod``): any
+# process (thunder-opt) rebuilds the call from the IR. ``thunder.trial_metadata`` (unit):
+# the output metadata came from a trial run, so every run checks it.
+# ``thunder.rng_state`` (unit, set by grad): the call also returns the state of the
+# generators it draws from.
+CALL_ATTR = "thunder.torch_call"
+TRIAL_ATTR = "thunder.trial_metadata"
+RNG_STATE_ATTR = "thunder.rng_state"
 _PLAIN = (type(None), bool, int, float, str, torch.dtype, torch.device)
 
 
@@ -245,8 +250,8 @@ def _encode_value(x, operand_of: dict[int, int], counter: list[int]) -> str | No
 
 def _encode_call(func, name, args, kwargs, leaves, positions, in_order, out_order,
                  pin) -> str | None:
-    """``torch.call``'s text for ``func(*args, **kwargs)``, or None where the call cannot
-    be rebuilt from it: a function ``name`` does not resolve to, arguments that are not
+    """``thunder.torch_call``'s text for ``func(*args, **kwargs)``, or None where the call
+    cannot be rebuilt from it: a function ``name`` does not resolve to, arguments that are not
     plain values, results whose stored order differs from theirs, an autocast region."""
     if resolve_qualified(name) is not func or pin is not None and pin[1] \
             or out_order != sorted(out_order):
@@ -305,8 +310,8 @@ def _decode_value(node):
 
 
 def _decode_call(text: str) -> tuple[tuple, dict]:
-    """The arguments of a ``torch.call`` text, tensors as ``_Operand``s. Raises ValueError
-    on anything but plain values (the text is parsed, never evaluated)."""
+    """The arguments of a ``thunder.torch_call`` text, tensors as ``_Operand``s. Raises
+    ValueError on anything but plain values (the text is parsed, never evaluated)."""
     import ast
 
     try:
@@ -368,8 +373,8 @@ def _rebuild(op) -> Callable:
 
 def implementation_of(op) -> Callable:
     """The Python callable a ``thunder.executor_call`` runs (tensors in operand order ->
-    list of result tensors): rebuilt from its ``torch.call`` attribute where it has one,
-    else the registry's ``impl`` (ir/implementations.py). Raises
+    list of result tensors): rebuilt from its ``thunder.torch_call`` attribute where it has
+    one, else the registry's ``impl`` (ir/implementations.py). Raises
     MissingImplementationError where this process holds no such symbol."""
     op = op.operation if hasattr(op, "operation") else op
     if CALL_ATTR in op.attributes:

@@ -2,8 +2,9 @@
 
 Every SSA value of ``@computation`` gets a slot. ``func.call @xla_region_k`` becomes an
 ``XlaStep`` (a compiled executable), ``thunder.executor_call`` a ``TorchStep`` (the Python
-implementation from the trace's side table). Slots hold torch tensors or XLA buffers and
-are converted lazily, so values that flow from one XLA region to another never visit torch.
+implementation its ``impl`` symbol names: ``torch_fallback.implementation_of``). Slots
+hold torch tensors or XLA buffers and are converted lazily, so values that flow from one
+XLA region to another never visit torch.
 """
 
 from __future__ import annotations
