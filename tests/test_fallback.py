@@ -374,3 +374,65 @@ def test_ctc_loss_with_concatenated_targets_and_length_tensors():
     expected.sum().backward()
     actual.sum().backward()
     torch.testing.assert_close(lj.grad, log_probs.grad)
+
+
+# ------------------------------------------------- the implementation registry's lifetime
+def _registered_symbols(text: str) -> list[str]:
+    return re.findall(r"impl = @([\w.]+\$\d+)", text)
+
+
+def test_implementations_live_with_their_function():
+    """The implementations a compilation registers resolve while its jitted function
+    lives (so its last_traces stages can be re-run in this process) and are freed with it
+    (ir/implementations.py: weak entries, held by the cache entry)."""
+    import gc
+
+    from thunder_mlir.errors import MissingImplementationError
+    from thunder_mlir.ir import implementations
+
+    jfn = thunder_mlir.jit(lambda a: unregistered_cumprod(a, 0).sum())
+    x = torch.randn(4, requires_grad=True)
+    jfn(x).backward()
+    symbols = [s for stage in thunder_mlir.last_traces(jfn)
+               for s in _registered_symbols(stage.text)]
+    # the forward call, its form returning the RNG state (grad) and its VJP
+    assert len(set(symbols)) == 3, symbols
+    gc.collect()
+    for s in symbols:
+        assert callable(implementations.lookup(s))
+    del jfn
+    gc.collect()
+    for s in symbols:
+        with pytest.raises(MissingImplementationError, match=re.escape(f"@{s} ")):
+            implementations.lookup(s)
+
+
+def test_registry_does_not_grow_with_compilations():
+    """Compiling many functions in a loop (fallback calls, their VJPs, custom
+    autograd.Function rules) leaves the registry as it was once they are gone."""
+    import gc
+
+    from thunder_mlir.ir import implementations
+
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    def compile_and_run(k):
+        jfn = thunder_mlir.jit(lambda a: (unregistered_cumprod(a, 0) * k).sum()
+                               + Double.apply(a).sum())
+        x = torch.randn(3, requires_grad=True)
+        jfn(x).backward()
+        assert implementations.size() > 0
+
+    gc.collect()
+    before = implementations.size()
+    for k in range(25):
+        compile_and_run(float(k))
+    gc.collect()
+    assert implementations.size() == before

@@ -596,7 +596,7 @@ def _dynamic_index_grads(x, u, i):
     for name in ("grad", "joint", "partition", "lower-to-stablehlo"):
         with module.context, ir.Location.unknown():
             PASSES[name]()(module)
-    plan, _ = build_plan(module, [], torch.device("cpu"))
+    plan, _ = build_plan(module, torch.device("cpu"))
     return plan.run([x, u, i])
 
 

@@ -23,6 +23,7 @@ from torch_mlir import ir
 import thunder_mlir
 from conftest import unregistered_cumprod
 from thunder_mlir.ir.context import get_context
+from thunder_mlir.frontend.symbols import SYMBOLS
 from thunder_mlir.ir.dialect import Thunder
 from thunder_mlir.ir.primdef import PRIM_OPS
 from thunder_mlir.transforms.registry import PASSES
@@ -252,7 +253,7 @@ RESULTS_ONE_RUN = "resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>"
 T4 = "tensor<4xf32>"
 STUCK_EXECUTOR_CALL = f"""func.func private @xla_region_0(%a: {T4}) -> {T4} {{
   %0 = "thunder.executor_call"(%a) {{callee = "torch.cumprod", executor = "torch",
-      impl = 0 : i64, {ONE_RUN}, {RESULTS_ONE_RUN}}} : ({T4}) -> {T4}
+      impl = @torch.cumprod$0, {ONE_RUN}, {RESULTS_ONE_RUN}}} : ({T4}) -> {T4}
   return %0 : {T4}
 }}
 """
@@ -683,3 +684,168 @@ def test_joint_stage_records_its_option(thunder_opt, tmp_path: Path, mode: str):
     proc = thunder_opt(str(src), f"--pass-pipeline={joint.pipeline}", "--mlir-print-debuginfo")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == joint.text
+
+
+# ------------------------------------------- executor calls named by symbol (impl = @...)
+def _renumbered(text: str) -> str:
+    """``text`` with the process counters of implementation symbols (``@name$12``)
+    renumbered in order of first appearance: a symbol thunder-opt registers (a VJP closure)
+    gets another counter than jit's, in the same places."""
+    seen: dict[str, int] = {}
+    return re.sub(r"\$(\d+)", lambda m: f"${seen.setdefault(m[1], len(seen))}", text)
+
+
+def _reproduce_from_initial(thunder_opt, tmp_path: Path, stages) -> None:
+    """thunder-opt running the stages' pipelines (joined up to each stage) on the
+    ``initial`` text prints each stage (symbol counters renumbered)."""
+    src = tmp_path / "initial.mlir"
+    src.write_text(stages[0].text)
+    elements = []
+    for stage in stages[1:-1]:
+        elements.append(stage.pipeline[len("builtin.module("):-1])
+        proc = thunder_opt(str(src), f"--pass-pipeline=builtin.module({','.join(elements)})",
+                           "--mlir-print-debuginfo")
+        assert proc.returncode == 0, proc.stderr
+        assert _renumbered(proc.stdout) == _renumbered(stage.text), stage.name
+
+
+def _fallback_program(a, b):
+    c = torch.softmax(a * b, -1)
+    # a call of a conftest function (a closure: the registry names it, @...$n) and a
+    # public torch function with plain arguments (rebuilt from the IR: thunder.torch_call)
+    return (unregistered_cumprod(c, 0) * torch.polygamma(1, c + 1)).sum()
+
+
+def test_grad_of_fallback_calls_reproduced_from_initial(thunder_opt, tmp_path: Path):
+    """Every stage of a program differentiating torch fallback calls, grad included (the
+    VJPs re-run the calls' implementations, found by symbol), is reproduced by thunder-opt
+    from the ``initial`` text in the jit's process."""
+    assert torch.polygamma not in SYMBOLS  # (else pick another op without a symbol)
+    jfn = thunder_mlir.jit(_fallback_program)
+    a, b = torch.randn(3, 4, requires_grad=True), torch.randn(3, 4)
+    jfn(a, b).backward()
+    a2 = a.detach().clone().requires_grad_()
+    _fallback_program(a2, b).backward()
+    torch.testing.assert_close(a.grad, a2.grad)
+    stages = thunder_mlir.last_traces(jfn)
+    assert [s.name for s in stages] == ["initial", "grad", "prims", "plan", "stablehlo",
+                                        "xla-compile"]
+    initial = stages[0].text
+    assert re.search(r'impl = @conftest\.unregistered_cumprod\$\d+,', initial), initial
+    assert 'impl = @torch.polygamma, ' in initial and 'thunder.torch_call = "(1, t0)"' in initial
+    grad = stages[1].text
+    assert 'callee = "conftest.unregistered_cumprod.vjp"' in grad
+    assert 'callee = "torch.polygamma.vjp"' in grad
+    _reproduce_from_initial(thunder_opt, tmp_path, stages)
+
+
+def test_execution_transform_of_operators_reproduced_from_initial(thunder_opt,
+                                                                  tmp_path: Path):
+    """A user executor's operator (its call record, ``thunder.call = @...``, and its
+    runner, ``impl = @...``, found by symbol) is claimed by execution-transform under
+    thunder-opt as under jit: every stage reproduced from ``initial``."""
+    from thunder_mlir.extend import OperatorExecutor, register_executor
+
+    name = f"symex_{id(object())}"
+    ex = register_executor(OperatorExecutor(name))
+    scaled = ex.register_operator("scaled", like=lambda a, s: a * s,
+                                  fn=lambda a, s: a * s + 0)
+
+    def program(a):
+        return scaled(unregistered_cumprod(a, 1), 3.0).exp()
+
+    jfn = thunder_mlir.jit(program, executors=[ex])
+    a = torch.randn(2, 3)
+    torch.testing.assert_close(jfn(a), (torch.cumprod(a, 1) * 3.0).exp())
+    stages = thunder_mlir.last_traces(jfn)
+    assert [s.name for s in stages] == ["initial", "execution", "prims", "plan", "stablehlo",
+                                        "xla-compile"]
+    assert re.search(rf'thunder\.call = @{name}\.scaled\.call\$\d+', stages[0].text)
+    assert re.search(rf'callee = "{name}.scaled", executor = "{name}", '
+                     rf'impl = @{name}\.scaled\$\d+,', stages[1].text), stages[1].text
+    _reproduce_from_initial(thunder_opt, tmp_path, stages)
+
+
+def _plain_program(x):
+    # torch functions without symbols, all arguments plain values (ints, a dtype, kwargs)
+    y = torch.polygamma(2, x.sin() + 2)
+    v, i = torch.mode(x, dim=1, keepdim=True)
+    return y * 2 + torch.special.i0e(x).to(dtype=torch.float64).float(), v, i
+
+
+def test_plain_fallback_calls_rebuilt_by_a_fresh_process(tmp_path: Path):
+    """A fallback call whose arguments are plain values is rebuilt from the IR alone: the
+    ``thunder-opt`` console script (a fresh process) reproduces every stage from
+    ``initial``, and a fresh interpreter runs the final module's plan to eager's
+    result."""
+    assert all(f not in SYMBOLS for f in (torch.polygamma, torch.mode, torch.special.i0e))
+    jfn = thunder_mlir.jit(_plain_program)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(jfn(x), _plain_program(x))
+    stages = thunder_mlir.last_traces(jfn)
+    assert [s.name for s in stages] == ["initial", "prims", "plan", "stablehlo", "xla-compile"]
+    initial = stages[0].text
+    assert "$" not in initial  # no symbol of this process's registry
+    assert 'thunder.torch_call = "(2, t0)"' in initial
+    assert 'impl = @torch.mode, ' in initial
+    assert 'thunder.torch_call = "(t0, dim=1, keepdim=True)"' in initial
+    src = tmp_path / "initial.mlir"
+    src.write_text(initial)
+    script = Path(sys.executable).with_name("thunder-opt")
+    pipeline = "builtin.module(" + ",".join(
+        s.pipeline[len("builtin.module("):-1] for s in stages if s.pipeline) + ")"
+    proc = subprocess.run([str(script), str(src), f"--pass-pipeline={pipeline}",
+                           "--mlir-print-debuginfo", "-o", str(tmp_path / "final.mlir")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "final.mlir").read_text() == stages[-2].text
+    torch.save(x, tmp_path / "x.pt")
+    run = subprocess.run([sys.executable, "-c", f"""
+import torch
+from thunder_mlir.ir.context import get_context
+from thunder_mlir.runtime.plan import build_plan
+from torch_mlir import ir
+with get_context():
+    module = ir.Module.parse(open({str(tmp_path / 'final.mlir')!r}).read())
+plan, _ = build_plan(module, torch.device("cpu"))
+torch.save(plan.run([torch.load({str(tmp_path / 'x.pt')!r})]), {str(tmp_path / 'out.pt')!r})
+"""], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    torch.testing.assert_close(tuple(torch.load(tmp_path / "out.pt")), _plain_program(x))
+
+
+def test_plain_fallback_grad_in_a_fresh_process(tmp_path: Path):
+    """grad of a plainly-encoded fallback call in a fresh thunder-opt process: the VJP is
+    built from the call rebuilt from the IR (the jit's grad stage, counters renumbered)."""
+    jfn = thunder_mlir.jit(lambda x: torch.polygamma(1, x + 2).sum())
+    jfn(torch.randn(5, requires_grad=True)).backward()
+    stages = thunder_mlir.last_traces(jfn)
+    assert stages[1].name == "grad" and "$" not in stages[0].text
+    src = tmp_path / "initial.mlir"
+    src.write_text(stages[0].text)
+    proc = thunder_opt_process(str(src), f"--pass-pipeline={stages[1].pipeline}",
+                               "--mlir-print-debuginfo")
+    assert proc.returncode == 0, proc.stderr
+    assert _renumbered(proc.stdout) == _renumbered(stages[1].text)
+
+
+def test_missing_implementation_is_a_clear_error(thunder_opt, tmp_path: Path):
+    """A symbol this process does not hold (registered by the process that traced the
+    program): thunder-opt names it and says why, at the op's source location; in a fresh
+    process too."""
+    jfn = thunder_mlir.jit(_fallback_program)
+    jfn(torch.randn(3, 4, requires_grad=True), torch.randn(3, 4))
+    initial = thunder_mlir.last_traces(jfn)[0].text
+    src = tmp_path / "initial.mlir"
+    src.write_text(re.sub(r"unregistered_cumprod\$\d+", "unregistered_cumprod$999999999",
+                          initial))
+    why = ("the implementation @conftest.unregistered_cumprod$999999999 is not in this "
+           "process's registry: it was registered by the process that traced this program")
+    for proc in (thunder_opt(str(src), "-p", "grad"),
+                 thunder_opt_process(str(src), "-p", "grad")):
+        assert_clean_error(proc, 1, why, "re-run from the same process",
+                           "conftest.py:")  # the op's location: the call in conftest
+    # a fresh process does not hold the jit's symbols at all
+    src.write_text(initial)
+    assert_clean_error(thunder_opt_process(str(src), "-p", "grad"), 1,
+                       "@conftest.unregistered_cumprod$", "registered by the process")

@@ -270,7 +270,7 @@ func.func @extra_prims(%x: tensor<2x3xf32>, %m: tensor<3x3xf32>, %coords: tensor
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.gt"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
 // CHECK-NEXT:  "thunder.yield"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<2x3xi1>) -> ()
 // CHECK-NEXT:  }) {name = "test.mul_gt", operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<2x3xi64>) -> (tensor<2x3xf32>, tensor<2x3xi1>)
-// CHECK-NEXT:  %{{[a-z0-9#]+}}:2 = "thunder.executor_call"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {callee = "torch.sort", executor = "torch", impl = 3 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<2x3xi64>) -> (tensor<2x3xf32>, tensor<2x3xi64>)
+// CHECK-NEXT:  %{{[a-z0-9#]+}}:2 = "thunder.executor_call"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {callee = "torch.sort", executor = "torch", impl = @torch.sort$3, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<2x3xi64>) -> (tensor<2x3xf32>, tensor<2x3xi64>)
 // CHECK-NEXT:  return %{{[a-z0-9#]+}}, %{{[a-z0-9#]+}} : tensor<2x3xf32>, tensor<2x3xi1>
 func.func @structure(%x: tensor<2x3xf32>, %i: tensor<2x3xi64>) -> (tensor<2x3xf32>, tensor<2x3xi1>) {
   %0:2 = "thunder.composite"(%x, %i) ({
@@ -284,7 +284,7 @@ func.func @structure(%x: tensor<2x3xf32>, %i: tensor<2x3xi64>) -> (tensor<2x3xf3
     %g = "thunder.gt"(%m, %a) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xi1>
     "thunder.yield"(%m, %g) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<2x3xi1>) -> ()
   }) {name = "test.mul_gt", operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<2x3xi64>) -> (tensor<2x3xf32>, tensor<2x3xi1>)
-  %1:2 = "thunder.executor_call"(%0#0, %i) {callee = "torch.sort", executor = "torch", impl = 3 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<2x3xi64>) -> (tensor<2x3xf32>, tensor<2x3xi64>)
+  %1:2 = "thunder.executor_call"(%0#0, %i) {callee = "torch.sort", executor = "torch", impl = @torch.sort$3, operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<2x3xf32>, tensor<2x3xi64>) -> (tensor<2x3xf32>, tensor<2x3xi64>)
   return %1#0, %0#1 : tensor<2x3xf32>, tensor<2x3xi1>
 }
 

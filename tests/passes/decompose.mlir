@@ -67,7 +67,7 @@ func.func @mixed_runs(%x: tensor<3xf32>, %i: tensor<3xi64>) -> (tensor<3xf32>, t
 // CHECK-NEXT:    return
 func.func @no_composites(%a: tensor<4xf32>) -> tensor<4xf32> {
   %0 = "thunder.neg"(%a) : (tensor<4xf32>) -> tensor<4xf32>
-  %1 = "thunder.executor_call"(%0) {callee = "torch.cumprod", executor = "torch", impl = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "thunder.executor_call"(%0) {callee = "torch.cumprod", executor = "torch", impl = @torch.cumprod$0, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
   return %1 : tensor<4xf32>
 }
 

@@ -166,7 +166,7 @@ func.func @autograd_markers(%x: tensor<3xf32>) -> tensor<3xf32> {
 // CHECK-NEXT:    stablehlo.abs
 func.func @computation(%a: tensor<4xf32>) -> tensor<4xf32> {
   %0 = call @xla_region_0(%a) : (tensor<4xf32>) -> tensor<4xf32>
-  %1 = "thunder.executor_call"(%0) {callee = "torch.cumprod", executor = "torch", impl = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "thunder.executor_call"(%0) {callee = "torch.cumprod", executor = "torch", impl = @torch.cumprod$0, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
   return %1 : tensor<4xf32>
 }
 func.func private @xla_region_0(%a: tensor<4xf32>) -> tensor<4xf32> {

@@ -40,7 +40,7 @@ module @executor_in_middle {
   func.func @computation(%a: tensor<4xf32>) -> tensor<4xf32> {
     %one = "thunder.full"() {value = 1.0 : f64} : () -> tensor<4xf32>
     %0 = "thunder.neg"(%a) : (tensor<4xf32>) -> tensor<4xf32>
-    %1 = "thunder.executor_call"(%0) {callee = "torch.cumprod", executor = "torch", impl = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
+    %1 = "thunder.executor_call"(%0) {callee = "torch.cumprod", executor = "torch", impl = @torch.cumprod$0, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
     %2 = "thunder.add"(%1, %one) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
     return %2 : tensor<4xf32>
   }
@@ -67,7 +67,7 @@ module @executor_in_middle {
 module @independent_ops_stay_early {
   func.func @computation(%a: tensor<4xf32>) -> tensor<4xf32> {
     %0 = "thunder.exp"(%a) : (tensor<4xf32>) -> tensor<4xf32>
-    %1 = "thunder.executor_call"(%a) {callee = "torch.cumprod", executor = "torch", impl = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
+    %1 = "thunder.executor_call"(%a) {callee = "torch.cumprod", executor = "torch", impl = @torch.cumprod$0, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
     %2 = "thunder.add"(%0, %1) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
     %3 = "thunder.sin"(%a) : (tensor<4xf32>) -> tensor<4xf32>
     %4 = "thunder.mul"(%2, %3) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
@@ -90,9 +90,9 @@ module @independent_ops_stay_early {
 module @two_executor_calls {
   func.func @computation(%a: tensor<4xf32>) -> tensor<4xf32> {
     %0 = "thunder.neg"(%a) : (tensor<4xf32>) -> tensor<4xf32>
-    %1 = "thunder.executor_call"(%0) {callee = "torch.first", executor = "torch", impl = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
+    %1 = "thunder.executor_call"(%0) {callee = "torch.first", executor = "torch", impl = @torch.first$0, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
     %2 = "thunder.exp"(%1) : (tensor<4xf32>) -> tensor<4xf32>
-    %3 = "thunder.executor_call"(%2) {callee = "torch.second", executor = "torch", impl = 1 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
+    %3 = "thunder.executor_call"(%2) {callee = "torch.second", executor = "torch", impl = @torch.second$1, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
     %4 = "thunder.abs"(%3) : (tensor<4xf32>) -> tensor<4xf32>
     return %4 : tensor<4xf32>
   }
@@ -133,7 +133,7 @@ module @other_functions_untouched {
 // CHECK-NEXT:    return %[[C]]
 module @cond_captures {
   func.func @computation(%p: tensor<i1>, %a: tensor<4xf32>) -> tensor<4xf32> {
-    %b = "thunder.executor_call"(%a) {callee = "torch.cumprod", executor = "torch", impl = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
+    %b = "thunder.executor_call"(%a) {callee = "torch.cumprod", executor = "torch", impl = @torch.cumprod$0, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>
     %0 = "thunder.cond"(%p) ({
       %s = "thunder.sin"(%b) : (tensor<4xf32>) -> tensor<4xf32>
       "thunder.yield"(%s) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()

@@ -22,7 +22,7 @@ func.func private @xla_region_0(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 // An executor call inside an XLA region (partition did not run).
 func.func private @xla_region_0(%a: tensor<4xf32>) -> tensor<4xf32> {
-  %0 = "thunder.executor_call"(%a) {callee = "torch.cumprod", executor = "torch", impl = 0 : i64, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>  // expected-error {{no lowering for 'thunder.executor_call'}}
+  %0 = "thunder.executor_call"(%a) {callee = "torch.cumprod", executor = "torch", impl = @torch.cumprod$0, operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> tensor<4xf32>  // expected-error {{no lowering for 'thunder.executor_call'}}
   return %0 : tensor<4xf32>
 }
 

@@ -58,6 +58,9 @@ class CacheEntry:
     wrt: list[int] = field(default_factory=list)  # tensor-input indices that get gradients
     residual_bytes: int = 0
     backward_error: str | None = None  # eager's error for a derivative it does not implement
+    # the executor implementations the compilation registered, kept alive with the entry
+    # (ir/implementations.py)
+    implementations: list = field(default_factory=list)
 
     def rebuild(self, outs: list):
         """The user-visible output from the plan's flat output tensors."""

@@ -95,6 +95,12 @@ class UnsupportedDtypeError(TypeError, ThunderError):
     """A torch dtype with no MLIR element type in thunder_mlir (e.g. float8, quantized)."""
 
 
+class MissingImplementationError(LookupError, ThunderError):
+    """A ``thunder.executor_call`` (or a custom VJP rule) names an implementation symbol
+    that this process does not hold: it was registered by the process that traced the
+    program, or by a compilation whose function is gone (ir/implementations.py)."""
+
+
 class GradError(NotImplementedError):
     """An op the grad pass cannot differentiate (named with its source location)."""
 

@@ -278,10 +278,15 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
     (passes/joint.py) instead of the function. ``watch``: (object, description) pairs
     whose attribute reads become guards (guards.py)."""
     from thunder_mlir.executors.extend import compiling
+    from thunder_mlir.ir import implementations
 
     check_tensor_inputs(leaves, lambda: _paths(args, kwargs))  # sparse, nested, ...
-    with compiling(executors) as ext:
-        return _compile(fn, leaves, spec, sharp_edges, ext, joint, watch)
+    # the implementations this compilation registers live as long as its cache entry, so
+    # that every stage's symbols resolve while the function lives (ir/implementations.py)
+    with compiling(executors) as ext, implementations.holding() as held:
+        entry = _compile(fn, leaves, spec, sharp_edges, ext, joint, watch)
+    entry.implementations = held
+    return entry
 
 
 def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
@@ -339,7 +344,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         elements.append(("execution", f"execution-transform{{executors={names}}}"))
     elements += [("prims", "decompose"), ("plan", "partition"),
                  ("stablehlo", "lower-to-stablehlo")]
-    ctx = PassContext(side_table=trace.side_table, compile_state=ext, device=trace.device)
+    ctx = PassContext(compile_state=ext, device=trace.device)
     for stage_name, element in elements:
         t = time.perf_counter()
         pass_ = parse_element(element)
@@ -350,11 +355,11 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     if needs_grad and not joint:
         from thunder_mlir.transforms.grad import residual_bytes
 
-        plan, texts = build_plan(module, trace.side_table, trace.device, "forward")
-        bwd, btexts = build_plan(module, trace.side_table, trace.device, "backward")
+        plan, texts = build_plan(module, trace.device, "forward")
+        bwd, btexts = build_plan(module, trace.device, "backward")
         texts.update(btexts)
     else:
-        plan, texts = build_plan(module, trace.side_table, trace.device)
+        plan, texts = build_plan(module, trace.device)
     stages.append(Stage("xla-compile", f"// {len(texts)} region(s) compiled",
                         time.perf_counter() - t))
     positions = [i for i, x in enumerate(out_leaves) if type(x) is TensorProxy]

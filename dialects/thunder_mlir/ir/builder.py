@@ -41,10 +41,10 @@ def active_builder() -> "Builder | None":
 class Builder:
     """An MLIR module under construction (``func.func`` ops, one at a time).
 
-    ``device`` is the torch.device of the program's tensors. ``side_table`` holds the
-    Python implementations ``thunder.executor_call`` ops name by index (attribute
-    ``impl``). ``on_finish`` holds callbacks run on the ``func.func`` once it is complete
-    (region ops close their results then; frontend/higher_order.py).
+    ``device`` is the torch.device of the program's tensors (the Python implementations
+    ``thunder.executor_call`` ops name are in ir/implementations.py). ``on_finish`` holds
+    callbacks run on the ``func.func`` once it is complete (region ops close their
+    results then; frontend/higher_order.py).
     """
 
     def __init__(self, device: torch.device, module: ir.Module | None = None,
@@ -54,7 +54,6 @@ class Builder:
         self.ctx = ctx if module is None else module.context
         self.device = device
         self.on_finish: list[Callable] = []
-        self.side_table: list[Callable] = []
         self._rng_seed: TensorProxy | None = None  # the seed input, once a random op needs it
         self._rng_streams = 0  # random ops emitted so far (each gets its own stream)
         self.loc = ir.Location.unknown(self.ctx)
@@ -130,9 +129,4 @@ class Builder:
         """A stream number no other random op of this trace has (0, 1, 2, ...)."""
         self._rng_streams += 1
         return self._rng_streams - 1
-
-    def add_impl(self, fn: Callable) -> int:
-        """Put ``fn`` in the side table; returns its index (an executor call's ``impl``)."""
-        self.side_table.append(fn)
-        return len(self.side_table) - 1
 

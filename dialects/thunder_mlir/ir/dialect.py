@@ -91,13 +91,16 @@ class ExecutorCallOp(Thunder.Operation, name="executor_call"):
     """A call into an executor's Python implementation (e.g. ``torch`` fallback).
 
     Attributes: ``executor`` (``"torch"``), ``callee`` (the symbol's qualified name, for
-    reading), ``impl`` (key of the Python callable in the trace's side table).
+    reading), ``impl`` (the implementation's symbol, ``@torch.cumprod`` or
+    ``@conftest.cumprod$3``: ir/implementations.py). A torch fallback call whose non-tensor
+    arguments are plain values also carries them (``thunder.torch_call``), so any process
+    rebuilds it from the IR (frontend/torch_fallback.py, ``implementation_of``).
     Not ``Pure``: an executor may have effects, so CSE/DCE leave it alone.
     """
 
     __annotations__ = {**_segmented("in", Operand), **_segmented("out", Result),
                        "executor": ir.StringAttr, "callee": ir.StringAttr,
-                       "impl": ir.IntegerAttr}
+                       "impl": ir.FlatSymbolRefAttr}
 
 
 class YieldOp(Thunder.Operation, name="yield", traits=[ir.IsTerminatorTrait]):

@@ -37,7 +37,7 @@ from thunder_mlir.ir.prim_defs import PRIMS
 from thunder_mlir.ir.primdef import GradNotImplemented, TorchAutogradVJP
 from thunder_mlir.ir.regions import copy_block, free_values, values_defined_above
 from thunder_mlir.transforms.torch_vjp import (
-    CUSTOM_VJP_ATTR, SIDE_TABLE, executor_call_vjp, side_table_rule, torch_vjp)
+    CUSTOM_VJP_ATTR, custom_vjp_rule, executor_call_vjp, torch_vjp)
 from thunder_mlir.transforms.vjp_composites import COMPOSITE_VJP
 
 
@@ -162,12 +162,12 @@ def backprop(bt, body: list, ct: dict, active: set) -> None:
         if prim is not None and prim.no_grad is not None:
             continue
         if short == "composite" and CUSTOM_VJP_ATTR in op.attributes:
-            fn = side_table_rule(op)
+            fn = custom_vjp_rule(op)
         elif short == "composite":
             short = ir.StringAttr(op.attributes["name"]).value
             fn = COMPOSITE_VJP[short]
-        elif short == "executor_call" and SIDE_TABLE.get() is not None:
-            fn = functools.partial(executor_call_vjp, bt, SIDE_TABLE.get(), active)
+        elif short == "executor_call":
+            fn = functools.partial(executor_call_vjp, bt, active)
         elif prim is not None and isinstance(prim.vjp, TorchAutogradVJP):
             fn = _torch_autograd_rule(prim.vjp)
         else:

@@ -41,7 +41,7 @@ from thunder_mlir.ir.regions import (
     eliminate_dead_code, inline_block, nested_ops, operand_sites)
 
 from thunder_mlir.transforms.backprop import accumulate, backprop, mark_active
-from thunder_mlir.transforms.torch_vjp import CUSTOM_VJP_ATTR, SIDE_TABLE
+from thunder_mlir.transforms.torch_vjp import CUSTOM_VJP_ATTR
 from thunder_mlir.transforms.vjp_composites import APPLIES, COMPOSITE_VJP
 
 NAME = "grad"
@@ -65,23 +65,20 @@ def _nbytes(t: ir.Type) -> int:
         torch.empty((), dtype=dtypes.torch_dtype(t)).element_size()
 
 
-def run(module: ir.Module, remat: bool = True, side_table: list | None = None) -> None:
+def run(module: ir.Module, remat: bool = True) -> None:
     """Differentiate ``@computation`` (see module docstring). ``remat``: rematerialize
     cheap ops in the backward (False: every forward value the backward reads is a
-    residual). ``side_table``: jit's runtime callables of executor calls, appended to by
-    VJPs that run torch.autograd (torch_vjp.py); None (thunder-opt): such VJPs raise
-    GradError. Raises PassError if the module has no ``@computation``."""
+    residual). VJPs that run torch.autograd register their backward callables in
+    ir/implementations.py (torch_vjp.py). Raises PassError if the module has no
+    ``@computation``, MissingImplementationError if an executor call or custom VJP rule
+    on the differentiated path names a symbol this process does not hold."""
     with module.context, ir.Location.unknown():
         fwd = _func(module, "computation")
         if fwd is None:
             error = PassError("grad: the module has no func.func @computation")
             error.location = module.operation.location
             raise error
-        token = SIDE_TABLE.set(side_table)
-        try:
-            _differentiate(module, fwd, remat)
-        finally:
-            SIDE_TABLE.reset(token)
+        _differentiate(module, fwd, remat)
 
 
 def _differentiate(module: ir.Module, fwd, remat: bool) -> None:

@@ -42,14 +42,11 @@ from thunder_mlir.transforms import decompose, grad, joint, lower_to_stablehlo, 
 
 @dataclass
 class PassContext:
-    """What ``jit`` gives passes besides the module: ``side_table`` (the runtime callables
-    that ``thunder.executor_call`` ops and custom VJP rules refer to, appended to by
-    ``grad`` and ``execution-transform``; None under thunder-opt), ``compile_state`` (the
+    """What ``jit`` gives passes besides the module: ``compile_state`` (the
     user executors of the compilation and the calls recorded for them,
     ``executors.extend.CompileState``; None: resolved from the executor registry) and
     ``device`` (the program's torch.device; None: the module's ``thunder.device``)."""
 
-    side_table: list | None = None
     compile_state: Any = None
     device: Any = None
 
@@ -234,7 +231,7 @@ class Grad(ModulePass):
     remat: bool = True
 
     def apply(self, module: ir.Module, ctx: PassContext) -> None:
-        grad.run(module, remat=self.remat, side_table=ctx.side_table)
+        grad.run(module, remat=self.remat)
 
 
 @register_pass

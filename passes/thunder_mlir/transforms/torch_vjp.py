@@ -1,40 +1,35 @@
 """VJPs that run torch.autograd on the torch executor, in the backward: of torch-fallback
 ops (the op re-run under ``torch.autograd`` from the state of the generators its forward
 started from), of prims whose derivative no prim computes (``torch_vjp``), and of custom
-``torch.autograd.Function``s (their ``backward``, held in the trace's side table).
+``torch.autograd.Function``s (their ``backward``, named by symbol). The backward calls'
+implementations are registered in ir/implementations.py.
 """
 
 from __future__ import annotations
-
-import contextvars
 
 import torch
 from torch_mlir import ir
 
 from thunder_mlir.errors import GradError
-from thunder_mlir.frontend.torch_fallback import DIFFERENTIABLE
-from thunder_mlir.ir import dtypes
+from thunder_mlir.frontend.torch_fallback import CALL_ATTR, DIFFERENTIABLE, RNG_STATE_ATTR, \
+    TRIAL_ATTR, implementation_of
+from thunder_mlir.ir import dtypes, implementations
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 
-CUSTOM_VJP_ATTR = "vjp"  # on a composite: side-table index of its VJP rule
+CUSTOM_VJP_ATTR = "vjp"  # on a composite: the symbol of its VJP rule
 
 
-# The trace's side table of executor implementations, set by ``grad.run`` from its
-# ``side_table`` argument (jit's PassContext) while the pass runs, so torch-fallback ops can
-# be differentiated by torch.autograd (see executor_call_vjp). Unset (thunder-opt), an
-# executor call on the differentiated path is an error.
-SIDE_TABLE: contextvars.ContextVar = contextvars.ContextVar("thunder_side_table", default=None)
-
-
-def executor_call_vjp(bt, side_table, active, op, x, y, g):
+def executor_call_vjp(bt, active, op, x, y, g):
     """VJP of a torch-fallback op: a backward executor call that re-runs the op's Python
     implementation under torch.autograd and returns ``torch.autograd.grad`` of it. Only
     the operands in ``active`` (those depending on a differentiated input) require grad
-    in the re-run: torch refuses grad for some inputs (batch_norm's running statistics)."""
+    in the re-run: torch refuses grad for some inputs (batch_norm's running statistics).
+    Raises MissingImplementationError where this process holds no implementation of
+    ``op``."""
     from thunder_mlir.ir.dialect import ExecutorCallOp, fits_in_runs, segment_kwargs
     from thunder_mlir.frontend.torch_fallback import replaying_rng_state
 
-    forward = side_table[ir.IntegerAttr(op.attributes["impl"]).value]
+    forward = implementation_of(op)
     float_in = [is_inexact(torch_dtype(v.type)) and v in active for v in op.operands]
     float_out = [is_inexact(torch_dtype(r.type)) for r in op.results]
     cots = [c for c, f in zip(g, float_out) if f]
@@ -42,7 +37,7 @@ def executor_call_vjp(bt, side_table, active, op, x, y, g):
     operand_values = [p.value for p in x] + [c.value for c in cots]
     if not result_types:
         return [None] * len(x)
-    state = _capture_rng_state(op, side_table)
+    state = _capture_rng_state(op, forward)
     if state is not None:
         operand_values.append(bt.make_proxy(state).value)
     generators = getattr(forward, "generators", [])
@@ -81,16 +76,14 @@ def executor_call_vjp(bt, side_table, active, op, x, y, g):
                                     allow_unused=True) if pairs else [None] * len(wrt)
         return [torch.zeros_like(w) if gr is None else gr for w, gr in zip(wrt, grads)]
 
-    key = len(side_table)
-    side_table.append(vjp)
     callee = ir.StringAttr(op.attributes["callee"]).value
+    impl = implementations.register_attr(callee + ".vjp", vjp)
     with bt.ip:
         call = ExecutorCallOp(**segment_kwargs("in", [operand_values[i] for i in in_order]),
                               **segment_kwargs("out", [result_types[i] for i in out_order],
                                                type_of=lambda t: t),
                               executor=ir.StringAttr.get("torch"),
-                              callee=ir.StringAttr.get(callee + ".vjp"),
-                              impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
+                              callee=ir.StringAttr.get(callee + ".vjp"), impl=impl)
     results = [None] * len(result_types)
     for k, i in enumerate(out_order):
         results[i] = call.operation.results[k]
@@ -103,14 +96,10 @@ def torch_vjp(callee: str, fn, x: list, g: list) -> list:
     computes, given the cotangents ``g`` of its results: a backward torch executor call
     running ``torch.autograd.grad`` through ``fn`` (for prims whose derivative needs a
     function no prim computes, e.g. bessel_i1e's needs i0e). Emitted in the trace being
-    built (the backward); GradError where no side table is set (thunder-opt)."""
+    built (the backward)."""
     from thunder_mlir.ir.dialect import ExecutorCallOp, fits_in_runs, segment_kwargs
     from thunder_mlir.frontend.tracing import current_trace
 
-    side_table = SIDE_TABLE.get()
-    if side_table is None:
-        raise GradError(f"grad: the VJP of {callee} runs torch.autograd, which needs jit's "
-                        "side table (not available under thunder-opt)")
     bt = current_trace()
     wants = [p.tdtype.is_floating_point for p in x]
     operands = [p.value for p in x] + [c.value for c in g]
@@ -128,30 +117,29 @@ def torch_vjp(callee: str, fn, x: list, g: list) -> list:
         grads = torch.autograd.grad(outs, wrt, list(tensors[n:]), allow_unused=True)
         return [torch.zeros_like(w) if gr is None else gr for w, gr in zip(wrt, grads)]
 
-    key = len(side_table)
-    side_table.append(vjp)
+    impl = implementations.register_attr(callee + ".vjp", vjp)
     with bt.ip:
         call = ExecutorCallOp(**segment_kwargs("in", operands),
                               **segment_kwargs("out", result_types, type_of=lambda t: t),
                               executor=ir.StringAttr.get("torch"),
-                              callee=ir.StringAttr.get(callee + ".vjp"),
-                              impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
+                              callee=ir.StringAttr.get(callee + ".vjp"), impl=impl)
     results = iter(call.operation.results)
     return [bt.make_proxy(next(results)) if w else None for w in wants]
 
 
-def _capture_rng_state(op, side_table) -> ir.Value | None:
+def _capture_rng_state(op, forward) -> ir.Value | None:
     """Make the forward torch executor call ``op`` also return the state of the generators
     it may draw from, taken before it runs (``torch_fallback.with_rng_state``), so that its
     backward re-runs it on the forward's random draw. The call is replaced by one with that
     extra (non-differentiable, uint8) result; the old call is erased after the backward is
     built. Returns the state value, or None where it is not needed or not possible: no
     generators (an in-place call), a call inside a region (its VJP recomputes the region),
-    or results of more than 8 distinct types (then the backward draws anew)."""
+    or results of more than 8 distinct types (then the backward draws anew). ``forward``:
+    the op's implementation. A call rebuilt from the IR (``thunder.torch_call``) stays
+    so, marked ``thunder.rng_state``; another's state-returning form is registered."""
     from thunder_mlir.ir.dialect import ExecutorCallOp, fits_in_runs, segment_kwargs
     from thunder_mlir.frontend.torch_fallback import rng_state_size, with_rng_state
 
-    forward = side_table[ir.IntegerAttr(op.attributes["impl"]).value]
     generators = getattr(forward, "generators", None)
     parent = op.parent
     if not generators or parent is None or parent.name != "func.func":
@@ -160,14 +148,19 @@ def _capture_rng_state(op, side_table) -> ir.Value | None:
     result_types = [r.type for r in op.results] + [state_type]
     if not fits_in_runs(result_types):
         return None
-    key = len(side_table)
-    side_table.append(with_rng_state(forward, generators))
+    encoded = CALL_ATTR in op.attributes
+    impl = op.attributes["impl"] if encoded else implementations.register_attr(
+        ir.StringAttr(op.attributes["callee"]).value, with_rng_state(forward, generators))
     with ir.InsertionPoint(op), op.location:
         new = ExecutorCallOp(**segment_kwargs("in", list(op.operands)),
                              **segment_kwargs("out", result_types, type_of=lambda t: t),
                              executor=op.attributes["executor"],
-                             callee=op.attributes["callee"],
-                             impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
+                             callee=op.attributes["callee"], impl=impl)
+    if encoded:
+        for name in (CALL_ATTR, TRIAL_ATTR):
+            if name in op.attributes:
+                new.operation.attributes[name] = op.attributes[name]
+        new.operation.attributes[RNG_STATE_ATTR] = ir.UnitAttr.get()
     flags = [True] * len(op.results)
     if DIFFERENTIABLE in op.attributes:
         flags = [ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes[DIFFERENTIABLE])]
@@ -180,12 +173,8 @@ def _capture_rng_state(op, side_table) -> ir.Value | None:
     return results[-1]
 
 
-def side_table_rule(op):
-    """The VJP rule a composite names by index in the trace's side table (a custom
-    torch.autograd.Function's backward, thunder_mlir/custom_function.py)."""
-    table = SIDE_TABLE.get()
-    if table is None:
-        raise GradError(f"grad: {ir.StringAttr(op.attributes['name']).value} at {op.location} "
-                        "has a VJP rule only the jit that traced it holds (a custom "
-                        "autograd.Function's backward); thunder-opt cannot differentiate it")
-    return table[ir.IntegerAttr(op.attributes[CUSTOM_VJP_ATTR]).value]
+def custom_vjp_rule(op):
+    """The VJP rule a composite names by symbol (a custom torch.autograd.Function's
+    backward, frontend/custom_function.py). Raises MissingImplementationError where this
+    process holds no such symbol (the rule is a closure of the process that traced it)."""
+    return implementations.lookup_attr(op.attributes[CUSTOM_VJP_ATTR], op.location)

@@ -828,10 +828,8 @@ def _conv_padding(op) -> tuple[int, ...] | None:
 
 
 def _conv3d_applies(op) -> bool:
-    from thunder_mlir.transforms.torch_vjp import SIDE_TABLE
-
     t = ir.RankedTensorType(op.operands[0].type)
-    return (SIDE_TABLE.get() is not None and isinstance(t.element_type, ir.F32Type)
+    return (isinstance(t.element_type, ir.F32Type)
             and _names(op)[:2] == ["input", "weight"] and _conv_padding(op) is not None)
 
 
@@ -849,11 +847,9 @@ def _conv3d(op, x, y, g):
     from thunder_mlir.ir.dialect import ExecutorCallOp, segment_kwargs
     from thunder_mlir.frontend.torch_fallback import permuted, type_order, unpermute
     from thunder_mlir.frontend.tracing import current_trace
-
-    from thunder_mlir.transforms.torch_vjp import SIDE_TABLE
+    from thunder_mlir.ir import implementations
 
     bt = current_trace()
-    side_table = SIDE_TABLE.get()
     names = _names(op)
     transposed = ir.StringAttr(op.attributes["name"]).value == "ltorch.conv_transpose3d"
     stride, dilation = _conv_ints(op, "stride", 1), _conv_ints(op, "dilation", 1)
@@ -877,14 +873,14 @@ def _conv3d(op, x, y, g):
     results = [inp.value.type, w.value.type] + ([x[2].value.type] if has_bias else [])
     in_order = type_order([v.type for v in operands])
     out_order = type_order(results)
-    side_table.append(permuted(backward, in_order, out_order))
+    impl = implementations.register_attr("torch.ops.aten.convolution_backward",
+                                         permuted(backward, in_order, out_order))
     with bt.ip:
         call = ExecutorCallOp(**segment_kwargs("in", [operands[k] for k in in_order]),
                               **segment_kwargs("out", [results[k] for k in out_order],
                                                type_of=lambda t: t),
                               executor=ir.StringAttr.get("torch"),
                               callee=ir.StringAttr.get("torch.ops.aten.convolution_backward"),
-                              impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
-                                                      len(side_table) - 1))
+                              impl=impl)
     grads = [bt.make_proxy(v) for v in unpermute(list(call.operation.results), out_order)]
     return grads + [None] * (len(x) - len(grads))

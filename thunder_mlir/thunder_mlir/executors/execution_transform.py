@@ -35,6 +35,7 @@ from torch_mlir import ir
 from thunder_mlir.errors import ExecutorError, PipelineError
 from thunder_mlir.executors.extend import CompileState, activated, check, \
     get_all_executors, get_executor, make_runner
+from thunder_mlir.ir import implementations
 from thunder_mlir.ir.dialect import ExecutorCallOp, segment_kwargs
 from thunder_mlir.ir.prim_defs import BINARY_PRIMS, UNARY_PRIMS
 from thunder_mlir.transforms.registry import ModulePass, PassContext, did_you_mean, \
@@ -78,7 +79,7 @@ class ExecutionTransform(ModulePass):
         device = ctx.device if ctx.device is not None else _module_device(module)
         # (the calls of operators the transforms emit are recorded in the same list)
         with activated(CompileState(tuple(chosen), calls)) as active:
-            run(module, active, ctx.side_table if ctx.side_table is not None else [], device)
+            run(module, active, device)
 
 
 def _module_device(module: ir.Module) -> torch.device:
@@ -89,14 +90,12 @@ def _module_device(module: ir.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def run(module: ir.Module, state: CompileState, side_table: list,
-        device: torch.device) -> None:
-    """Apply ``state.executors`` to ``module``; runtime callables of executor calls are
-    appended to ``side_table``."""
+def run(module: ir.Module, state: CompileState, device: torch.device) -> None:
+    """Apply ``state.executors`` to ``module``; the runtime callables of the executor calls
+    it emits are registered in ir/implementations.py."""
     from thunder_mlir.frontend.tracing import Trace
 
     trace = Trace(device, module=module)
-    trace.side_table = side_table
     with module.context, ir.Location.unknown(), trace.building():
         for f in [op.operation for op in module.body.operations]:
             if f.name == "func.func" and \
@@ -190,13 +189,13 @@ def _to_executor_call(trace, op, ex, sym, rec) -> None:
     types = [r.type for r in results]
     expected = [(tuple(ir.RankedTensorType(t).shape),
                  dtypes.torch_dtype(ir.RankedTensorType(t).element_type)) for t in types]
-    key = trace.add_impl(make_runner(ex.name, sym.name, sym.fn, rec, expected))
+    impl = implementations.register_attr(sym.name,
+                                         make_runner(ex.name, sym.name, sym.fn, rec, expected))
     with ir.InsertionPoint(op), op.location:
         call = ExecutorCallOp(**segment_kwargs("in", list(op.operands)),
                               **segment_kwargs("out", types, type_of=lambda t: t),
                               executor=ir.StringAttr.get(ex.name),
-                              callee=ir.StringAttr.get(sym.name),
-                              impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
+                              callee=ir.StringAttr.get(sym.name), impl=impl)
     for r, n in zip(results, call.operation.results):
         r.replace_all_uses_with(n)
     op.erase()

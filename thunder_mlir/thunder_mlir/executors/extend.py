@@ -32,7 +32,8 @@ How it maps onto the pipeline (``jit.compile_function``):
   residuals), the rest the backward.
 
 The arguments of each composite an active executor may claim are recorded at trace time
-(``CallRecord``, referenced by the composite's ``thunder.call`` attribute), so checkers,
+(``CallRecord``, named by the composite's ``thunder.call`` symbol in
+ir/implementations.py), so checkers,
 transforms and implementations see exactly the Python call the program made.
 """
 
@@ -48,6 +49,7 @@ import torch
 from torch_mlir import ir
 
 from thunder_mlir.errors import ExecutorError
+from thunder_mlir.ir import implementations
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbol import ON_COMPOSITE, Symbol
 
@@ -245,12 +247,13 @@ class CompileState:
         return any(ex.can_claim(name) for ex in self.executors)
 
     def record(self, op: ir.Operation) -> CallRecord | None:
-        """The call recorded for composite ``op`` (its ``thunder.call`` index), or None
-        (none recorded, or a module parsed from text whose records are not held here)."""
+        """The call recorded for composite ``op`` (its ``thunder.call`` symbol in
+        ir/implementations.py), or None where it has none. Raises
+        MissingImplementationError where this process does not hold the record (a module
+        traced by another process)."""
         if "thunder.call" not in op.attributes:
             return None
-        index = ir.IntegerAttr(op.attributes["thunder.call"]).value
-        return self.calls[index] if 0 <= index < len(self.calls) else None
+        return implementations.lookup_attr(op.attributes["thunder.call"], op.location)
 
 
 def current_state() -> CompileState | None:
@@ -289,9 +292,9 @@ def _on_composite(sym, op, args, kwargs, out) -> None:
     leaves = [_TENSOR if type(x) is TensorProxy else x for x in leaves]
     out_leaves, out_spec = optree.tree_flatten(out, none_is_leaf=True)
     out_leaves = [_TENSOR if type(x) is TensorProxy else x for x in out_leaves]
-    state.calls.append(CallRecord(sym.name, leaves, spec, out_leaves, out_spec))
-    op.attributes["thunder.call"] = ir.IntegerAttr.get(
-        ir.IntegerType.get_signless(64), len(state.calls) - 1)
+    record = CallRecord(sym.name, leaves, spec, out_leaves, out_spec)
+    state.calls.append(record)
+    op.attributes["thunder.call"] = implementations.register_attr(f"{sym.name}.call", record)
 
 
 ON_COMPOSITE.append(_on_composite)
@@ -362,13 +365,13 @@ def _emit_meta_operator(sym: OperatorSymbol, args, kwargs):
                         spec, [_TENSOR if i in pos else x for i, x in enumerate(out_leaves)],
                         out_spec)
     expected = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in pos]
-    key = trace.add_impl(make_runner(sym.executor.name, sym.name, sym.fn, record, expected))
+    impl = implementations.register_attr(
+        sym.name, make_runner(sym.executor.name, sym.name, sym.fn, record, expected))
     with trace.ip:
         op = ExecutorCallOp(**segment_kwargs("in", [p.value for p in proxies]),
                             **segment_kwargs("out", types, type_of=lambda t: t),
                             executor=ir.StringAttr.get(sym.executor.name),
-                            callee=ir.StringAttr.get(sym.name),
-                            impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
+                            callee=ir.StringAttr.get(sym.name), impl=impl)
     results = list(op.operation.results)
     for k, i in enumerate(pos):
         m = out_leaves[i]

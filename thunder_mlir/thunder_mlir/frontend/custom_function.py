@@ -6,7 +6,7 @@ While a program is traced, ``MyFn.apply(*args)`` records one ``thunder.composite
 eager runs it). Its results are the forward's tensor outputs followed by the tensors the
 forward saved for backward (``ctx.save_for_backward`` and tensor attributes of ``ctx``),
 so they reach the backward as residuals. The composite carries a ``vjp`` attribute: the
-index, in the trace's side table, of a rule that traces ``backward(ctx, *cotangents)``
+symbol (ir/implementations.py) of a rule that traces ``backward(ctx, *cotangents)``
 into the backward program, with ``ctx.saved_tensors``, ``ctx.needs_input_grad`` and the
 forward's other ``ctx`` attributes as the forward left them.
 
@@ -24,9 +24,10 @@ from typing import Any
 import optree
 import torch
 
+from thunder_mlir.ir import implementations
 from thunder_mlir.ir.proxy import TensorProxy
 
-VJP_ATTR = "vjp"  # composite attribute: side-table index of its VJP rule
+VJP_ATTR = "vjp"  # composite attribute: the symbol of its VJP rule (ir/implementations.py)
 
 
 def _refuse(what: str) -> None:
@@ -139,8 +140,8 @@ def apply(cls, *args, **kwargs) -> Any:
     n_out = len(state["tensor_pos"])
     outs = results[:n_out]
     if results:  # the composite (required: its VJP is the user's backward)
-        results[0].value.owner.attributes[VJP_ATTR] = _index_attr(trace.add_impl(
-            _make_rule(cls, state, [type(a) is TensorProxy for a in args])))
+        results[0].value.owner.attributes[VJP_ATTR] = implementations.register_attr(
+            f"{name}.vjp", _make_rule(cls, state, [type(a) is TensorProxy for a in args]))
     # outputs: eager's requires_grad (custom Function outputs are differentiable unless
     # marked); the others stop gradients
     track = torch.is_grad_enabled() and any(type(a) is TensorProxy and a.requires_grad
@@ -158,12 +159,6 @@ def apply(cls, *args, **kwargs) -> Any:
     for k, i in enumerate(state["tensor_pos"]):
         leaves[i] = outs[k]
     return optree.tree_unflatten(state["out_spec"], leaves)
-
-
-def _index_attr(i: int):
-    from torch_mlir import ir
-
-    return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), i)
 
 
 def _make_rule(cls, state: dict, is_tensor_arg: list[bool]):

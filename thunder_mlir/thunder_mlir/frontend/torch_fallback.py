@@ -9,6 +9,10 @@ the program's device where it has no kernels here), and is recorded as
 XLA regions; the runtime calls the real torch function there, under the autocast state it
 was traced in. So an unsupported op costs speed (a region boundary and an eager kernel),
 never correctness.
+
+The op names its implementation by symbol (``impl``): a call whose arguments are plain
+values carries them (``thunder.torch_call``) and is rebuilt from the IR by
+``implementation_of``; any other is a closure registered in ir/implementations.py.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from torch_mlir import ir
 from thunder_mlir.ir.dialect import ExecutorCallOp, fits_in_runs, segment_kwargs
 
 from thunder_mlir.frontend import autocast
-from thunder_mlir.ir import dtypes
+from thunder_mlir.ir import dtypes, implementations
 from thunder_mlir.errors import TraceError
 from thunder_mlir.ir.proxy import TensorProxy
 
@@ -47,9 +51,10 @@ def qualified_name(func: Callable) -> str:
     return f"{mod}.{q}" if not q.startswith(mod) else q
 
 
-def _is_inplace(func: Callable, args) -> bool:
+def _is_inplace(func: Callable, args, tensor: type = TensorProxy) -> bool:
     name = getattr(func, "__name__", "")
-    return name.endswith("_") and not name.endswith("__") and args and type(args[0]) is TensorProxy
+    return bool(name.endswith("_") and not name.endswith("__") and args
+                and type(args[0]) is tensor)
 
 
 def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
@@ -115,36 +120,29 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         raise TraceError(f"{name}: more than 8 distinct tensor types among its tensor "
                          "arguments or among its outputs, the most one executor call holds")
 
-    def run(*tensors: torch.Tensor) -> list[torch.Tensor]:
-        vals = list(leaves)
-        for i, t in zip(positions, tensors):
-            vals[i] = t
-        if inplace:
-            vals[positions[0]] = tensors[0].clone()
-        a, k = optree.tree_unflatten(spec, vals)
-        out = autocast.run_pinned(pin, func, a, k)
-        if inplace:
-            return [vals[positions[0]]]
-        flat = optree.tree_leaves(out, none_is_leaf=True)
-        outs = [x for x in flat if isinstance(x, torch.Tensor)]
-        if trial:
-            _check_trial_metadata(name, outs, traced)
-        return outs
-
     traced = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in out_pos]
+    run = _make_run(name, func, leaves, positions, spec, pin, inplace, trial, traced)
     differentiable = None if inplace or not any(p.requires_grad for p in proxies) else \
         _output_differentiability(
         func, leaves, positions, spec, trace.device, meta=not trial)
-    impl = permuted(run, in_order, out_order)
-    if not inplace:  # the generators its backward must replay (see with_rng_state)
-        impl.generators = _generators(leaves, trace.device)
-    key = trace.add_impl(impl)
+    call = _encode_call(func, name, args, kwargs, leaves, positions, in_order, out_order, pin)
+    if call is None:  # a closure over Python objects: the registry names it
+        impl = permuted(run, in_order, out_order)
+        if not inplace:  # the generators its backward must replay (see with_rng_state)
+            impl.generators = _generators(leaves, trace.device)
+        symbol = implementations.register_attr(name, impl)
+    else:  # rebuilt from the IR by implementation_of
+        symbol = implementations.symbol_attr(name)
     with trace.ip:
         op = ExecutorCallOp(**segment_kwargs("in", [proxies[i].value for i in in_order]),
                             **segment_kwargs("out", [result_types[i] for i in out_order],
                                              type_of=lambda t: t),
                             executor=ir.StringAttr.get("torch"), callee=ir.StringAttr.get(name),
-                            impl=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), key))
+                            impl=symbol)
+    if call is not None:
+        op.operation.attributes[CALL_ATTR] = ir.StringAttr.get(call)
+        if trial:
+            op.operation.attributes[TRIAL_ATTR] = ir.UnitAttr.get()
     if differentiable is not None and len(differentiable) == len(result_types):
         op.operation.attributes[DIFFERENTIABLE] = ir.ArrayAttr.get(
             [ir.BoolAttr.get(differentiable[i]) for i in out_order])  # per op result
@@ -164,6 +162,224 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         m = out_leaves[i]
         out_leaves[i] = TensorProxy(results[k], tuple(m.shape), m.dtype, trace.device)
     return optree.tree_unflatten(out_spec, out_leaves)
+
+
+def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spec, pin,
+              inplace: bool, trial: bool, traced: list) -> Callable:
+    """The runtime callable of a fallback call: ``func`` on the flattened arguments
+    ``leaves`` (``spec``) with the run's tensors (in their own order) at ``positions``,
+    under the autocast state ``pin``; returns the tensor outputs (the cloned, updated
+    first argument of an in-place call). ``trial``: check each run's outputs against
+    ``traced`` (metadata learned by a trial run)."""
+    def run(*tensors: torch.Tensor) -> list[torch.Tensor]:
+        vals = list(leaves)
+        for i, t in zip(positions, tensors):
+            vals[i] = t
+        if inplace:
+            vals[positions[0]] = tensors[0].clone()
+        a, k = optree.tree_unflatten(spec, vals)
+        out = autocast.run_pinned(pin, func, a, k)
+        if inplace:
+            return [vals[positions[0]]]
+        flat = optree.tree_leaves(out, none_is_leaf=True)
+        outs = [x for x in flat if isinstance(x, torch.Tensor)]
+        if trial:
+            _check_trial_metadata(name, outs, traced)
+        return outs
+    return run
+
+
+# ------------------------------------------------------- calls the IR alone determines
+# A fallback call of a public torch function whose non-tensor arguments are plain values
+# carries them in the op, as the argument list of a Python call with the tensors named by
+# operand (``thunder.torch_call = "(t0, 1, dtype=torch.float64)"``: operand 0, then 1 and
+# a dtype), and ``impl`` is the function's qualified name (``@torch.cumprod``): any
+# process (thunder-opt) rebuilds the call from the IR. ``thunder.trial_metadata`` (unit):
+# the output metadata came from a trial run, so every run checks it.
+# ``thunder.rng_state`` (unit, set by grad): the call also returns the state of the
+# generators it draws from.
+CALL_ATTR = "thunder.torch_call"
+TRIAL_ATTR = "thunder.trial_metadata"
+RNG_STATE_ATTR = "thunder.rng_state"
+_PLAIN = (type(None), bool, int, float, str, torch.dtype, torch.device)
+
+
+class _Operand:
+    """The tensor argument that is operand ``k`` of the executor call (``t<k>``)."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: int):
+        self.k = k
+
+
+def resolve_qualified(name: str) -> Callable | None:
+    """The public torch callable a ``qualified_name`` names (``torch.cumprod``,
+    ``torch.Tensor.add_``, ``torch.nn.functional.pad``), or None."""
+    parts = name.split(".")
+    if parts[0] != "torch":
+        return None
+    obj: Any = torch
+    for part in parts[1:]:
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj if callable(obj) else None
+
+
+def _encode_value(x, operand_of: dict[int, int], counter: list[int]) -> str | None:
+    if type(x) is TensorProxy:
+        k = operand_of[counter[0]]
+        counter[0] += 1
+        return f"t{k}"
+    if type(x) in (tuple, list):
+        items = [_encode_value(v, operand_of, counter) for v in x]
+        if any(i is None for i in items):
+            return None
+        if type(x) is tuple:
+            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+        return "[" + ", ".join(items) + "]"
+    if type(x) not in _PLAIN:
+        return None
+    if type(x) is float and (x != x or x in (float("inf"), float("-inf"))):
+        return f"float('{x}')"
+    if type(x) is torch.device:
+        return f"torch.device('{x}')"
+    return repr(x)  # (torch.float32's repr is its name)
+
+
+def _encode_call(func, name, args, kwargs, leaves, positions, in_order, out_order,
+                 pin) -> str | None:
+    """``thunder.torch_call``'s text for ``func(*args, **kwargs)``, or None where the call
+    cannot be rebuilt from it: a function ``name`` does not resolve to, arguments that are not
+    plain values, results whose stored order differs from theirs, an autocast region."""
+    if resolve_qualified(name) is not func or pin is not None and pin[1] \
+            or out_order != sorted(out_order):
+        return None
+    operand_of = {j: k for k, j in enumerate(in_order)}  # j-th tensor leaf -> operand k
+    counter = [0]
+    items = [_encode_value(a, operand_of, counter) for a in args]
+    for key in sorted(kwargs):  # (optree's order of dict leaves)
+        v = _encode_value(kwargs[key], operand_of, counter)
+        items.append(None if v is None or not key.isidentifier() else f"{key}={v}")
+    if any(i is None for i in items):
+        return None
+    text = "(" + ", ".join(items) + ")"
+    try:  # the text must give back the same call
+        d_args, d_kwargs = _decode_call(text)
+        d_leaves, d_spec = optree.tree_flatten((d_args, d_kwargs), none_is_leaf=True)
+    except ValueError:
+        return None
+    if d_spec != optree.tree_structure((args, kwargs), none_is_leaf=True):
+        return None
+    for i, (a, b) in enumerate(zip(leaves, d_leaves)):
+        if (type(b) is _Operand) != (i in positions) or \
+                type(b) is not _Operand and (type(a) is not type(b) or a != b):
+            return None
+    return text
+
+
+def _decode_value(node):
+    import ast
+
+    if isinstance(node, ast.Constant) and type(node.value) in _PLAIN:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
+            and isinstance(node.operand, ast.Constant) \
+            and type(node.operand.value) in (int, float):
+        return -node.operand.value
+    if isinstance(node, ast.Tuple):
+        return tuple(_decode_value(e) for e in node.elts)
+    if isinstance(node, ast.List):
+        return [_decode_value(e) for e in node.elts]
+    if isinstance(node, ast.Name) and node.id[:1] == "t" and node.id[1:].isdigit():
+        return _Operand(int(node.id[1:]))
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+            and node.value.id == "torch" and isinstance(getattr(torch, node.attr, None),
+                                                        torch.dtype):
+        return getattr(torch, node.attr)
+    if isinstance(node, ast.Call) and not node.keywords and len(node.args) == 1 \
+            and isinstance(node.args[0], ast.Constant) and type(node.args[0].value) is str:
+        f = node.func
+        if isinstance(f, ast.Name) and f.id == "float":
+            return float(node.args[0].value)
+        if isinstance(f, ast.Attribute) and f.attr == "device" \
+                and isinstance(f.value, ast.Name) and f.value.id == "torch":
+            return torch.device(node.args[0].value)
+    raise ValueError(f"not a plain value: {ast.unparse(node)}")
+
+
+def _decode_call(text: str) -> tuple[tuple, dict]:
+    """The arguments of a ``thunder.torch_call`` text, tensors as ``_Operand``s. Raises
+    ValueError on anything but plain values (the text is parsed, never evaluated)."""
+    import ast
+
+    try:
+        call = ast.parse("f" + text, mode="eval").body
+    except SyntaxError as e:
+        raise ValueError(f"cannot parse {text!r}: {e}") from None
+    if not isinstance(call, ast.Call) or any(k.arg is None for k in call.keywords) \
+            or any(isinstance(a, ast.Starred) for a in call.args):
+        raise ValueError(f"not an argument list: {text!r}")
+    return (tuple(_decode_value(a) for a in call.args),
+            {k.arg: _decode_value(k.value) for k in call.keywords})
+
+
+def _op_device(op) -> torch.device:
+    parent = op.parent
+    while parent is not None and parent.name != "func.func":
+        parent = parent.parent
+    if parent is not None and "thunder.device" in parent.attributes:
+        return torch.device(ir.StringAttr(parent.attributes["thunder.device"]).value)
+    return torch.device("cpu")
+
+
+def _rebuild(op) -> Callable:
+    name = ir.FlatSymbolRefAttr(op.attributes["impl"]).value
+    text = ir.StringAttr(op.attributes[CALL_ATTR]).value
+    func = resolve_qualified(name)
+    if func is None:
+        from thunder_mlir.errors import MissingImplementationError
+
+        error = MissingImplementationError(f"the implementation @{name} of the call "
+                                           f"{text} is not a public torch function")
+        error.location = op.location
+        raise error
+    try:
+        args, kwargs = _decode_call(text)
+    except ValueError as e:
+        raise ValueError(f"{name}: bad {CALL_ATTR} attribute at {op.location}: {e}") from None
+    leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
+    positions = [i for i, leaf in enumerate(leaves) if type(leaf) is _Operand]
+    in_order = [0] * len(positions)
+    for j, i in enumerate(positions):
+        in_order[leaves[i].k] = j
+    device = _op_device(op)
+    inplace = _is_inplace(func, args, tensor=_Operand)
+    pin = (device.type, False, torch.get_autocast_dtype(device.type)) \
+        if torch.amp.is_autocast_available(device.type) else None
+    n_out = len(op.results) - (1 if RNG_STATE_ATTR in op.attributes else 0)
+    traced = [(tuple(ir.RankedTensorType(r.type).shape), dtypes.torch_dtype(r.type))
+              for r in list(op.results)[:n_out]]
+    run = _make_run(name, func, leaves, positions, spec, pin, inplace,
+                    TRIAL_ATTR in op.attributes, traced)
+    impl = permuted(run, in_order, list(range(n_out)))
+    if not inplace:
+        impl.generators = _generators(leaves, device)
+    if RNG_STATE_ATTR in op.attributes:
+        return with_rng_state(impl, impl.generators)
+    return impl
+
+
+def implementation_of(op) -> Callable:
+    """The Python callable a ``thunder.executor_call`` runs (tensors in operand order ->
+    list of result tensors): rebuilt from its ``thunder.torch_call`` attribute where it has
+    one, else the registry's ``impl`` (ir/implementations.py). Raises
+    MissingImplementationError where this process holds no such symbol."""
+    op = op.operation if hasattr(op, "operation") else op
+    if CALL_ATTR in op.attributes:
+        return _rebuild(op)
+    return implementations.lookup_attr(op.attributes["impl"], op.location)
 
 
 # Attribute of a torch executor call: one bool per result, whether torch.autograd makes it

@@ -2,8 +2,9 @@
 
 Every SSA value of ``@computation`` gets a slot. ``func.call @xla_region_k`` becomes an
 ``XlaStep`` (a compiled executable), ``thunder.executor_call`` a ``TorchStep`` (the Python
-implementation from the trace's side table). Slots hold torch tensors or XLA buffers and
-are converted lazily, so values that flow from one XLA region to another never visit torch.
+implementation its ``impl`` symbol names: ``torch_fallback.implementation_of``). Slots
+hold torch tensors or XLA buffers and are converted lazily, so values that flow from one
+XLA region to another never visit torch.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Callable, Sequence
 import torch
 from torch_mlir import ir
 
+from thunder_mlir.frontend.torch_fallback import implementation_of
 from thunder_mlir.ir.dialect import SEED_ATTR
 from thunder_mlir.runtime import dlpack
 from thunder_mlir.runtime.xla import compile_stablehlo, jax_device
@@ -139,9 +141,12 @@ def region_module_text(module: ir.Module, name: str) -> str:
         return str(single)
 
 
-def build_plan(module: ir.Module, side_table: Sequence[Callable], device: torch.device,
+def build_plan(module: ir.Module, device: torch.device,
                func_name: str = "computation") -> tuple[Plan, dict[str, str]]:
-    """Compile every region of ``module`` and return the Plan and each region's text."""
+    """Compile every region of ``module`` and return the Plan and each region's text.
+    Executor calls run the callables ``torch_fallback.implementation_of`` gives (rebuilt
+    from the IR, or from ir/implementations.py's registry: MissingImplementationError
+    where this process holds none)."""
     with module.context:
         comp = next(op.operation for op in module.body.operations
                     if op.operation.name == "func.func"
@@ -172,9 +177,8 @@ def build_plan(module: ir.Module, side_table: Sequence[Callable], device: torch.
                 texts[callee] = text
                 steps.append(XlaStep(callee, compile_stablehlo(text, device), ins, outs))
             elif op.name == "thunder.executor_call":
-                impl = ir.IntegerAttr(op.attributes["impl"]).value
                 callee = ir.StringAttr(op.attributes["callee"]).value
-                steps.append(TorchStep(callee, side_table[impl], ins, outs))
+                steps.append(TorchStep(callee, implementation_of(op), ins, outs))
             else:
                 raise RuntimeError(f"plan: unexpected op {op.name} in @{func_name}; run "
                                    "decompose and partition first")

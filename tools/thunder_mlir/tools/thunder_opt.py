@@ -61,6 +61,7 @@ from torch_mlir.passmanager import PassManager
 
 from thunder_mlir.errors import PipelineError, ThunderError
 from thunder_mlir.executors import execution_transform  # noqa: F401 (registers the pass)
+from thunder_mlir.ir import implementations
 from thunder_mlir.ir.context import get_context
 from thunder_mlir.ir.primdef import verify_prim_ops
 from thunder_mlir.transforms.registry import PASSES, did_you_mean, parse_element, \
@@ -525,7 +526,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(list_passes())
         return 0
     try:
-        result = optimize(args)
+        with implementations.holding():  # the run's registrations (grad's VJP closures)
+            result = optimize(args)
         if args.output == "-":
             sys.stdout.write(result)
         else:
