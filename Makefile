@@ -27,7 +27,7 @@ demo: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python examples/minilm_demo.py
 
 test: setup
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest tests
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --dist loadfile tests
 
 bench: setup
 	$(BIN)/python benchmarks/bench.py

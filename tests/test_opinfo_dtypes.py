@@ -1,0 +1,34 @@
+"""OpInfo conformance in the dtypes other than float32 (issue 3's lighter pass).
+
+The harness, the sample selection and the allowlists are test_opinfo.py's: this file runs
+``OTHER_SAMPLES`` eager-valid samples per op in each of ``OTHER_DTYPES``, one test per dtype,
+and asserts zero mismatches against eager and errors exactly the allowlisted ones
+(``OTHER_ERRORS``). It is a file of its own so that the test runner can schedule it beside
+the float32 pass (``pytest -n 2 --dist loadfile``). The summary table goes to stdout and to
+``/tmp/thunder_opinfo_report_<dtype>.txt``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import test_opinfo as _oi  # noqa: E402  (the harness; owned by the float32 conformance)
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("dtype", _oi.OTHER_DTYPES, ids=str)
+def test_opinfo_dtype(dtype):
+    """Zero mismatches against eager in ``dtype``; errors exactly ``expected_errors(dtype)``."""
+    full = not os.environ.get("THUNDER_OPINFO_OPS")
+    counts, results = _oi._run_and_report([dtype], _oi.OTHER_SAMPLES,
+                                          str(dtype).removeprefix("torch."))[dtype]
+    bad = [f"{dtype} {r.name}: {r.reason}" for r in results if r.status == "mismatch"]
+    assert not bad, "mismatches against eager:\n" + "\n".join(bad)
+    problems = _oi.allowlist_problems(results, _oi.expected_errors(dtype), full, f"{dtype} ")
+    assert not problems, "\n".join(problems)
