@@ -2,7 +2,8 @@
 
 One compiled executable per (StableHLO text, device), shared across jitted functions: XLA's
 own ``compile_and_load`` does no caching (toolchain.md §4) and costs 25 ms even for a
-2x2 add.
+2x2 add. Below this in-memory cache, the persistent one (runtime/compile_cache.py) keeps
+serialized executables on disk for later processes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import threading
 import torch
 
 from thunder_mlir.errors import CompileError
+from thunder_mlir.runtime import compile_cache
 
 _LOCK = threading.Lock()
 _EXECUTABLES: dict[tuple[str, str], object] = {}
@@ -50,12 +52,28 @@ def compile_stablehlo(text: str, device: torch.device):
         return exe
     dev = jax_device(device)
     client = dev.client
-    try:
-        exe = client.compile_and_load(text, xc.DeviceList((dev,)), _compile_options(xc))
-    except Exception as e:  # XlaRuntimeError has no stable import path
-        raise CompileError(f"XLA rejected a lowered region: {e}\n--- module ---\n{text}") from None
+    devices, options = xc.DeviceList((dev,)), _compile_options(xc)
+    disk_key = None
+    if compile_cache.compile_cache_dir() is not None:
+        disk_key = compile_cache.entry_key(text, options.SerializeAsString(), dev)
+        exe = compile_cache.load(disk_key, dev, devices, options)
+    if exe is None:
+        try:
+            exe = client.compile_and_load(text, devices, options)
+        except Exception as e:  # XlaRuntimeError has no stable import path
+            raise CompileError(f"XLA rejected a lowered region: {e}\n--- module ---\n{text}") \
+                from None
+        if disk_key is not None:
+            compile_cache.store(disk_key, dev, exe)
     with _LOCK:
         if len(_EXECUTABLES) >= _MAX_EXECUTABLES:
             _EXECUTABLES.pop(next(iter(_EXECUTABLES)))
         _EXECUTABLES[key] = exe
     return exe
+
+
+def clear_memory_cache() -> None:
+    """Forget the executables compiled in this process (the persistent cache on disk is
+    kept): the next compile of a text loads it from disk or compiles it again."""
+    with _LOCK:
+        _EXECUTABLES.clear()
