@@ -26,15 +26,13 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="4x fewer timed iterations")
     p.add_argument("--threads", type=int, default=1,
-                   help="CPU threads for every system (default 1: torch intra-op threads = 1 "
-                        "and XLA's Eigen pool off; N > 1: torch N threads, XLA all cores)")
+                   help="CPU threads for every system (default 1): torch's intra-op threads "
+                        "and the intra-op pool of XLA's CPU client (jax.jit and thunder_mlir "
+                        "share it; thunder_mlir sizes it to torch.get_num_threads())")
     return p.parse_args()
 
 
 OPTS = parse_args()
-if OPTS.threads == 1:  # before jax creates its CPU client (jax.jit and thunder_mlir share it)
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_cpu_multi_thread_eigen=false").strip()
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
@@ -245,6 +243,10 @@ def ratio(x, y):
 
 def main() -> int:
     torch.set_num_threads(OPTS.threads)
+    # before anything creates jax's CPU client: its intra-op pool gets torch's threads
+    from thunder_mlir.runtime.xla import start_backends
+
+    start_backends()
     # a fresh Inductor cache, so torch.compile's first call is a cold compile like the others
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-inductor-")
     torch.manual_seed(0)
@@ -254,7 +256,8 @@ def main() -> int:
         "MLP fwd, batch 64": (int(20 * scale), 7, "ms"),
         "GPT-2 tiny fwd, 2x64": (int(12 * scale), 7, "ms"),
     }
-    xla = "1 (Eigen pool off)" if OPTS.threads == 1 else f"{os.cpu_count()} (all cores)"
+    xla = sum(open(f"/proc/self/task/{t}/comm").read().strip() == "tf_XLAEigen"
+              for t in os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else "?"
     print(f"torch {torch.__version__}, jax {jax.__version__}, {os.cpu_count()} cores; threads: "
           f"torch {torch.get_num_threads()}, XLA {xla}{'; --quick' if OPTS.quick else ''}")
 

@@ -8,6 +8,7 @@ serialized executables on disk for later processes.
 
 from __future__ import annotations
 
+import os
 import threading
 
 import torch
@@ -20,10 +21,56 @@ _EXECUTABLES: dict[tuple[str, str], object] = {}
 _MAX_EXECUTABLES = 512
 
 
+_backends_started = False
+
+
+def start_backends() -> None:
+    """Create jax's XLA clients (once per process) with the CPU client's intra-op thread
+    pool sized to ``torch.get_num_threads()``, so a jitted program uses the threads eager
+    PyTorch would.
+
+    The TFRT CPU client sizes its pools from the CPUs the creating thread may run on
+    (tsl ``port::MaxParallelism``, i.e. ``sched_getaffinity``), and jaxlib 0.10 offers no
+    other knob: ``--xla_cpu_multi_thread_eigen=false`` no longer limits it (dots and
+    reductions run as YNNPACK fusions on the client's pool). So when torch uses fewer
+    threads than the process may, the calling thread's affinity is narrowed to that many
+    CPUs while the clients are created and then restored, for it and for every thread the
+    clients started (threads inherit the mask; restoring it leaves them free to run
+    anywhere). Where jax's backends already exist (the user ran jax first) or the platform
+    has no affinity API, the clients are used as they are."""
+    global _backends_started
+    if _backends_started:
+        return
+    _backends_started = True
+    from jax._src import xla_bridge
+    from jax.extend import backend
+
+    if xla_bridge.backends_are_initialized() or not hasattr(os, "sched_getaffinity"):
+        return
+    mask = os.sched_getaffinity(0)
+    n = torch.get_num_threads()
+    if n >= len(mask):
+        backend.backends()
+        return
+    tasks = "/proc/self/task"
+    before = set(os.listdir(tasks)) if os.path.isdir(tasks) else set()
+    os.sched_setaffinity(0, set(sorted(mask)[:max(n, 1)]))
+    try:
+        backend.backends()
+    finally:
+        os.sched_setaffinity(0, mask)
+        for tid in (set(os.listdir(tasks)) - before) if before else ():
+            try:
+                os.sched_setaffinity(int(tid), mask)
+            except OSError:  # a thread that has exited since
+                pass
+
+
 def jax_device(device: torch.device):
     """The jax Device for a torch device (cpu -> the CPU client, cuda:N -> GPU N)."""
     from jax.extend import backend
 
+    start_backends()
     if device.type == "cpu":
         return backend.get_backend("cpu").devices()[0]
     if device.type == "cuda":
