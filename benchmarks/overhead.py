@@ -150,7 +150,7 @@ def profile(calls: int, repeats: int) -> list[tuple[str, float]]:
         return exe.execute_sharded(bufs)
 
     def outputs():  # execute + jaxlib's result handlers + wait for the result + export
-        return [dlpack.to_torch(r, True) for r in plan._results(exe.execute_sharded(bufs))]
+        return [dlpack.to_torch(r, True) for r in plan.steps[0].execute(bufs, dev)]
 
     outs = outputs()
 

@@ -27,6 +27,19 @@ class XlaStep:
     executable: object
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
+    handlers: list | None = None  # jaxlib result handlers, set by the first run
+
+    def execute(self, args: list, device) -> list:
+        """Run the executable on XLA buffers ``args``; its output arrays. The first run
+        disassembles the result and builds jaxlib's C++ result handlers from its outputs
+        (``result_handlers``); later runs consume results with them, which skips the
+        per-output sharding objects ``execute``/``disassemble`` make (~3 us each)."""
+        res = self.executable.execute_sharded(args)
+        if self.handlers is not None:
+            return res.consume_with_handlers(self.handlers)
+        arrays = [r[0] for r in res.disassemble_into_single_device_arrays()]
+        self.handlers = result_handlers(arrays, device)
+        return arrays
 
 
 @dataclass
@@ -67,34 +80,21 @@ class Plan:
         # A program with random ops takes a seed as its last input, drawn here at each call
         # (programs without keep their run methods untouched).
         self._order = only.inputs if self._single else ()
-        self._handlers = None  # set by the first run (_results)
         if seeded:
             self.run = self._run_single_seeded if self._single else self._run_seeded
         elif self._single:
             self.run = (self._run_single if only.inputs == tuple(range(n_inputs))
                         else self._run_single_permuted)
 
-    def _results(self, res) -> list:
-        """The output arrays of an ``execute_sharded`` result. The first call disassembles
-        it (jaxlib makes a sharding object per output, ~3 us) and builds jaxlib's C++
-        result handlers from the outputs' shapes and dtypes (those ``jax.jit`` uses,
-        ``xla_client.array_result_handler``); later calls consume the result with them."""
-        handlers = self._handlers
-        if handlers is not None:
-            return res.consume_with_handlers(handlers)
-        arrays = [r[0] for r in res.disassemble_into_single_device_arrays()]
-        self._handlers = result_handlers(arrays, self._jax_device)
-        return arrays
-
     def _run_single(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         imp, on_cpu, to_torch = self._import, self._on_cpu, dlpack.to_torch
-        res = self.steps[0].executable.execute_sharded([imp(t) for t in inputs])
-        return [to_torch(r, on_cpu) for r in self._results(res)]
+        outs = self.steps[0].execute([imp(t) for t in inputs], self._jax_device)
+        return [to_torch(r, on_cpu) for r in outs]
 
     def _run_single_permuted(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         imp, on_cpu, to_torch = self._import, self._on_cpu, dlpack.to_torch
-        res = self.steps[0].executable.execute_sharded([imp(inputs[i]) for i in self._order])
-        return [to_torch(r, on_cpu) for r in self._results(res)]
+        outs = self.steps[0].execute([imp(inputs[i]) for i in self._order], self._jax_device)
+        return [to_torch(r, on_cpu) for r in outs]
 
     def _seed(self):
         # imported directly, not through the ImportCache: a new tensor at every call
@@ -104,8 +104,7 @@ class Plan:
         imp, on_cpu, to_torch = self._import, self._on_cpu, dlpack.to_torch
         seed, last = self._seed(), self.n_inputs - 1  # the seed is the last input
         args = [seed if i == last else imp(inputs[i]) for i in self._order]
-        res = self.steps[0].executable.execute_sharded(args)
-        return [to_torch(r, on_cpu) for r in self._results(res)]
+        return [to_torch(r, on_cpu) for r in self.steps[0].execute(args, self._jax_device)]
 
     def _run_seeded(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         return Plan.run(self, [*inputs, self._seed()])  # slots hold XLA buffers too
@@ -119,7 +118,7 @@ class Plan:
                 args = [v if not isinstance(v, torch.Tensor) else
                         (self._import(v) if i < self.n_inputs else dlpack.to_xla(v, dev))
                         for i, v in ((i, slots[i]) for i in step.inputs)]
-                outs = step.executable.execute(args)
+                outs = step.execute(args, dev)
             else:
                 args = [v if isinstance(v, torch.Tensor) else dlpack.to_torch(v, on_cpu)
                         for v in (slots[i] for i in step.inputs)]
