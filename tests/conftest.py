@@ -12,6 +12,25 @@ import torch
 import torch.utils._pytree as pytree
 
 import thunder_mlir
+import thunder_mlir.runtime.compile_cache
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _compile_cache_dir(tmp_path_factory):
+    """The persistent compile cache lives in this session's temporary directory (also for
+    subprocesses, through the environment), never in the user's cache: a test must not
+    depend on what an earlier run left there."""
+    import os
+
+    path = tmp_path_factory.mktemp("compile_cache")
+    old = os.environ.get(thunder_mlir.runtime.compile_cache.ENV_VAR)
+    os.environ[thunder_mlir.runtime.compile_cache.ENV_VAR] = str(path)
+    thunder_mlir.set_compile_cache_dir(path)
+    yield path
+    if old is None:
+        del os.environ[thunder_mlir.runtime.compile_cache.ENV_VAR]
+    else:
+        os.environ[thunder_mlir.runtime.compile_cache.ENV_VAR] = old
 
 
 @pytest.fixture(autouse=True)

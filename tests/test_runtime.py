@@ -218,3 +218,18 @@ def test_values_between_regions_stay_on_xla(monkeypatch):
     # b leaves region 0 and feeds region 1 directly; only c crosses torch -> XLA, and only
     # the final output crosses XLA -> torch
     assert len(rec.to_torch) == 1
+
+
+def test_repeated_calls_keep_output_dtypes_and_shapes():
+    """The first call's outputs set the result handlers later calls use (plan.py
+    ``result_handlers``): every later call must still give eager's dtype, shape and value,
+    0-d and 64-bit outputs included."""
+    def f(a, b):
+        return (a.to(torch.int64) * 3, a.to(torch.float64) / 3, a > 0, a.to(torch.bfloat16),
+                torch.complex(a, b), a.sum())
+
+    jfn = thunder_mlir.jit(f)
+    for _ in range(3):
+        a, b = torch.randn(3, 4), torch.randn(3, 4)
+        for got, want in zip(jfn(a, b), f(a, b)):
+            torch.testing.assert_close(got, want)

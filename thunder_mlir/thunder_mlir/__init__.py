@@ -3,6 +3,7 @@
     jfn = thunder_mlir.jit(fn_or_module)     # same signature, compiled on first call
     jfn(*args)                               # runs on XLA (torch fallback where needed)
     thunder_mlir.last_traces(jfn)            # the MLIR of each stage of the last compile
+    thunder_mlir.set_compile_cache_dir(path)  # where compiled executables persist (None: off)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from thunder_mlir.jit import jit  # noqa: F401
 from thunder_mlir.module import ThunderModule  # noqa: F401
 from thunder_mlir.ir.proxy import TensorProxy  # noqa: F401
 from thunder_mlir.examine import Examination, OpReport, examine  # noqa: F401
+from thunder_mlir.runtime.compile_cache import compile_cache_dir, set_compile_cache_dir  # noqa: F401
 
 
 def _function(jfn) -> ThunderFunction:
