@@ -61,6 +61,9 @@ class CacheEntry:
     # the executor implementations the compilation registered, kept alive with the entry
     # (ir/implementations.py)
     implementations: list = field(default_factory=list)
+    # (writes to input objects, objects returned, number of state outputs): see
+    # frontend/pytrees.py; None when the program neither writes nor returns objects
+    object_state: Any = None
 
     def rebuild(self, outs: list):
         """The user-visible output from the plan's flat output tensors."""
