@@ -160,8 +160,7 @@ class ThunderFunction:
             if entry is None:
                 with COMPILE_LOCK:
                     full_leaves, full_spec = pytrees.flatten((args, kwargs))
-                    pytrees.check_unshared(pytrees.objects((args, kwargs)),
-                                           lambda: _paths(args, kwargs))
+                    pytrees.check_unshared(pytrees.objects((args, kwargs)))
                     entry = compile_function(self.fn, args, kwargs, full_leaves, full_spec,
                                              self.sharp_edges, self.executors, self.joint,
                                              self.watch() if self.watch is not None else ())
@@ -208,6 +207,8 @@ def _object_results(entry: CacheEntry, args, kwargs, tensors, outs):
     input objects returned as the caller's own (frontend/pytrees.py)."""
     writes, out_objects, n_state = entry.object_state
     nodes = pytrees.objects((args, kwargs))
+    if writes:  # two paths to one object: eager's writes through one show through the other
+        pytrees.check_unshared(nodes)
     state_outs = outs[len(outs) - n_state:]
     outs = outs[:len(outs) - n_state]
     pytrees.replay(writes, nodes, tensors, state_outs)

@@ -189,14 +189,14 @@ def objects(tree) -> list:
     return out
 
 
-def check_unshared(nodes: list, paths) -> None:
+def check_unshared(nodes: list) -> None:
     """Refuse an object reached twice among a call's inputs (UnsupportedInputError)."""
     if len({id(o) for o in nodes}) != len(nodes):
         dup = next(o for i, o in enumerate(nodes) if any(o is p for p in nodes[:i]))
         raise UnsupportedInputError(
-            f"the {type(dup).__qualname__} object is reached twice among the inputs "
-            f"({paths()}); thunder_mlir copies input objects while tracing and cannot keep "
-            "them one object. Pass it once.")
+            f"an input {type(dup).__module__}.{type(dup).__qualname__} object is reached "
+            "twice among the inputs; thunder_mlir copies input objects while tracing and "
+            "would not keep them one object. Pass it once.")
 
 
 class ObjectState:
