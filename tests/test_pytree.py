@@ -321,3 +321,18 @@ def test_written_tensor_also_returned_is_one_tensor():
     layer = Layer()
     out = thunder_mlir.jit(fn)(layer, torch.randn(2))
     assert out is layer.keys or out.data_ptr() == layer.keys.data_ptr()
+
+
+def test_index_copy_and_index_add_in_place_are_compiled():
+    def fn(x, i, s):
+        x.index_copy_(2, i, s)
+        y = x.sum(2)
+        y.index_add_(0, torch.tensor([1, 0, 1]), torch.ones(3, 3, 4), alpha=2)
+        return y
+
+    x, i, s = torch.randn(2, 3, 5, 4), torch.tensor([3]), torch.randn(2, 3, 1, 4)
+    xe, xj = x.clone(), x.clone()
+    jfn = thunder_mlir.jit(fn)
+    torch.testing.assert_close(jfn(xj, i, s), fn(xe, i, s))
+    torch.testing.assert_close(xj, xe)
+    assert thunder_mlir.fallback_ops(jfn) == []
