@@ -67,6 +67,10 @@ def test_generate_static_cache_is_eager_with_two_programs(kind, batch, n):
     # prefill (the cache's tensors are made) and one decode program for every step
     assert thunder_mlir.cache_misses(jfn) == 2
     assert thunder_mlir.cache_hits(jfn) == n - 2
+    m = jfn._method.__self__  # a second generate (a new cache object) reuses both programs
+    ids, mask = _prompt(batch)
+    _generate(m, ids, mask, "static", 2)
+    assert thunder_mlir.cache_misses(jfn) == 2
 
 
 @pytest.mark.parametrize("kind, batch", [("gpt2", 4), ("llama", 1), ("llama", 4)])
@@ -102,3 +106,24 @@ def test_dynamic_cache_object_is_the_callers():
         torch.testing.assert_close(mine.keys, eager.keys)
         torch.testing.assert_close(mine.values, eager.values)
     assert cache.get_seq_length() == ref_cache.get_seq_length() == 6
+
+
+def test_module_list_sliced_in_forward_keeps_the_cache():
+    # Llama's forward runs self.layers[:n]: a new ModuleList of the watched list's class on
+    # every trace, whose attribute reads must not become guards (they would empty the cache)
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+        def forward(self, x):
+            for layer in self.layers[:2]:
+                x = layer(x)
+            return x
+
+    net = Net()
+    jfn = thunder_mlir.jit(net)
+    for shape in [(2, 4), (3, 4), (2, 4), (3, 4)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(jfn(x), net(x))
+    assert thunder_mlir.cache_misses(jfn) == 2
