@@ -71,8 +71,9 @@ def _unsupported(x, path: str):
     raise UnsupportedInputError(
         f"thunder_mlir.jit cannot accept an input of type {type(x).__module__}."
         f"{type(x).__qualname__} (at {path}). Accepted: tensors, numbers, strings, dtypes, "
-        f"devices, None, slices, Ellipsis, torch.Size, functions (by identity) and "
-        f"tuples/lists/dicts of those. Unpack the object into accepted values before the call.")
+        f"devices, None, slices, Ellipsis, torch.Size, classes and functions (by identity), "
+        f"and tuples/lists/dicts, registered pytree nodes and objects whose state is their "
+        f"__dict__ of those. Unpack the object into accepted values before the call.")
 
 
 def _metas(leaves) -> tuple:
