@@ -86,32 +86,39 @@ class _DecodeTimer:
 
 
 def per_token_seconds(model, ids, mask, cache: str | None, tokens: int,
-                      repeats: int = 3) -> float:
-    """Per-token decode latency in seconds: the median wall time of one decode step's
-    ``forward`` call inside ``generate`` (prefill excluded; generate's own Python work,
-    the same for every system, excluded), over ``repeats`` generations after a warm-up one
-    (every program already compiled). ``model.forward`` is the system under test."""
-    timer = _DecodeTimer(model.forward)
-    model.forward = timer
+                      forwards: dict, repeats: int = 3) -> dict:
+    """Per-token decode latency in seconds of each system in ``forwards`` (name -> the
+    ``forward`` to install): the median wall time of one decode step's ``forward`` call
+    inside ``generate`` (prefill and generate's own Python work, the same for every
+    system, excluded). The systems take turns, ``repeats`` generations each, after a
+    warm-up generation each (every program already compiled), so that a change of the
+    machine's load falls on all of them. (The module's ``forward`` attribute is a guarded
+    value: installing the timer re-traces once, in the warm-up.)"""
+    timers = {name: _DecodeTimer(fwd) for name, fwd in forwards.items()}
     try:
-        generate(model, ids, mask, cache, tokens)
-        timer.seconds.clear()
-        for _ in range(repeats):
+        for timer in timers.values():
+            model.forward = timer
             generate(model, ids, mask, cache, tokens)
+            timer.seconds.clear()
+        for _ in range(repeats):
+            for timer in timers.values():
+                model.forward = timer
+                generate(model, ids, mask, cache, tokens)
     finally:
-        model.forward = timer.forward
-    return statistics.median(timer.seconds)
+        del model.forward  # the class's forward again
+    return {name: statistics.median(t.seconds) for name, t in timers.items()}
 
 
 def run_case(kind: str, cache: str | None, batch: int, tokens: int, torch_compile: bool,
              repeats: int = 3) -> dict:
-    """One row: tokens equal to eager's, traces, XLA compiles, per-token seconds per system."""
+    """One row: tokens equal to eager's, traces, XLA compiles, per-token seconds per system
+    (None for torch.compile when it fails or is not asked for: ``compile_error``)."""
     model = make_model(kind)
     ids, mask = make_prompt(batch)
-    row = {"model": kind, "cache": cache or "dynamic", "batch": batch}
+    row = {"model": kind, "cache": cache or "dynamic", "batch": batch, "torch.compile": None}
     with torch.no_grad():
         expected = generate(model, ids, mask, cache, tokens)
-        row["eager"] = per_token_seconds(model, ids, mask, cache, tokens, repeats)
+        forwards = {"eager": model.forward}
 
         compiled_before = len(xla._EXECUTABLES)  # XLA executables compiled (cached by text)
         model.forward = jfn = thunder_mlir.jit(model.forward, recompile_limit=64)
@@ -120,21 +127,20 @@ def run_case(kind: str, cache: str | None, batch: int, tokens: int, torch_compil
         row["first"] = time.perf_counter() - t
         row["traces"] = thunder_mlir.cache_misses(jfn)
         row["compiles"] = len(xla._EXECUTABLES) - compiled_before
-        row["thunder_mlir"] = per_token_seconds(model, ids, mask, cache, tokens, repeats)
-        del model.forward  # the class's forward again
+        forwards["thunder_mlir"] = jfn
+        del model.forward
 
         if torch_compile:
             torch._dynamo.reset()
-            model.forward = torch.compile(model.forward)
+            model.forward = compiled = torch.compile(forwards["eager"])
             try:
                 row["compile_equal"] = torch.equal(generate(model, ids, mask, cache, tokens),
                                                    expected)
-                row["torch.compile"] = per_token_seconds(model, ids, mask, cache, tokens,
-                                                         repeats)
+                forwards["torch.compile"] = compiled
             except Exception as e:  # noqa: BLE001 - e.g. no C++ compiler: reported, not fatal
-                row["torch.compile"] = None
                 row["compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
             del model.forward
+        row.update(per_token_seconds(model, ids, mask, cache, tokens, forwards, repeats))
     return row
 
 
