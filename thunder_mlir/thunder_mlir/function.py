@@ -138,15 +138,15 @@ class ThunderFunction:
             # Fast path: only tensor positional arguments (the common case) need no pytree
             # flattening; their key is the argument count instead of a tree spec.
             if not kwargs and all(type(a) is torch.Tensor for a in args):
-                leaves, spec = args, len(args)
+                leaves, spec, nodes = args, len(args), None
                 metas = tuple(("tensor", t.shape, t.dtype, t.device, t.requires_grad)
                               for t in args)
             else:
-                leaves, spec = pytrees.flatten((args, kwargs))
+                leaves, spec, nodes = pytrees.flatten_with_objects((args, kwargs))
                 metas = _metas(leaves)
                 # first sight of a pytree node class (an object, a torch pytree node)
                 while metas is None and pytrees.register_types(leaves):
-                    leaves, spec = pytrees.flatten((args, kwargs))
+                    leaves, spec, nodes = pytrees.flatten_with_objects((args, kwargs))
                     metas = _metas(leaves)
                 if metas is None:
                     paths = _paths(args, kwargs)
@@ -161,7 +161,8 @@ class ThunderFunction:
             if entry is None:
                 with COMPILE_LOCK:
                     full_leaves, full_spec = pytrees.flatten((args, kwargs))
-                    pytrees.check_unshared(pytrees.objects((args, kwargs)))
+                    if nodes:
+                        pytrees.check_unshared(nodes)
                     entry = compile_function(self.fn, args, kwargs, full_leaves, full_spec,
                                              self.sharp_edges, self.executors, self.joint,
                                              self.watch() if self.watch is not None else ())
@@ -189,7 +190,7 @@ class ThunderFunction:
                 for obj, name, value in entry.attribute_writes:
                     setattr(obj, name, value)
             if entry.object_state is not None:  # writes to input objects, objects returned
-                return _object_results(entry, args, kwargs, tensors, outs)
+                return _object_results(entry, nodes, tensors, outs)
             return entry.rebuild(outs)
         except Exception as e:
             shown = boundary_exception(e, self, args, kwargs)
@@ -203,24 +204,23 @@ class ThunderFunction:
                 raise
 
 
-def _object_results(entry: CacheEntry, args, kwargs, tensors, outs):
-    """Replay the program's writes to the caller's input objects and rebuild the outputs,
-    input objects returned as the caller's own (frontend/pytrees.py)."""
+def _object_results(entry: CacheEntry, nodes: list, tensors, outs):
+    """Replay the program's writes to the caller's input objects ``nodes`` and rebuild
+    the outputs, input objects returned as the caller's own (frontend/pytrees.py)."""
     writes, out_objects, n_state = entry.object_state
-    nodes = pytrees.objects((args, kwargs))
     if writes:  # two paths to one object: eager's writes through one show through the other
         pytrees.check_unshared(nodes)
     state_outs = outs[len(outs) - n_state:]
     outs = outs[:len(outs) - n_state]
     pytrees.replay(writes, nodes, tensors, state_outs)
-    result = entry.rebuild(outs)
-    if out_objects:
-        leaves, spec = torch_pytree.tree_flatten(result, is_leaf=lambda x: isinstance(
-            x, torch.Size))
-        for pos, d in out_objects:
-            leaves[pos] = pytrees.build(d, nodes, tensors, state_outs)
-        result = torch_pytree.tree_unflatten(leaves, spec)
-    return result
+    if not out_objects:
+        return entry.rebuild(outs)
+    leaves = list(entry.out_consts)
+    for pos, t in zip(entry.out_tensor_positions, outs):
+        leaves[pos] = t
+    for pos, d in out_objects:
+        leaves[pos] = pytrees.build(d, nodes, tensors, state_outs)
+    return torch_pytree.tree_unflatten(leaves, entry.out_spec)
 
 
 def _paths_of_tensors(leaves, spec) -> list[str]:

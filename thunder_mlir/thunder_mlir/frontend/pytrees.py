@@ -35,6 +35,7 @@ reached twice in one call's inputs is refused (its copies would diverge).
 from __future__ import annotations
 
 import dataclasses
+import threading
 import types
 from typing import Any
 
@@ -59,6 +60,28 @@ class AttributeEntry(optree.GetAttrEntry):
 def flatten(tree):
     """optree's ``tree_flatten(tree)`` in ``NAMESPACE`` (None is a leaf): (leaves, spec)."""
     return optree.tree_flatten(tree, none_is_leaf=True, namespace=NAMESPACE)
+
+
+_FLATTENING = threading.local()  # .objects: the list flatten_object appends to, or None
+
+
+def flatten_with_objects(tree):
+    """``flatten(tree)`` and the object nodes of ``tree`` in optree's traversal order (depth
+    first, a node before its children), recorded by the objects' flatten function: the
+    order ``ObjectState`` numbers them by, the same for the caller's objects and their
+    trace-time copies. Returns (leaves, spec, objects)."""
+    found: list = []
+    _FLATTENING.objects = found
+    try:
+        leaves, spec = flatten(tree)
+    finally:
+        _FLATTENING.objects = None
+    return leaves, spec, found
+
+
+def objects(tree) -> list:
+    """The object nodes of ``tree`` (``flatten_with_objects``)."""
+    return flatten_with_objects(tree)[2]
 
 
 def leaf_paths(tree) -> list:
@@ -104,6 +127,9 @@ def _object_candidate(cls: type) -> bool:
 
 def _register_object(cls: type) -> None:
     def flatten_object(obj):
+        found = getattr(_FLATTENING, "objects", None)
+        if found is not None:
+            found.append(obj)
         state = object.__getattribute__(obj, "__dict__")
         names = tuple(state)
         return tuple(state.values()), names, names
@@ -173,22 +199,6 @@ def is_object(x) -> bool:
 
 
 # ------------------------------------------------------------------ objects of a call
-def objects(tree) -> list:
-    """The object nodes of ``tree`` in a fixed order (optree's traversal order, depth
-    first): the order ``ObjectState`` numbers them by."""
-    out = []
-
-    def walk(t):
-        found = optree.tree_leaves(t, is_leaf=lambda x: type(x) in OBJECT_TYPES,
-                                   none_is_leaf=True, namespace=NAMESPACE)
-        for x in found:
-            if type(x) in OBJECT_TYPES:
-                out.append(x)
-                walk(tuple(object.__getattribute__(x, "__dict__").values()))
-    walk(tree)
-    return out
-
-
 def check_unshared(nodes: list) -> None:
     """Refuse an object reached twice among a call's inputs (UnsupportedInputError)."""
     if len({id(o) for o in nodes}) != len(nodes):
