@@ -295,9 +295,10 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                     f"output {i} of {getattr(fn, '__qualname__', fn)} is a "
                     f"{type(x).__qualname__} holding tensors, which is not a pytree container "
                     "thunder_mlir can unpack; return tensors in tuples, lists or dicts")
-        writes = objects.writes()  # after the outputs: the same tensors come back once
+        writes = objects.writes()
         # the tensors written to input objects or returned inside objects: program outputs
-        # after the function's own (state outputs), before the write-backs
+        # after the function's own (state outputs), before the write-backs; one that is also
+        # an output comes back as that output (aliasing.output_views)
         results += [p.value for p in objects.tensors]
         trace.objects = (writes, out_objects, objects.tensors) \
             if writes or out_objects else None
