@@ -15,18 +15,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-# a cache of Inductor's own (the shared /tmp/torchinductor_<user> may hold a half-written
-# artifact of an interrupted run, which fails to import)
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="decode_inductor_"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 import torch  # noqa: E402
 
-from generate import run_case  # noqa: E402  (sets XLA to one thread before jax starts)
+from generate import run_case  # noqa: E402  (one XLA thread, its own Inductor cache)
 
 
 def main() -> int:
