@@ -127,3 +127,19 @@ def test_module_list_sliced_in_forward_keeps_the_cache():
         x = torch.randn(shape)
         torch.testing.assert_close(jfn(x), net(x))
     assert thunder_mlir.cache_misses(jfn) == 2
+
+
+def test_jitted_bound_forward_takes_the_parameters_as_inputs():
+    # m.forward = jit(m.forward): a ThunderMethod; hooks run as eager runs them (m(x) calls
+    # them around forward), parameters are inputs (an update is seen without a re-trace)
+    m = torch.nn.Linear(3, 2)
+    calls = []
+    m.register_forward_hook(lambda mod, args, out: calls.append(out.shape))
+    m.forward = jfn = thunder_mlir.jit(m.forward)
+    assert isinstance(jfn, thunder_mlir.ThunderMethod)
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(m(x), torch.nn.functional.linear(x, m.weight, m.bias))
+    with torch.no_grad():
+        m.weight.mul_(2)
+    torch.testing.assert_close(m(x), torch.nn.functional.linear(x, m.weight, m.bias))
+    assert thunder_mlir.cache_misses(jfn) == 1 and calls == [(4, 2), (4, 2)]
