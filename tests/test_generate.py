@@ -76,8 +76,9 @@ def test_generate_static_cache_is_eager_with_two_programs(kind, batch, n):
 @pytest.mark.parametrize("kind, batch", [("gpt2", 4), ("llama", 1), ("llama", 4)])
 def test_generate_dynamic_cache_is_eager(kind, batch):
     jfn = _check(kind, None, batch, 3)
-    # the cache grows by one position per step: a new shape, a new program (exact)
-    assert thunder_mlir.cache_misses(jfn) == 3
+    # the cache grows by one position per step: a new shape; without dynamic shapes a new
+    # program per step (exact), never more
+    assert thunder_mlir.cache_misses(jfn) <= 3
 
 
 def test_dynamic_cache_past_the_recompile_limit_warns_and_stays_exact():
@@ -86,10 +87,10 @@ def test_dynamic_cache_past_the_recompile_limit_warns_and_stays_exact():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         jfn = _check("gpt2", None, 1, 3, recompile_limit=1)
-    assert thunder_mlir.cache_misses(jfn) == 3
     recompiles = [w for w in caught if issubclass(w.category, thunder_mlir.RecompileWarning)]
-    assert len(recompiles) == 1  # the third program (one recompile allowed)
-    assert "past_key_values" in str(recompiles[0].message)
+    # one warning per program past the limit (3 programs without dynamic shapes: one)
+    assert len(recompiles) == max(0, thunder_mlir.cache_misses(jfn) - 2)
+    assert all("past_key_values" in str(w.message) for w in recompiles)
 
 
 def test_dynamic_cache_object_is_the_callers():
