@@ -383,8 +383,8 @@ def test_unexpected_keyword_argument():
 
 
 def test_opaque_input_object_names_the_call_line():
-    class Box:
-        pass
+    class Box:  # state in slots: not an input object thunder_mlir can copy (pytrees.py)
+        __slots__ = ("content",)
 
     e = _raised(thunder_mlir.jit(_square), Box())
     assert isinstance(e, UnsupportedInputError)

@@ -4,6 +4,7 @@ torch.Size, torch.return_types, and the error for an unsupported input type."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 import pytest
 import torch
@@ -135,7 +136,9 @@ def test_dict_keys_order_and_kwargs():
 
 
 class Opaque:
-    pass
+    """State outside a __dict__ (slots): not an object thunder_mlir can key and copy."""
+
+    __slots__ = ("a",)
 
 
 @pytest.mark.parametrize("bad, type_name", [
@@ -156,3 +159,180 @@ def test_unsupported_input_nested_names_its_path():
     with pytest.raises(ValueError, match="Opaque") as info:
         jfn({"t": torch.randn(2), "o": [Opaque()]})
     assert "'o'" in str(info.value)
+
+
+# ------------------------------------------------ objects and registered nodes as inputs
+@dataclasses.dataclass
+class Affine:
+    weight: torch.Tensor
+    bias: torch.Tensor
+    scale: float
+    act: str = "relu"
+
+
+def _affine(p: Affine, x):
+    y = (x @ p.weight + p.bias) * p.scale
+    return torch.relu(y) if p.act == "relu" else torch.tanh(y)
+
+
+def test_dataclass_input_python_fields_are_keyed():
+    jfn = thunder_mlir.jit(_affine)
+    p, x = Affine(torch.randn(3, 2), torch.randn(2), 2.0), torch.randn(4, 3)
+    torch.testing.assert_close(jfn(p, x), _affine(p, x))
+    p.scale, p.act = 3.0, "tanh"  # a changed Python field re-traces: never a stale program
+    torch.testing.assert_close(jfn(p, x), _affine(p, x))
+    assert thunder_mlir.cache_misses(jfn) == 2
+    p.weight = torch.randn(3, 2)  # a new tensor of the same metadata: the same program
+    torch.testing.assert_close(jfn(p, x), _affine(p, x))
+    assert thunder_mlir.cache_misses(jfn) == 2
+    info = thunder_mlir.cache_info(jfn)
+    assert info["entries"][0]["inputs"]["args[0].scale"] == {"type": "float", "value": 2.0}
+    assert "args[0].weight" in info["entries"][0]["inputs"]
+
+
+class Layer:  # a KV-cache layer in the style of transformers' DynamicLayer
+    def __init__(self):
+        self.keys = None
+        self.steps = 0
+
+
+class Cache:
+    def __init__(self, n):
+        self.layers = [Layer() for _ in range(n)]
+
+
+def _append(x, cache):
+    for i, layer in enumerate(cache.layers):
+        new = x * (i + 1)
+        layer.keys = new if layer.keys is None else torch.cat([layer.keys, new])
+        layer.steps += 1
+    return cache.layers[-1].keys.sum(), cache
+
+
+def _states(cache):
+    return [(layer.keys, layer.steps) for layer in cache.layers]
+
+
+def test_object_attribute_writes_come_back_as_eager_leaves_them():
+    jfn = thunder_mlir.jit(_append)
+    mine, eager = Cache(2), Cache(2)
+    for step in range(3):
+        x = torch.randn(2)
+        out, returned = jfn(x, mine)
+        ref, _ = _append(x, eager)
+        assert returned is mine  # the caller's object, not a copy
+        torch.testing.assert_close(out, ref)
+        for (k, s), (rk, rs) in zip(_states(mine), _states(eager)):
+            torch.testing.assert_close(k, rk)
+            assert s == rs == step + 1
+    # the steps counter is a keyed Python value: each call is a new program
+    assert thunder_mlir.cache_misses(jfn) == 3
+
+
+def test_in_place_update_of_an_object_tensor():
+    class Static:
+        def __init__(self):
+            self.keys = torch.zeros(2, 5)
+            self.pos = torch.tensor(0)
+
+    def update(cache, k):
+        cache.keys.index_copy_(1, cache.pos.reshape(1), k)
+        cache.pos.add_(1)
+        return cache.keys.sum(1)
+
+    jfn = thunder_mlir.jit(update)
+    mine, eager = Static(), Static()
+    keys_before = mine.keys
+    for _ in range(4):
+        k = torch.randn(2, 1)
+        torch.testing.assert_close(jfn(mine, k), update(eager, k))
+    assert mine.keys is keys_before  # updated in place, as eager does
+    torch.testing.assert_close(mine.keys, eager.keys)
+    assert mine.pos.item() == 4
+    assert thunder_mlir.cache_misses(jfn) == 1  # the position is a tensor: one program
+
+
+def test_written_input_tensor_is_the_callers_tensor():
+    def swap(obj):
+        obj.a, obj.b = obj.b, obj.a
+        return obj.a + 1
+
+    ns = Layer()
+    ns.a, ns.b = torch.randn(2), torch.randn(2)
+    a, b = ns.a, ns.b
+    thunder_mlir.jit(swap)(ns)
+    assert ns.a is b and ns.b is a
+
+
+def test_new_object_returned_is_rebuilt_each_call():
+    def make(x):
+        c = Cache(1)
+        c.layers[0].keys = x + 1
+        return c
+
+    jfn = thunder_mlir.jit(make)
+    x = torch.randn(3)
+    c1, c2 = jfn(x), jfn(x)
+    assert type(c1) is Cache and c1 is not c2 and c1.layers[0] is not c2.layers[0]
+    torch.testing.assert_close(c1.layers[0].keys, x + 1)
+
+
+def test_torch_pytree_registered_node_input():
+    class Pair:
+        def __init__(self, a, b, tag):
+            self.a, self.b, self.tag = a, b, tag
+
+    torch.utils._pytree.register_pytree_node(
+        Pair, lambda p: ([p.a, p.b], p.tag), lambda c, tag: Pair(c[0], c[1], tag))
+
+    def fn(p):
+        return p.a * p.b if p.tag == "mul" else p.a + p.b
+
+    jfn = thunder_mlir.jit(fn)
+    x, y = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(jfn(Pair(x, y, "mul")), x * y)
+    torch.testing.assert_close(jfn(Pair(x, y, "add")), x + y)  # the context is keyed
+    assert thunder_mlir.cache_misses(jfn) == 2
+
+
+def test_writing_a_foreign_tensor_to_an_input_object_is_refused():
+    foreign = torch.randn(2)
+
+    def fn(obj, x):
+        obj.keys = foreign
+        return x + 1
+
+    with pytest.raises(thunder_mlir.errors.UnsupportedError, match="neither an input"):
+        thunder_mlir.jit(fn)(Layer(), torch.randn(2))
+
+
+def test_object_reached_twice_is_refused():
+    layer = Layer()
+    layer.keys = torch.randn(2)
+    with pytest.raises(thunder_mlir.UnsupportedInputError, match="reached twice"):
+        thunder_mlir.jit(lambda a, b: a.keys + b.keys)(layer, layer)
+
+
+def test_written_tensor_also_returned_is_one_tensor():
+    def fn(obj, x):
+        obj.keys = x * 2
+        return obj.keys
+
+    layer = Layer()
+    out = thunder_mlir.jit(fn)(layer, torch.randn(2))
+    assert out is layer.keys or out.data_ptr() == layer.keys.data_ptr()
+
+
+def test_index_copy_and_index_add_in_place_are_compiled():
+    def fn(x, i, s):
+        x.index_copy_(2, i, s)
+        y = x.sum(2)
+        y.index_add_(0, torch.tensor([1, 0, 1]), torch.ones(3, 3, 4), alpha=2)
+        return y
+
+    x, i, s = torch.randn(2, 3, 5, 4), torch.tensor([3]), torch.randn(2, 3, 1, 4)
+    xe, xj = x.clone(), x.clone()
+    jfn = thunder_mlir.jit(fn)
+    torch.testing.assert_close(jfn(xj, i, s), fn(xe, i, s))
+    torch.testing.assert_close(xj, xe)
+    assert thunder_mlir.fallback_ops(jfn) == []

@@ -59,7 +59,9 @@ def test_accepted_input_types_compute_like_eager():
     assert thunder_mlir.cache_misses(jf) == 1 and thunder_mlir.cache_hits(jf) == 1
 
 
-class TensorPair:
+class TensorPair:  # state in slots: not an input object (plain objects are: test_pytree.py)
+    __slots__ = ("a", "b")
+
     def __init__(self, a, b):
         self.a, self.b = a, b
 

@@ -15,14 +15,14 @@ from thunder_mlir.errors import (  # noqa: F401
 from thunder_mlir.grad_api import grad, value_and_grad  # noqa: F401
 from thunder_mlir.function import Stage, ThunderFunction  # noqa: F401
 from thunder_mlir.jit import jit  # noqa: F401
-from thunder_mlir.module import ThunderModule  # noqa: F401
+from thunder_mlir.module import ThunderMethod, ThunderModule  # noqa: F401
 from thunder_mlir.ir.proxy import TensorProxy  # noqa: F401
 from thunder_mlir.examine import Examination, OpReport, examine  # noqa: F401
 from thunder_mlir.runtime.compile_cache import compile_cache_dir, set_compile_cache_dir  # noqa: F401
 
 
 def _function(jfn) -> ThunderFunction:
-    if isinstance(jfn, ThunderModule):
+    if isinstance(jfn, (ThunderModule, ThunderMethod)):
         return jfn._fn
     if isinstance(jfn, ThunderFunction):
         return jfn

@@ -26,6 +26,7 @@ from thunder_mlir.frontend.guards import MISSING as _MISSING, Guard, key_functio
 
 _any_autocast = torch._C._is_any_autocast_enabled  # one C call on the hot path
 MAX_REASONS = 256  # recompile reasons kept per function
+_STRUCTURE = "the structure of the inputs changed"
 
 
 def fmt(v) -> str:
@@ -61,6 +62,9 @@ class CacheEntry:
     # the executor implementations the compilation registered, kept alive with the entry
     # (ir/implementations.py)
     implementations: list = field(default_factory=list)
+    # (writes to input objects, objects returned, number of state outputs): see
+    # frontend/pytrees.py; None when the program neither writes nor returns objects
+    object_state: Any = None
 
     def rebuild(self, outs: list):
         """The user-visible output from the plan's flat output tensors."""
@@ -178,14 +182,17 @@ class FunctionCache:
         candidates += [k for k in reversed(list(self.entries)) if k is not self._last_key]
         if not candidates:
             return "the cache was empty"
-        diffs = min((self._diffs(old, key, paths) for old in candidates), key=len)
+        # the nearest of the same input structure first (an input object's new attribute
+        # is one difference, but says less than the tensor shapes that changed with it)
+        diffs = min((self._diffs(old, key, paths) for old in candidates),
+                    key=lambda d: (d[:1] == [_STRUCTURE], len(d)))
         if diffs:
             return diffs[0]
         return "caching is disabled" if not self.enabled else "the previous entry was evicted"
 
     def _diffs(self, old, key, paths) -> list[str]:
         if old[0] != key[0]:
-            return ["the structure of the inputs changed"]
+            return [_STRUCTURE]
         out = [f"input {path} changed: {_meta_str(a)} -> {_meta_str(b)}"
                for path, a, b in zip(paths, old[1], key[1]) if a != b]
         if old[2] != key[2]:

@@ -206,11 +206,13 @@ def _unsupported_input(args, kwargs) -> UnsupportedInputError | None:
 def argument_paths(args, kwargs) -> list[str]:
     """The path of each pytree leaf of a call's ``(args, kwargs)``, as the user spells it
     (``args[0]``, ``kwargs['mask']``, ``args[1][2]``), for error messages and guards."""
-    paths, _, _ = optree.tree_flatten_with_path((args, kwargs), none_is_leaf=True)
+    from thunder_mlir.frontend.pytrees import AttributeEntry, leaf_paths
+
     names = []
-    for p in paths:
-        head, rest = ("args", p[1:]) if p[0] == 0 else ("kwargs", p[1:])
-        names.append(head + "".join(f"[{k!r}]" for k in rest))
+    for p in leaf_paths((args, kwargs)):  # input objects' attributes: .name
+        head, rest = ("args", p[1:]) if p[0].entry == 0 else ("kwargs", p[1:])
+        names.append(head + "".join(f".{e.entry}" if isinstance(e, AttributeEntry)
+                                    else f"[{e.entry!r}]" for e in rest))
     return names
 
 

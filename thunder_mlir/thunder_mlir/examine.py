@@ -15,7 +15,6 @@ import functools
 import threading
 from dataclasses import dataclass, field
 
-import optree
 import torch
 
 from thunder_mlir.errors import Fallback
@@ -132,6 +131,7 @@ def examine(fn, *args, **kwargs) -> Examination:
     the user's line, ``UnsupportedInputError`` for unsupported input types). Nothing is
     compiled or executed, and no cache entry is created.
     """
+    from thunder_mlir.frontend import pytrees
     from thunder_mlir.function import _metas, _paths, _unsupported, trace_function
 
     if isinstance(fn, torch.nn.Module):
@@ -143,7 +143,9 @@ def examine(fn, *args, **kwargs) -> Examination:
         flags = tuple(sub.training for sub in m.modules())
         fn = functools.partial(_functional_forward, m)
         args, kwargs = (flags, state, args, kwargs), {}
-    leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
+    leaves, spec = pytrees.flatten((args, kwargs))
+    while _metas(leaves) is None and pytrees.register_types(leaves):  # input objects
+        leaves, spec = pytrees.flatten((args, kwargs))
     if _metas(leaves) is None:
         paths = _paths(args, kwargs)
         bad = next(i for i, x in enumerate(leaves)

@@ -19,19 +19,20 @@ import torch
 import torch.utils._pytree as torch_pytree
 from torch_mlir import ir
 
-from thunder_mlir.frontend import aliasing, compat, differentiability
+from thunder_mlir.frontend import aliasing, compat, differentiability, pytrees
 from thunder_mlir.ir import dtypes
 from thunder_mlir.cache import CacheEntry, FunctionCache
 from thunder_mlir.ir.context import COMPILE_LOCK
 from thunder_mlir.error_reporting import argument_paths as _paths, boundary_exception, \
     check_tensor_inputs, unsupported_tensor
-from thunder_mlir.errors import TraceError, UnsupportedInputError
+from thunder_mlir.errors import TraceError, UnsupportedError, UnsupportedInputError
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.sharp_edges import SharpEdgeMonitor, freeze_containers
 from thunder_mlir.frontend.tracing import Trace, _local as _tracing_state
 
 _SCALARS = (bool, int, float, complex, str, type(None), torch.dtype, torch.device,
-            type(Ellipsis), slice, torch.Size)  # torch.Size: an optree leaf (tuple subclass)
+            type(Ellipsis), slice, torch.Size,  # torch.Size: an optree leaf (tuple subclass)
+            type)  # classes (an input object's attribute holding one): keyed by identity
 # Functions are accepted inputs (e.g. the branches handed to torch.cond), specialized on
 # and guarded by identity: a function hashes and compares by identity, so the cache key
 # holds it as it holds a Python number. The values their code reads from globals and
@@ -70,8 +71,9 @@ def _unsupported(x, path: str):
     raise UnsupportedInputError(
         f"thunder_mlir.jit cannot accept an input of type {type(x).__module__}."
         f"{type(x).__qualname__} (at {path}). Accepted: tensors, numbers, strings, dtypes, "
-        f"devices, None, slices, Ellipsis, torch.Size, functions (by identity) and "
-        f"tuples/lists/dicts of those. Unpack the object into accepted values before the call.")
+        f"devices, None, slices, Ellipsis, torch.Size, classes and functions (by identity), "
+        f"and tuples/lists/dicts, registered pytree nodes and objects whose state is their "
+        f"__dict__ of those. Unpack the object into accepted values before the call.")
 
 
 def _metas(leaves) -> tuple:
@@ -136,12 +138,16 @@ class ThunderFunction:
             # Fast path: only tensor positional arguments (the common case) need no pytree
             # flattening; their key is the argument count instead of a tree spec.
             if not kwargs and all(type(a) is torch.Tensor for a in args):
-                leaves, spec = args, len(args)
+                leaves, spec, nodes = args, len(args), None
                 metas = tuple(("tensor", t.shape, t.dtype, t.device, t.requires_grad)
                               for t in args)
             else:
-                leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
+                leaves, spec, nodes = pytrees.flatten_with_objects((args, kwargs))
                 metas = _metas(leaves)
+                # first sight of a pytree node class (an object, a torch pytree node)
+                while metas is None and pytrees.register_types(leaves):
+                    leaves, spec, nodes = pytrees.flatten_with_objects((args, kwargs))
+                    metas = _metas(leaves)
                 if metas is None:
                     paths = _paths(args, kwargs)
                     bad = next(i for i, x in enumerate(leaves)
@@ -154,8 +160,9 @@ class ThunderFunction:
             entry = cache.lookup(key)
             if entry is None:
                 with COMPILE_LOCK:
-                    full_leaves, full_spec = optree.tree_flatten((args, kwargs),
-                                                                 none_is_leaf=True)
+                    full_leaves, full_spec = pytrees.flatten((args, kwargs))
+                    if nodes:
+                        pytrees.check_unshared(nodes)
                     entry = compile_function(self.fn, args, kwargs, full_leaves, full_spec,
                                              self.sharp_edges, self.executors, self.joint,
                                              self.watch() if self.watch is not None else ())
@@ -182,6 +189,8 @@ class ThunderFunction:
             if entry.attribute_writes:  # self.calls += 1 in forward, as eager leaves it
                 for obj, name, value in entry.attribute_writes:
                     setattr(obj, name, value)
+            if entry.object_state is not None:  # writes to input objects, objects returned
+                return _object_results(entry, nodes, tensors, outs)
             return entry.rebuild(outs)
         except Exception as e:
             shown = boundary_exception(e, self, args, kwargs)
@@ -193,6 +202,25 @@ class ThunderFunction:
             except Exception:
                 shown.__traceback__ = tb  # drop this frame, added by the raise
                 raise
+
+
+def _object_results(entry: CacheEntry, nodes: list, tensors, outs):
+    """Replay the program's writes to the caller's input objects ``nodes`` and rebuild
+    the outputs, input objects returned as the caller's own (frontend/pytrees.py)."""
+    writes, out_objects, n_state = entry.object_state
+    if writes:  # two paths to one object: eager's writes through one show through the other
+        pytrees.check_unshared(nodes)
+    state_outs = outs[len(outs) - n_state:]
+    outs = outs[:len(outs) - n_state]
+    pytrees.replay(writes, nodes, tensors, state_outs)
+    if not out_objects:
+        return entry.rebuild(outs)
+    leaves = list(entry.out_consts)
+    for pos, t in zip(entry.out_tensor_positions, outs):
+        leaves[pos] = t
+    for pos, d in out_objects:
+        leaves[pos] = pytrees.build(d, nodes, tensors, state_outs)
+    return torch_pytree.tree_unflatten(leaves, entry.out_spec)
 
 
 def _paths_of_tensors(leaves, spec) -> list[str]:
@@ -238,7 +266,10 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                 proxy_leaves.append(p)
             else:
                 proxy_leaves.append(x)
-        args, kwargs = freeze_containers(optree.tree_unflatten(spec, proxy_leaves))
+        tree = optree.tree_unflatten(spec, proxy_leaves)
+        # input objects (a KV cache): their copies, to find the program's writes to them
+        objects = pytrees.ObjectState(tree, trace.inputs)
+        args, kwargs = freeze_containers(tree)
         with monitor:
             out = fn(*args, **kwargs)
         # torch's pytree: it knows the containers libraries register with torch
@@ -247,9 +278,13 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
         out_leaves, out_spec = torch_pytree.tree_flatten(
             out, is_leaf=lambda x: isinstance(x, torch.Size))
         results = []
+        out_objects = []  # (leaf position, description): objects returned (pytrees.py)
         for i, x in enumerate(out_leaves):
             if type(x) is TensorProxy:
                 results.append(x.value)
+            elif pytrees.is_object(x) and (d := objects.describe(x, f"output {i}"))[0] != \
+                    "const":
+                out_objects.append((i, d))
             elif isinstance(x, torch.Tensor):
                 raise TraceError(
                     f"output {i} of {getattr(fn, '__qualname__', fn)} is a tensor that was not "
@@ -260,6 +295,13 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                     f"output {i} of {getattr(fn, '__qualname__', fn)} is a "
                     f"{type(x).__qualname__} holding tensors, which is not a pytree container "
                     "thunder_mlir can unpack; return tensors in tuples, lists or dicts")
+        writes = objects.writes()
+        # the tensors written to input objects or returned inside objects: program outputs
+        # after the function's own (state outputs), before the write-backs; one that is also
+        # an output comes back as that output (aliasing.output_views)
+        results += [p.value for p in objects.tensors]
+        trace.objects = (writes, out_objects, objects.tensors) \
+            if writes or out_objects else None
         results += [p.value for _, p in sorted(trace.mutated_inputs.items())]
         trace.finish(results)
         if trace.mutated_inputs:  # the trailing results are write-backs, not differentiated
@@ -308,12 +350,15 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     module = trace.module
     # (before the passes rewrite the values the proxies hold)
     output_views = [] if joint else aliasing.output_views(
-        trace.inputs, [x for x in out_leaves if type(x) is TensorProxy])
+        trace.inputs, [x for x in out_leaves if type(x) is TensorProxy] +
+        (trace.objects[2] if trace.objects else []))
     eager_backward_error = differentiability.backward_error(
         [x for x in out_leaves if type(x) is TensorProxy])
     # the outputs eager's autograd would track (differentiability.py): grad mode at the
     # call and inside the program (no_grad/enable_grad regions), detach, op derivatives
-    diff_outputs = [x.requires_grad for x in out_leaves if type(x) is TensorProxy]
+    state_outs = trace.objects[2] if trace.objects else []  # (pytrees.py)
+    diff_outputs = [x.requires_grad for x in out_leaves if type(x) is TensorProxy] + \
+        [x.requires_grad for x in state_outs]
     needs_grad = any(diff_outputs) or joint is not None
     if needs_grad and any(tensors[i].requires_grad for i in trace.mutated_inputs):
         names = [_paths_of_tensors(leaves, spec)[i] for i in sorted(trace.mutated_inputs)
@@ -369,12 +414,17 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                        guards=monitor.guards + monitor.recorder.guards,
                        attribute_writes=monitor.recorder.replay())
     entry.output_views = output_views
+    if trace.objects:
+        if joint:
+            raise UnsupportedError("thunder_mlir.grad of a function that writes tensors to "
+                                   "its input objects or returns objects is not supported")
+        entry.object_state = (trace.objects[0], trace.objects[1], len(state_outs))
     if joint:
         entry.set_joint_layout(joint == "value_and_grad", sum(wrt))
     elif needs_grad:
         entry.backward_plan = bwd
         # the forward's outputs: the program's, then the write-backs (not differentiable)
-        entry.num_outputs = len(positions) + len(trace.mutated_inputs)
+        entry.num_outputs = len(positions) + len(state_outs) + len(trace.mutated_inputs)
         entry.diff_outputs = diff_outputs + [False] * len(trace.mutated_inputs)
         entry.backward_error = backward_error(module) or eager_backward_error
         reached = iter(reached_inputs(module))

@@ -1,14 +1,16 @@
 """``thunder_mlir.jit``: the entry point, a ``ThunderFunction`` (function.py) for a function
-and a ``ThunderModule`` (module.py) for an ``nn.Module``."""
+and a ``ThunderModule`` (module.py) for an ``nn.Module`` (a ``ThunderMethod`` for a bound
+method of one)."""
 
 from __future__ import annotations
 
+import types
 from typing import Callable
 
 import torch
 
 from thunder_mlir.function import ThunderFunction
-from thunder_mlir.module import ThunderModule
+from thunder_mlir.module import ThunderMethod, ThunderModule
 
 
 def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
@@ -44,6 +46,10 @@ def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
     thunder_mlir's frames from the traceback (``THUNDER_MLIR_VERBOSE_ERRORS=1`` shows them;
     ``error_reporting.py``).
     """
+    if isinstance(fn, types.MethodType) and isinstance(fn.__self__, torch.nn.Module):
+        # m.forward = jit(m.forward): the module's parameters are inputs (module.py)
+        return ThunderMethod(fn, sharp_edges=sharp_edges, cache=cache,
+                             recompile_limit=recompile_limit, executors=executors)
     if isinstance(fn, torch.nn.Module):
         return ThunderModule(fn, sharp_edges=sharp_edges, cache=cache,
                              recompile_limit=recompile_limit, executors=executors)

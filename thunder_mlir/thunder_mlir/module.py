@@ -152,3 +152,47 @@ class ThunderModule(torch.nn.Module):
             # with every parameter materialized, are compiled.
             return self._original(*args, **kwargs)
         return self._fn(flags, state, args, kwargs)
+
+
+def _functional_method(method, training_flags, state, args, kwargs):
+    # as _functional_forward, for a method called directly (no module hooks run, as eager)
+    from torch.nn.utils.stateless import _reparametrize_module
+
+    with _reparametrize_module(method.__self__, dict(state), tie_weights=False, strict=False):
+        return method(*args, **kwargs)
+
+
+class ThunderMethod:
+    """What ``jit`` returns for a bound method of an ``nn.Module`` (``m.forward =
+    thunder_mlir.jit(m.forward)``, the Hugging Face ``generate()`` recipe): calls the method
+    with the module's parameters and buffers as program inputs, as ``ThunderModule`` does
+    for ``forward`` (its training flags keyed, its attribute reads guarded). ``_fn`` is the
+    ThunderFunction, ``_method`` the original bound method."""
+
+    def __init__(self, method, **jit_options):
+        module = method.__self__
+        self._method = method
+        self._state = _ModuleState(module)
+        self._fn = ThunderFunction(functools.partial(_functional_method, method), **jit_options)
+        self._fn.watch = self._state.watched
+        functools.update_wrapper(self, method)
+
+    def signature_target(self):
+        """The user's callable whose signature a call must fit: the method."""
+        return self._method
+
+    def __call__(self, *args, **kwargs):
+        from thunder_mlir.frontend.tracing import _local
+
+        if getattr(_local, "trace", None) is not None:  # inlined into a traced caller
+            return self._method(*args, **kwargs)
+        flags, state = self._state.read()
+        if self._state.backward_hooks:
+            raise NotImplementedError(
+                f"backward hooks on {', '.join(self._state.backward_hooks)}: thunder_mlir "
+                "computes the backward in compiled code, where Python hooks on module "
+                "gradients cannot run. Remove them (register_full_backward_hook).")
+        if self._state.uninitialized and self._state.still_uninitialized():
+            return self._method(*args, **kwargs)  # Lazy parameters: this call runs eagerly
+        return self._fn(flags, state, args, kwargs)
+

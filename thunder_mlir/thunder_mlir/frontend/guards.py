@@ -266,6 +266,12 @@ class AttributeRecorder:
         k = (id(obj), name)
         if k in self._seen or name in _MODULE_INTERNALS:
             return
+        if id(obj) not in self._names:
+            # an object the program made of a watched object's recording class (Hugging
+            # Face's self.layers[:n] slices a ModuleList with self.__class__): state of this
+            # trace only. Guarding it would add new guard sources on every trace, which
+            # empties the cache (cache.py)
+            return
         self._seen.add(k)
         if isinstance(value, (torch.Tensor, torch.nn.Module)):
             return  # inputs of the program / structure checked by module.py
@@ -296,6 +302,9 @@ class AttributeRecorder:
 
     def on_write(self, obj, name: str, value) -> None:
         from thunder_mlir.ir.proxy import TensorProxy
+
+        if id(obj) not in self._names:  # made by the program (see on_read): not replayed
+            return
 
         if isinstance(obj, torch.nn.Module):
             registered = any(name in getattr(obj, d, ()) for d in

@@ -337,3 +337,7 @@ def fill(input, value):
 
 
 register_inplace(fill, T.fill_)
+# Tensor.index_copy_ (a StaticCache's KV write) and index_add_: the functional op, self
+# rebound to the result (registry.write_inplace), as ATen's in-place variants define them
+register_inplace(index_copy, T.index_copy_)
+register_inplace(index_add, T.index_add_)
