@@ -17,6 +17,7 @@ from __future__ import annotations
 from torch_mlir import ir, rewrite
 
 from thunder_mlir.errors import LoweringError
+from thunder_mlir.ir import sharding
 from thunder_mlir.ir.regions import nested_ops
 
 from thunder_mlir.ir.hlo import hlo, one_to_one, splat
@@ -90,6 +91,28 @@ def _run(module: ir.Module) -> None:
             rewrite.apply_full_conversion(f, _target(), patterns)
         except ir.MLIRError as e:
             raise LoweringError(f"lower-to-stablehlo failed: {e}") from None
+        _lower_shardings(f)
+
+
+def _lower_shardings(f) -> None:
+    """``thunder.sharding`` argument and result attributes of a function with a
+    ``thunder.mesh`` become GSPMD ``mhlo.sharding`` strings (ir/sharding.py)."""
+    if sharding.MESH_ATTR not in f.attributes:
+        return
+    mesh = sharding.parse_mesh(ir.StringAttr(f.attributes[sharding.MESH_ATTR]).value)
+    for key in ("arg_attrs", "res_attrs"):
+        if key not in f.attributes:
+            continue
+        new = []
+        for d in ir.ArrayAttr(f.attributes[key]):
+            d = ir.DictAttr(d)
+            entries = {n.name: n.attr for n in d}
+            if sharding.SHARDING_ATTR in entries:
+                spec = sharding.parse_spec(ir.StringAttr(entries.pop(sharding.SHARDING_ATTR)).value)
+                entries[sharding.GSPMD_ATTR] = ir.StringAttr.get(sharding.gspmd(mesh, spec))
+            new.append(ir.DictAttr.get(entries))
+        f.attributes[key] = ir.ArrayAttr.get(new)
+    del f.attributes[sharding.MESH_ATTR]
 
 
 _CONTROL_FLOW = {"thunder.cond": "stablehlo.if", "thunder.while": "stablehlo.while"}
