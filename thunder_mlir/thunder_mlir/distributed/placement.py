@@ -113,7 +113,7 @@ def gather(arr, dtype: torch.dtype) -> torch.Tensor:
         if s.replica_id == 0:
             out[s.index] = dlpack.to_torch(s.data, True)
     if not isinstance(arr, jax.Array):
-        out.copy_(torch.from_numpy(np.asarray(arr)))
+        out.copy_(torch.from_numpy(np.array(arr)))
     return out
 
 

@@ -338,9 +338,9 @@ def _pipeline(stages):
     return state, run_pass
 
 
-def build_forward(model: torch.nn.Module, mesh: DeviceMesh, pnames, bnames, params,
+def build_forward(model: torch.nn.Module, options: dict, mesh: DeviceMesh, pnames, bnames, params,
                   buffers, inputs, param_specs, input_specs, sharp_edges: str = "warn"):
-    """``model(*inputs)`` as an SPMD program with replicated outputs (``shard``).
+    """``model(*inputs, **options)`` as an SPMD program with replicated outputs (``shard``).
     -> (Program, output tree spec, [(shape, dtype)] of the tensor outputs). Non-tensor
     outputs are refused (UnsupportedInputError)."""
     import torch.utils._pytree as torch_pytree
@@ -354,7 +354,8 @@ def build_forward(model: torch.nn.Module, mesh: DeviceMesh, pnames, bnames, para
     def forward(params, buffers, inputs):
         state = dict(zip(pnames, params))
         state.update(zip(bnames, buffers))
-        return torch.func.functional_call(model, state, tuple(inputs), strict=False)
+        return torch.func.functional_call(model, state, tuple(inputs), dict(options),
+                                          strict=False)
 
     stages: list[Stage] = []
     leaves, spec = optree.tree_flatten(((list(params), list(buffers), list(inputs)), {}),

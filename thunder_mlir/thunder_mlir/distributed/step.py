@@ -191,17 +191,20 @@ class ShardedModule:
         self._programs: dict = {}
         self.program = None
 
-    def __call__(self, *inputs: torch.Tensor):
+    def __call__(self, *inputs: torch.Tensor, **options):
+        """``model(*inputs, **options)``: ``inputs`` tensors (split on dim 0 over
+        ``"data"``), ``options`` hashable Python values (``use_cache=False``), part of the
+        compiled program's key."""
         import jax
 
         nproc = jax.process_count()
         specs = [placement.batch_spec(t, self.mesh, t.shape[0] * nproc) for t in inputs]
         xs = [placement.put(t.detach(), self.mesh, s, local=True, copy=False)
               for t, s in zip(inputs, specs)]
-        key = tuple((tuple(x.shape), x.dtype) for x in xs)
+        key = (tuple((tuple(x.shape), x.dtype) for x in xs), tuple(sorted(options.items())))
         if key not in self._programs:
             self._programs[key] = program.build_forward(
-                self.model, self.mesh, self.pnames, self.bnames,
+                self.model, options, self.mesh, self.pnames, self.bnames,
                 [p.detach() for p in _named_state(self.model)[0].values()],
                 [b.detach() for b in _named_state(self.model)[1].values()],
                 [torch.empty(tuple(x.shape), dtype=t.dtype) for x, t in zip(xs, inputs)],
