@@ -214,3 +214,6 @@ def check_multi_fsdp():
 if __name__ == "__main__":
     for c in CHECKS:
         print("RESULT " + json.dumps(globals()[f"check_{c}"]()), flush=True)
+    if MODE == "multi":  # skip jax.distributed's shutdown barrier (seconds); nothing to save
+        sys.stderr.flush()
+        os._exit(0)
