@@ -149,6 +149,14 @@ def check_gpt2_ddp_sgd():
     out["stablehlo_has_gspmd"] = "mhlo.sharding" in stages["stablehlo"] and \
         "custom_call @Sharding" in stages["stablehlo"]
     out["collective_list"] = [str(c) for c in step.collectives()]
+    import thunder_mlir
+
+    exam = thunder_mlir.examine(step, *batch())
+    out["examine_collectives"] = [str(c) for c in exam.collectives]
+    out["examine_all_on_xla"] = exam.all_on_xla
+    out["examine_text_has_collectives"] = "collectives inserted by XLA" in str(exam)
+    out["last_traces"] = [s.name for s in thunder_mlir.last_traces(step)]
+    out["xla_stage_lists_all_reduce"] = "all-reduce" in thunder_mlir.last_traces(step)[-1].text
     # state_dict / load_state_dict round trip, and a loaded value is what the step uses
     sd = step.state_dict()
     step.load_state_dict(sd)

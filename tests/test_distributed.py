@@ -155,6 +155,14 @@ def test_shardings_in_the_ir(results):
     assert r["stablehlo_has_gspmd"]
 
 
+def test_examine_and_last_traces_report_collectives(results):
+    r = results["gpt2_ddp_sgd"]
+    assert r["examine_collectives"] == r["collective_list"]
+    assert r["examine_all_on_xla"] and r["examine_text_has_collectives"]
+    assert r["last_traces"] == r["stage_names"]
+    assert r["xla_stage_lists_all_reduce"]
+
+
 def test_state_dict_round_trip(results):
     r = results["gpt2_ddp_sgd"]
     assert r["roundtrip_exact"] and r["loaded_applied"]

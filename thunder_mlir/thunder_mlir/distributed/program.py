@@ -61,7 +61,8 @@ def current_mesh() -> DeviceMesh:
 
 
 @contextlib.contextmanager
-def _tracing_on(mesh: DeviceMesh):
+def tracing_on(mesh: DeviceMesh):
+    """Make ``mesh`` the one ``current_mesh`` returns inside."""
     prev = getattr(_ACTIVE, "mesh", None)
     _ACTIVE.mesh = mesh
     try:
@@ -85,7 +86,7 @@ class Program:
     collectives: list[Collective] = field(default_factory=list)
 
 
-class _LossModule(torch.nn.Module):
+class LossModule(torch.nn.Module):
     """``loss_fn(model, *batch)`` as a module, so that ``torch.func.functional_call``
     substitutes the model's parameters (tied ones included) while ``loss_fn`` runs."""
 
@@ -109,7 +110,7 @@ def _asm(module: ir.Module) -> str:
 
 
 def _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch, sharp_edges):
-    lm = _LossModule(model, loss_fn)
+    lm = LossModule(model, loss_fn)
 
     def loss_program(params, buffers, batch):
         state = {f"model.{n}": p for n, p in zip(pnames, params)}
@@ -268,7 +269,7 @@ def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
     stages: list[Stage] = []
     with COMPILE_LOCK, compiling(()) as ext, implementations.holding():
         t = time.perf_counter()
-        with _tracing_on(mesh):
+        with tracing_on(mesh):
             trace = _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch,
                                 sharp_edges)
         module = trace.module
@@ -362,7 +363,7 @@ def build_forward(model: torch.nn.Module, options: dict, mesh: DeviceMesh, pname
                                        none_is_leaf=True)
     with COMPILE_LOCK, compiling(()) as ext, implementations.holding(), torch.no_grad():
         t = time.perf_counter()
-        with _tracing_on(mesh):
+        with tracing_on(mesh):
             trace, out_spec, out_leaves, _ = trace_function(
                 forward, leaves, spec, sharp_edges, grad_inputs=[False] * len(leaves))
         if not all(type(x) is TensorProxy for x in out_leaves):

@@ -76,12 +76,24 @@ class TrainStep:
 
     # ------------------------------------------------------------------ running
     def __call__(self, *batch: torch.Tensor) -> torch.Tensor:
+        prog, xs = self._prepare(batch)
+        self.steps += 1
+        scalars = [placement.put(torch.tensor(v, dtype=torch.float32), self.mesh, ())
+                   for v in self.rule.scalars(self.steps)]
+        inputs = self._params + self._buffers + xs + self._state + scalars
+        outs = _run(prog, inputs, self._out_shardings)
+        n = len(self._params)
+        self._params, self._state = outs[1:1 + n], outs[1 + n:]
+        return placement.local_value(outs[0])
+
+    def _prepare(self, batch):
+        """(the program for this batch's shapes, compiled on first use; the batch as
+        global jax Arrays split over "data")."""
         import jax
 
         if not batch or not all(isinstance(t, torch.Tensor) for t in batch):
             raise UnsupportedInputError("step(*batch) takes tensors (split on dim 0)")
         nproc = jax.process_count()
-        rows = batch[0].shape[0] * nproc if batch[0].dim() else 0
         specs = [placement.batch_spec(t, self.mesh, t.shape[0] * nproc) for t in batch]
         xs = [placement.put(t.detach(), self.mesh, s, local=True, copy=False)
               for t, s in zip(batch, specs)]
@@ -91,15 +103,19 @@ class TrainStep:
             prog = self._compile(batch, xs, specs)
             self._programs[key] = prog
         self.program = prog
-        self.steps += 1
-        scalars = [placement.put(torch.tensor(v, dtype=torch.float32), self.mesh, ())
-                   for v in self.rule.scalars(self.steps)]
-        inputs = self._params + self._buffers + xs + self._state + scalars
-        outs = _run(prog, inputs, self._out_shardings)
-        n = len(self._params)
-        self._params, self._state = outs[1:1 + n], outs[1 + n:]
-        del rows
-        return placement.local_value(outs[0])
+        return prog, xs
+
+    def examine(self, *batch):
+        """``thunder_mlir.examine(step, *batch)``: the ops of ``loss_fn(model, *batch)``
+        (XLA or torch fallback) and the collectives of the step compiled for this batch
+        (compiled, not run: parameters and optimizer state are unchanged)."""
+        from thunder_mlir.examine import examine
+
+        prog, _ = self._prepare(batch)
+        with program.tracing_on(self.mesh):  # with_sharding_constraint's mesh
+            exam = examine(program.LossModule(self.model, self.loss_fn), *batch)
+        exam.collectives = list(prog.collectives)
+        return exam
 
     def _compile(self, batch, xs, specs) -> program.Program:
         params, buffers = _named_state(self.model)
