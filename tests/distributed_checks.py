@@ -134,6 +134,10 @@ def compare(name, model_fn, opt, strategy, axes, tp=None, fn=loss_fn):
            "collectives": step.collective_bytes(),
            "device_bytes": step.device_bytes(),
            "param_bytes": sum(p.numel() * p.element_size() for p in params.values()),
+           # each parameter's bytes on one device with the tensor-parallel split only
+           "tp_param_bytes": sum(p.numel() * p.element_size() // (
+               4 if any(a == "model" for d in step.param_specs[n] for a in d) else 1)
+               for n, p in params.items()),
            "stage_names": [s.name for s in step.program.stages],
            "specs": {n: str(s) for n, s in step.param_specs.items()}}
     return out, step

@@ -117,6 +117,17 @@ def test_fsdp_collectives(results, name):
     assert reduced == pytest.approx(r["param_bytes"], rel=0.1)
 
 
+def test_fsdp_tp_collectives(results):
+    """fsdp x tp on {"data": 2, "model": 4} (Llama, Megatron plan): each parameter is
+    all-gathered over "data" into its tensor-parallel shard (the sharding constraint
+    fsdp puts on it), activations and gradients are all-reduced; no all-to-all or
+    collective-permute (no resharding the strategies do not need)."""
+    r = results["llama_fsdp_tp_sgd"]
+    c = r["collectives"]
+    assert set(c) <= {"all-gather", "all-reduce", "reduce-scatter"}, c
+    assert c["all-gather"] == pytest.approx(r["tp_param_bytes"], rel=0.1)
+
+
 def test_fsdp_memory_is_an_eighth_of_ddp(results):
     ddp, fsdp = results["gpt2_ddp_sgd"]["device_bytes"], results["gpt2_fsdp_sgd"]["device_bytes"]
     assert sum(fsdp.values()) == pytest.approx(sum(ddp.values()) / 8, rel=0.1)

@@ -38,7 +38,7 @@ from torch_mlir.dialects import func as func_d
 
 from thunder_mlir.errors import UnsupportedInputError
 from thunder_mlir.function import Stage, trace_function
-from thunder_mlir.ir import sharding
+from thunder_mlir.ir import prims, sharding
 from thunder_mlir.ir.dialect import SEED_ATTR
 from thunder_mlir.ir.proxy import TensorProxy
 
@@ -109,10 +109,15 @@ def _asm(module: ir.Module) -> str:
     return module.operation.get_asm(enable_debug_info=True)
 
 
-def _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch, sharp_edges):
+def _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch, sharp_edges,
+                gather_specs=None, mesh=None):
     lm = LossModule(model, loss_fn)
 
     def loss_program(params, buffers, batch):
+        if gather_specs is not None:  # fsdp: the parameters are used gathered over "data"
+            params = [p if g is None else prims.bind(
+                "sharding_constraint", (p,), mesh=mesh.text, spec=sharding.format_spec(g))
+                for p, g in zip(params, gather_specs)]
         state = {f"model.{n}": p for n, p in zip(pnames, params)}
         state.update({f"model.{n}": b for n, b in zip(bnames, buffers)})
         return torch.func.functional_call(lm, state, tuple(batch), strict=False)
@@ -255,11 +260,15 @@ def _arg_index(args, v) -> int:
 
 def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
           pnames: Sequence[str], bnames: Sequence[str], params, buffers, batch,
-          param_specs, batch_specs, sharp_edges: str = "warn") -> Program:
+          param_specs, batch_specs, sharp_edges: str = "warn", gather_specs=None) -> Program:
     """Trace, transform and compile the step (module docstring). ``params``/``buffers``/
     ``batch``: tensors with the global shapes (values unused); ``param_specs``: the
     sharding of each parameter (its optimizer state shares it); ``batch_specs``: of each
-    batch tensor. Raises UnsupportedInputError for programs it cannot shard."""
+    batch tensor. ``gather_specs`` (fsdp): per parameter, the layout it is used in (its
+    tensor-parallel spec; None: as stored) — a ``sharding_constraint`` on the parameter
+    makes XLA all-gather it over "data" before use, as ZeRO-3 does, and (by the
+    constraint's VJP) reduce its gradient in that layout, then scatter it to the stored
+    one. Raises UnsupportedInputError for programs it cannot shard."""
     from thunder_mlir.executors import execution_transform  # noqa: F401 (registers passes)
     from thunder_mlir.executors.extend import compiling
     from thunder_mlir.ir import implementations
@@ -271,7 +280,7 @@ def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
         t = time.perf_counter()
         with tracing_on(mesh):
             trace = _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch,
-                                sharp_edges)
+                                sharp_edges, gather_specs, mesh)
         module = trace.module
         stages.append(Stage("initial", _asm(module), time.perf_counter() - t))
         state_, run_pass = _pipeline(stages)

@@ -124,7 +124,8 @@ class TrainStep:
             self.model, self.loss_fn, self.rule, self.mesh, self.pnames, self.bnames,
             [p.detach() for p in params.values()], [b.detach() for b in buffers.values()],
             [glob(x, t) for x, t in zip(xs, batch)],
-            [self.param_specs[n] for n in self.pnames], specs, self.sharp_edges)
+            [self.param_specs[n] for n in self.pnames], specs, self.sharp_edges,
+            gather_specs=self._gather_specs())
         pspecs = [self.param_specs[n] for n in self.pnames]
         sspecs = [s for s in pspecs for _ in self.rule.state_names]
         loss_shape = ()
@@ -133,6 +134,18 @@ class TrainStep:
             + [(self.mesh.named_sharding(s), a.shape) for s, a in zip(pspecs, self._params)]
             + [(self.mesh.named_sharding(s), a.shape) for s, a in zip(sspecs, self._state)])
         return prog
+
+    def _gather_specs(self):
+        """fsdp: each parameter's layout in use, its tensor-parallel spec (None where it
+        is stored that way already); ddp: None."""
+        if self.strategy != "fsdp":
+            return None
+        params = dict(self.model.named_parameters())
+        out = []
+        for n in self.pnames:
+            g = placement.tp_spec(n, params[n].shape, self.tp_plan)
+            out.append(None if g == self.param_specs[n] else g)
+        return out
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, torch.Tensor]:
