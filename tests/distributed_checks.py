@@ -14,7 +14,6 @@ check-specific facts. The test asserts on them.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import sys

@@ -45,9 +45,6 @@ def param_spec(name: str, shape: Sequence[int], mesh: DeviceMesh, strategy: str,
     if strategy != "fsdp" or n == 1 or any(DATA in d for d in spec):
         return spec
     for i, (size, axes) in enumerate(zip(shape, spec)):
-        k = 1
-        for a in axes:
-            k *= mesh.axis_size(a)
         if not axes and size % n == 0:
             return spec[:i] + ((DATA,),) + spec[i + 1:]
     return spec
@@ -136,8 +133,7 @@ def device_bytes(arrays, device=None) -> int:
 
 
 def check_strategy(strategy: str, mesh: DeviceMesh) -> None:
-    """Raise UnsupportedInputError for an unknown strategy or a mesh without ``"data"``
-    under fsdp/ddp when the mesh has other axes only (nothing to split the batch over is
-    fine: the batch is then replicated)."""
+    """Raise UnsupportedInputError for an unknown strategy. (A mesh without a ``"data"``
+    axis is accepted: the batch is then replicated and fsdp shards nothing.)"""
     if strategy not in STRATEGIES:
         raise UnsupportedInputError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")

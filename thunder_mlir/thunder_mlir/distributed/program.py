@@ -283,8 +283,8 @@ def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
                                 sharp_edges, gather_specs, mesh)
         module = trace.module
         stages.append(Stage("initial", _asm(module), time.perf_counter() - t))
-        state_, run_pass = _pipeline(stages)
-        state_.update(module=module, ctx=PassContext(compile_state=ext, device=trace.device))
+        pipeline, run_pass = _pipeline(stages)
+        pipeline.update(module=module, ctx=PassContext(compile_state=ext, device=trace.device))
 
         run_pass("grad", "grad{remat=true}")
         run_pass("joint", "joint{keep-outputs=true}")
@@ -334,7 +334,8 @@ def _finish(module, stages, run_pass, mesh, in_specs, out_specs, donated) -> Pro
 
 
 def _pipeline(stages):
-    """A compilation context: (context manager pieces, run_pass) for the project's passes."""
+    """(state, run_pass): ``run_pass(stage, element)`` runs the registry pass of pipeline
+    ``element`` on ``state["module"]`` with ``state["ctx"]`` and records a Stage."""
     from thunder_mlir.transforms.registry import parse_element, pipeline_string
 
     state = {}
@@ -353,8 +354,6 @@ def build_forward(model: torch.nn.Module, options: dict, mesh: DeviceMesh, pname
     """``model(*inputs, **options)`` as an SPMD program with replicated outputs (``shard``).
     -> (Program, output tree spec, [(shape, dtype)] of the tensor outputs). Non-tensor
     outputs are refused (UnsupportedInputError)."""
-    import torch.utils._pytree as torch_pytree
-
     from thunder_mlir.executors import execution_transform  # noqa: F401 (registers passes)
     from thunder_mlir.executors.extend import compiling
     from thunder_mlir.ir import implementations
@@ -385,15 +384,14 @@ def build_forward(model: torch.nn.Module, options: dict, mesh: DeviceMesh, pname
                                         "updates buffers in place; call model.eval() first")
         module = trace.module
         stages.append(Stage("initial", _asm(module), time.perf_counter() - t))
-        state, run_pass = _pipeline(stages)
-        state.update(module=module, ctx=PassContext(compile_state=ext, device=trace.device))
+        pipeline, run_pass = _pipeline(stages)
+        pipeline.update(module=module, ctx=PassContext(compile_state=ext, device=trace.device))
         in_specs = (list(param_specs) + [tuple(() for _ in b.shape) for b in buffers]
                     + list(input_specs))
         out_specs = [tuple(() for _ in x.tshape) for x in out_leaves]
         with module.context:
             _annotate(trace.func_op, mesh, in_specs, out_specs)
         prog = _finish(module, stages, run_pass, mesh, in_specs, out_specs, ())
-    del torch_pytree
     return prog, out_spec, [(tuple(x.tshape), x.tdtype) for x in out_leaves]
 
 
