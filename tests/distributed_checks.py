@@ -152,6 +152,7 @@ def check_gpt2_ddp_sgd():
     out["stablehlo_has_gspmd"] = "mhlo.sharding" in stages["stablehlo"] and \
         "custom_call @Sharding" in stages["stablehlo"]
     out["collective_list"] = [str(c) for c in step.collectives()]
+    out["thunder_opt_reproduces"] = _thunder_opt_reproduces(step.program.stages)
     import thunder_mlir
 
     exam = thunder_mlir.examine(step, *batch())
@@ -170,6 +171,33 @@ def check_gpt2_ddp_sgd():
     step.load_state_dict(sd2)
     out["loaded_applied"] = torch.equal(step.state_dict()["transformer.ln_f.bias"],
                                         sd2["transformer.ln_f.bias"])
+    return out
+
+
+def _thunder_opt_reproduces(stages) -> dict:
+    """thunder-opt (in this process) reruns the passes of the stages: initial -> grad,
+    joint; step (shardings + constraint op parsed back) -> decompose, partition. -> {stage:
+    whether the output equals the stage's text}."""
+    import contextlib
+    import io
+    import tempfile
+
+    from thunder_mlir.tools.thunder_opt import main as thunder_opt_main
+
+    by = {s.name: s for s in stages}
+    out = {}
+    for src, names in (("initial", ["grad", "joint"]), ("step", ["prims", "plan"])):
+        with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
+            f.write(by[src].text)
+        elements = []
+        for name in names:
+            elements.append(by[name].pipeline[len("builtin.module("):-1])
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                code = thunder_opt_main([f.name, "--mlir-print-debuginfo",
+                                         f"--pass-pipeline=builtin.module({','.join(elements)})"])
+            out[name] = code == 0 and buf.getvalue().strip() == by[name].text.strip()
+        os.unlink(f.name)
     return out
 
 

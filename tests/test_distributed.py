@@ -164,6 +164,9 @@ def test_shardings_in_the_ir(results):
     assert r["step_ir_has_sharding"] and r["step_ir_has_mesh"]
     assert r["constraint_in_initial"]  # with_sharding_constraint in loss_fn
     assert r["stablehlo_has_gspmd"]
+    # thunder-opt parses the stages back and reruns their passes to the same text
+    assert r["thunder_opt_reproduces"] == {"grad": True, "joint": True, "prims": True,
+                                           "plan": True}
 
 
 def test_examine_and_last_traces_report_collectives(results):
