@@ -156,6 +156,7 @@ def check_gpt2_ddp_sgd():
     import thunder_mlir
 
     exam = thunder_mlir.examine(step, *batch())
+    out["examine_without_batch"] = [str(c) for c in thunder_mlir.examine(step).collectives]
     out["examine_collectives"] = [str(c) for c in exam.collectives]
     out["examine_all_on_xla"] = exam.all_on_xla
     out["examine_text_has_collectives"] = "collectives inserted by XLA" in str(exam)

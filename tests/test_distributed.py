@@ -172,6 +172,7 @@ def test_shardings_in_the_ir(results):
 def test_examine_and_last_traces_report_collectives(results):
     r = results["gpt2_ddp_sgd"]
     assert r["examine_collectives"] == r["collective_list"]
+    assert r["examine_without_batch"] == r["collective_list"]
     assert r["examine_all_on_xla"] and r["examine_text_has_collectives"]
     assert r["last_traces"] == r["stage_names"]
     assert r["xla_stage_lists_all_reduce"]

@@ -72,6 +72,7 @@ class TrainStep:
                        for n, p in params.items() for _ in self.rule.state_names]
         self._programs: dict = {}
         self.program: program.Program | None = None
+        self._last_batch = None
         self.steps = 0
 
     # ------------------------------------------------------------------ running
@@ -103,14 +104,21 @@ class TrainStep:
             prog = self._compile(batch, xs, specs)
             self._programs[key] = prog
         self.program = prog
+        self._last_batch = [(tuple(t.shape), t.dtype) for t in batch]
         return prog, xs
 
     def examine(self, *batch):
-        """``thunder_mlir.examine(step, *batch)``: the ops of ``loss_fn(model, *batch)``
+        """``thunder_mlir.examine(step, *batch)`` (``examine(step)``: the last step's batch
+        shapes): the ops of ``loss_fn(model, *batch)``
         (XLA or torch fallback) and the collectives of the step compiled for this batch
         (compiled, not run: parameters and optimizer state are unchanged)."""
         from thunder_mlir.examine import examine
 
+        if not batch:  # the last step's batch shapes (tracing reads no values)
+            if self._last_batch is None:
+                raise RuntimeError("examine(step) before the first step needs a batch: "
+                                   "examine(step, *batch)")
+            batch = tuple(torch.zeros(s, dtype=d) for s, d in self._last_batch)
         prog, _ = self._prepare(batch)
         with program.tracing_on(self.mesh):  # with_sharding_constraint's mesh
             exam = examine(program.LossModule(self.model, self.loss_fn), *batch)
