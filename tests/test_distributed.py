@@ -267,3 +267,42 @@ def test_one_device_step_matches_eager_with_dropout_refused():
                            lr=0.1)
     with pytest.raises(UnsupportedInputError, match="dropout"):
         drop(x)
+
+
+class _PartlyUsed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 8)
+        self.frozen = torch.nn.Linear(8, 8).requires_grad_(False)
+        self.b = torch.nn.Linear(8, 1)
+        self.unused = torch.nn.Linear(4, 4)  # no output depends on it: eager's grad is None
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.frozen(self.a(x))))
+
+
+@pytest.mark.parametrize("opt", [(torch.optim.SGD, dict(lr=0.1, momentum=0.9,
+                                                         weight_decay=0.1)),
+                                 (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.1))])
+def test_frozen_and_unused_parameters_as_torch_optim(opt):
+    """torch.optim skips parameters whose grad is None (frozen, or unused by the loss): no
+    weight decay, no state; the step leaves them unchanged too."""
+    cls, kw = opt
+    torch.manual_seed(0)
+    model = _PartlyUsed()
+    ref = __import__("copy").deepcopy(model)
+    loss_fn = lambda m, x, y: torch.nn.functional.mse_loss(m(x), y)  # noqa: E731
+    step = dist.train_step(model, loss_fn, cls, dist.mesh({"data": 1}), **kw)
+    o = cls([p for p in ref.parameters() if p.requires_grad], **kw)
+    x, y = torch.randn(6, 4), torch.randn(6, 1)
+    for _ in range(3):
+        loss = step(x, y)
+        o.zero_grad()
+        expected = loss_fn(ref, x, y)
+        expected.backward()
+        o.step()
+        assert loss.item() == pytest.approx(expected.item(), abs=1e-6)
+    sd = step.state_dict()
+    for k, v in ref.state_dict().items():
+        torch.testing.assert_close(sd[k], v, atol=1e-6, rtol=0)
+    assert torch.equal(sd["unused.weight"], model.unused.weight)

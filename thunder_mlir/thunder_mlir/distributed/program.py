@@ -150,11 +150,17 @@ def _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch, sharp_ed
     return trace
 
 
-def _trace_update(rule, params, state, scalars):
+def _trace_update(rule, params, state, scalars, reached):
+    """The update of every parameter; one no output depends on (``reached`` False: eager's
+    ``p.grad`` stays None) is left unchanged with its state, as torch.optim skips it."""
     def update_program(params, grads, state, scalars):
         k = len(rule.state_names)
         new_params, new_state = [], []
         for i, (p, g) in enumerate(zip(params, grads)):
+            if not reached[i]:
+                new_params.append(p)
+                new_state += state[i * k:(i + 1) * k]
+                continue
             np_, ns = rule.update(p, g, state[i * k:(i + 1) * k], scalars)
             new_params.append(np_)
             new_state += ns
@@ -287,12 +293,15 @@ def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
         pipeline.update(module=module, ctx=PassContext(compile_state=ext, device=trace.device))
 
         run_pass("grad", "grad{remat=true}")
+        from thunder_mlir.transforms.grad import reached_inputs
+
+        reached = reached_inputs(module)[:len(params)]
         run_pass("joint", "joint{keep-outputs=true}")
         t = time.perf_counter()
         k = len(rule.state_names)
         state = [torch.empty_like(p) for p in params for _ in range(k)]
         scalars = [torch.zeros((), dtype=torch.float32) for _ in rule.scalar_names]
-        update = _trace_update(rule, params, state, scalars)
+        update = _trace_update(rule, params, state, scalars, reached)
         _splice(module, update.module, len(params))
         n_p, n_b, n_x = len(params), len(buffers), len(batch)
         repl = lambda x: tuple(() for _ in x.shape)  # noqa: E731

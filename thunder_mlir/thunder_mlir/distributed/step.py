@@ -18,9 +18,19 @@ from thunder_mlir.distributed.mesh import DeviceMesh
 
 
 def _named_state(model: torch.nn.Module):
-    params = dict(model.named_parameters())  # tied parameters once, as torch.optim sees them
-    buffers = dict(model.named_buffers())
+    """(trained parameters, other tensors): parameters with ``requires_grad`` (tied ones
+    once, as torch.optim sees them); frozen parameters join the buffers (inputs the step
+    does not update, as torch.optim skips a parameter whose grad is None)."""
+    params, buffers = {}, {}
+    for n, p in model.named_parameters():
+        (params if p.requires_grad else buffers)[n] = p
+    buffers.update(model.named_buffers())
     return params, buffers
+
+
+def _all_state(model: torch.nn.Module):
+    """(every parameter, every buffer): inference shards frozen parameters too."""
+    return dict(model.named_parameters()), dict(model.named_buffers())
 
 
 def _run(prog: program.Program, inputs: list, out_shardings: list):
@@ -62,6 +72,8 @@ class TrainStep:
         params, buffers = _named_state(model)
         self.pnames, self.bnames = list(params), list(buffers)
         self._meta = {n: (tuple(t.shape), t.dtype) for n, t in {**params, **buffers}.items()}
+        if not params:
+            raise UnsupportedInputError("the model has no parameter that requires grad")
         self.param_specs = {n: placement.param_spec(n, p.shape, mesh, strategy, self.tp_plan)
                             for n, p in params.items()}
         self._params = [placement.put(p.detach(), mesh, self.param_specs[n])
@@ -165,7 +177,7 @@ class TrainStep:
         out = {}
         for k, v in self.model.state_dict(keep_vars=True).items():
             n = by_id.get(id(v))
-            out[k] = placement.gather(live[n], v.dtype) if n is not None else \
+            out[k] = placement.gather(live[n], v.dtype) if n in live else \
                 v.detach().clone()
         return out
 
@@ -217,7 +229,7 @@ class ShardedModule:
                  sharp_edges: str = "warn"):
         self.model, self.mesh, self.tp_plan = model, mesh, dict(tp_plan or {})
         self.sharp_edges = sharp_edges
-        params, buffers = _named_state(model)
+        params, buffers = _all_state(model)
         self.pnames, self.bnames = list(params), list(buffers)
         self.param_specs = {n: placement.param_spec(n, p.shape, mesh, "ddp", self.tp_plan)
                             for n, p in params.items()}
@@ -242,8 +254,8 @@ class ShardedModule:
         if key not in self._programs:
             self._programs[key] = program.build_forward(
                 self.model, options, self.mesh, self.pnames, self.bnames,
-                [p.detach() for p in _named_state(self.model)[0].values()],
-                [b.detach() for b in _named_state(self.model)[1].values()],
+                [p.detach() for p in _all_state(self.model)[0].values()],
+                [b.detach() for b in _all_state(self.model)[1].values()],
                 [torch.empty(tuple(x.shape), dtype=t.dtype) for x, t in zip(xs, inputs)],
                 [self.param_specs[n] for n in self.pnames], specs, self.sharp_edges)
         prog, out_spec, out_meta = self._programs[key]
