@@ -83,6 +83,14 @@ def put(t: torch.Tensor, mesh: DeviceMesh, spec: sharding.Spec, *, local: bool =
     offset = 0
     if local and nproc > 1:
         offset = min(idx[0].start or 0 for idx in index_map.values())
+        end = max(shape[0] if idx[0].stop is None else idx[0].stop
+                  for idx in index_map.values())
+        if end - offset != t.shape[0]:
+            raise UnsupportedInputError(
+                f"this process's devices hold rows {offset}:{end} of the global batch, not "
+                f"a block of its {t.shape[0]} local rows: order the mesh so that each "
+                "process's devices lie along 'data' (e.g. {'data': ..., 'model': ...} with "
+                "the model axis within a process)")
     shards = []
     for dev, idx in index_map.items():
         if offset:
