@@ -99,16 +99,27 @@ def _lower_shardings(f) -> None:
     ``thunder.mesh`` become GSPMD ``mhlo.sharding`` strings (ir/sharding.py)."""
     if sharding.MESH_ATTR not in f.attributes:
         return
+    try:
+        _gspmd_attributes(f)
+    except ValueError as e:
+        raise LoweringError(f"lower-to-stablehlo: {e} (on @"
+                            f"{ir.StringAttr(f.attributes['sym_name']).value})") from None
+
+
+def _gspmd_attributes(f) -> None:
+    """Raises ValueError for malformed text or a spec that does not fit its value."""
     mesh = sharding.parse_mesh(ir.StringAttr(f.attributes[sharding.MESH_ATTR]).value)
-    for key in ("arg_attrs", "res_attrs"):
+    ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+    for key, types in (("arg_attrs", ftype.inputs), ("res_attrs", ftype.results)):
         if key not in f.attributes:
             continue
         new = []
-        for d in ir.ArrayAttr(f.attributes[key]):
-            d = ir.DictAttr(d)
-            entries = {n.name: n.attr for n in d}
+        for d, t in zip(ir.ArrayAttr(f.attributes[key]), types):
+            entries = {n.name: n.attr for n in ir.DictAttr(d)}
             if sharding.SHARDING_ATTR in entries:
-                spec = sharding.parse_spec(ir.StringAttr(entries.pop(sharding.SHARDING_ATTR)).value)
+                text = ir.StringAttr(entries.pop(sharding.SHARDING_ATTR)).value
+                spec = sharding.parse_spec(text)
+                sharding.check_spec(mesh, spec, ir.RankedTensorType(t).shape)
                 entries[sharding.GSPMD_ATTR] = ir.StringAttr.get(sharding.gspmd(mesh, spec))
             new.append(ir.DictAttr.get(entries))
         f.attributes[key] = ir.ArrayAttr.get(new)
