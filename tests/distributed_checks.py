@@ -237,7 +237,13 @@ def check_llama_shard_tp():
     out = sharded(ids, use_cache=False)
     with torch.no_grad():
         ref = model(ids).logits
+    import thunder_mlir
+
+    exam = thunder_mlir.examine(sharded, ids, use_cache=False)
     return {"name": "llama_shard_tp",
+            "examine_matches": [str(c) for c in exam.collectives] ==
+            [str(c) for c in sharded.collectives()] and exam.all_on_xla,
+            "last_traces": [s.name for s in thunder_mlir.last_traces(sharded)],
             "max_logit_diff": (out.logits - ref).abs().max().item(),
             "collective_list": [[c.kind, c.bytes, c.groups] for c in sharded.collectives()],
             "activation_bytes": (BATCH // 2) * SEQ * 32 * 4}

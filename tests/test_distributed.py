@@ -142,6 +142,8 @@ def test_tp_forward_has_megatrons_two_all_reduces_per_block(results):
     per block over the "model" groups, plus the gather of the (replicated) logits."""
     r = results["llama_shard_tp"]
     assert r["max_logit_diff"] < 1e-5
+    assert r["examine_matches"]
+    assert r["last_traces"] == ["initial", "prims", "plan", "stablehlo", "xla-compile"]
     colls = r["collective_list"]
     model_groups = "{{0,1,2,3},{4,5,6,7}}"
     reduces = [c for c in colls if c[0] == "all-reduce"]

@@ -35,7 +35,7 @@ def last_traces(jfn) -> list[Stage]:
 
     For a ``thunder_mlir.distributed`` step, its stages (``initial``, ``grad``, ``joint``,
     ``step`` with the shardings, ..., ``xla-compile`` listing the collectives)."""
-    if hasattr(jfn, "last_stages"):
+    if getattr(type(jfn), "thunder_distributed", False):
         if not jfn.last_stages:
             raise RuntimeError("last_traces: the step has not been called yet")
         return list(jfn.last_stages)

@@ -145,7 +145,7 @@ def examine(fn, *args, **kwargs) -> Examination:
     """
     from thunder_mlir.function import _metas, _paths, _unsupported, trace_function
 
-    if hasattr(fn, "examine"):  # a thunder_mlir.distributed step (api layer, duck-typed)
+    if getattr(type(fn), "thunder_distributed", False):  # distributed.TrainStep/ShardedModule
         return fn.examine(*args, **kwargs)
 
     if isinstance(fn, torch.nn.Module):

@@ -59,6 +59,8 @@ class TrainStep:
     spec}), ``program`` (the last compiled ``program.Program``), ``steps`` (calls so far).
     """
 
+    thunder_distributed = True  # examine() and last_traces() ask the step itself
+
     def __init__(self, model: torch.nn.Module, loss_fn: Callable, optimizer_cls: type,
                  mesh: DeviceMesh, strategy: str = "ddp", tp_plan: dict | None = None,
                  sharp_edges: str = "warn", **optimizer_kwargs):
@@ -225,6 +227,8 @@ class ShardedModule:
     0 over ``"data"`` (replicated without that axis), tensor outputs replicated and
     returned as torch tensors."""
 
+    thunder_distributed = True  # examine() and last_traces() ask it
+
     def __init__(self, model: torch.nn.Module, mesh: DeviceMesh, tp_plan: dict | None = None,
                  sharp_edges: str = "warn"):
         self.model, self.mesh, self.tp_plan = model, mesh, dict(tp_plan or {})
@@ -244,26 +248,46 @@ class ShardedModule:
         """``model(*inputs, **options)``: ``inputs`` tensors (split on dim 0 over
         ``"data"``), ``options`` hashable Python values (``use_cache=False``), part of the
         compiled program's key."""
+        (prog, out_spec, out_meta), xs = self._prepare(inputs, options)
+        outs = _run(prog, self._params + self._buffers + xs,
+                    [(self.mesh.named_sharding(tuple(() for _ in s)), s) for s, _ in out_meta])
+        tensors = [placement.local_value(o) for o in outs]
+        return torch_pytree.tree_unflatten(tensors, out_spec)
+
+    def _prepare(self, inputs, options):
         import jax
 
+        if not all(isinstance(t, torch.Tensor) for t in inputs):
+            raise UnsupportedInputError("pass tensors positionally, other values by keyword")
         nproc = jax.process_count()
         specs = [placement.batch_spec(t, self.mesh, t.shape[0] * nproc) for t in inputs]
         xs = [placement.put(t.detach(), self.mesh, s, local=True, copy=False)
               for t, s in zip(inputs, specs)]
         key = (tuple((tuple(x.shape), x.dtype) for x in xs), tuple(sorted(options.items())))
         if key not in self._programs:
+            params, buffers = _all_state(self.model)
             self._programs[key] = program.build_forward(
                 self.model, options, self.mesh, self.pnames, self.bnames,
-                [p.detach() for p in _all_state(self.model)[0].values()],
-                [b.detach() for b in _all_state(self.model)[1].values()],
+                [p.detach() for p in params.values()], [b.detach() for b in buffers.values()],
                 [torch.empty(tuple(x.shape), dtype=t.dtype) for x, t in zip(xs, inputs)],
                 [self.param_specs[n] for n in self.pnames], specs, self.sharp_edges)
-        prog, out_spec, out_meta = self._programs[key]
-        self.program = prog
-        outs = _run(prog, self._params + self._buffers + xs,
-                    [(self.mesh.named_sharding(tuple(() for _ in s)), s) for s, _ in out_meta])
-        tensors = [placement.local_value(o) for o in outs]
-        return torch_pytree.tree_unflatten(tensors, out_spec)
+        self.program = self._programs[key][0]
+        return self._programs[key], xs
+
+    def examine(self, *inputs, **options):
+        """``thunder_mlir.examine(sharded, *inputs, **options)``: the forward's ops (XLA or
+        torch fallback) and the collectives of its program (compiled, not run)."""
+        from thunder_mlir.examine import examine
+
+        (prog, _, _), _ = self._prepare(inputs, options)
+        with program.tracing_on(self.mesh):
+            exam = examine(self.model, *inputs, **options)
+        exam.collectives = list(prog.collectives)
+        return exam
+
+    @property
+    def last_stages(self):
+        return [] if self.program is None else self.program.stages
 
     def collectives(self) -> list[Collective]:
         """The collectives of the last compiled forward (collectives.py)."""
