@@ -343,3 +343,16 @@ func.func @dynamic_indexing(%x: tensor<5x3xf32>, %i: tensor<i64>) -> tensor<5x3x
   %1 = "thunder.dynamic_update_index"(%x, %0, %i) : (tensor<5x3xf32>, tensor<3xf32>, tensor<i64>) -> tensor<5x3xf32>
   return %1 : tensor<5x3xf32>
 }
+
+// shardings (ir/sharding.py): thunder.mesh on the function, thunder.sharding on arguments
+// and results, and the sharding_constraint prim.
+// CHECK-LABEL: func.func @shardings(
+// CHECK-SAME:  {thunder.sharding = "[{data}, {}]"}
+// CHECK-SAME:  -> (tensor<8x4xf32> {thunder.sharding = "[{data}, {model}]"})
+// CHECK-SAME:  attributes {thunder.mesh = "[data=2, model=4]"}
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.sharding_constraint"(%{{[a-z0-9#]+}}) {mesh = "[data=2, model=4]", spec = "[{}, {model}]"} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT:  return %{{[a-z0-9#]+}} : tensor<8x4xf32>
+func.func @shardings(%x: tensor<8x4xf32> {thunder.sharding = "[{data}, {}]"}) -> (tensor<8x4xf32> {thunder.sharding = "[{data}, {model}]"}) attributes {thunder.mesh = "[data=2, model=4]"} {
+  %0 = "thunder.sharding_constraint"(%x) {mesh = "[data=2, model=4]", spec = "[{}, {model}]"} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %0 : tensor<8x4xf32>
+}

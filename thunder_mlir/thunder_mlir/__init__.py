@@ -33,7 +33,14 @@ def last_traces(jfn) -> list[Stage]:
     """The stages of the last compilation used by ``jfn``: ``initial`` (thunder dialect as
     traced), ``prims`` (after decompose), ``plan`` (after partition), ``stablehlo`` (after
     lowering), and ``xla-compile``. Each Stage has ``name``, ``text`` (MLIR with locations)
-    and ``seconds``. Raises RuntimeError before the first call."""
+    and ``seconds``. Raises RuntimeError before the first call.
+
+    For a ``thunder_mlir.distributed`` step, its stages (``initial``, ``grad``, ``joint``,
+    ``step`` with the shardings, ..., ``xla-compile`` listing the collectives)."""
+    if getattr(type(jfn), "thunder_distributed", False):
+        if not jfn.last_stages:
+            raise RuntimeError("last_traces: the step has not been called yet")
+        return list(jfn.last_stages)
     entry = _function(jfn).last
     if entry is None:
         raise RuntimeError("last_traces: the jitted function has not been called yet")

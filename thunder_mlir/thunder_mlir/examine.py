@@ -41,9 +41,12 @@ class OpReport:
 @dataclass
 class Examination:
     """The result of :func:`examine`: ``ops`` (OpReports, XLA ops first, in first-call
-    order). ``str()`` gives a readable table."""
+    order) and, for a ``thunder_mlir.distributed`` step, ``collectives`` (the
+    ``distributed.Collective`` instructions XLA's SPMD partitioner inserted, with the bytes
+    each moves per step per device). ``str()`` gives a readable table."""
 
     ops: list[OpReport]
+    collectives: list = field(default_factory=list)
 
     @property
     def xla_ops(self) -> list[OpReport]:
@@ -70,6 +73,10 @@ class Examination:
             for o in f:
                 lines.append(f"  {o.name:40} x{o.count}  why: {o.reason}")
                 lines += [f"      at {loc}" for loc in o.locations[:3]]
+        if self.collectives:
+            lines.append(f"collectives inserted by XLA: {len(self.collectives)}, "
+                         f"{sum(c.bytes for c in self.collectives)} bytes per step per device")
+            lines += [f"  {c}" for c in self.collectives]
         return "\n".join(lines)
 
 
@@ -130,9 +137,16 @@ def examine(fn, *args, **kwargs) -> Examination:
     :class:`Examination`. Raises what ``jit`` raises while tracing (``TraceError`` naming
     the user's line, ``UnsupportedInputError`` for unsupported input types). Nothing is
     compiled or executed, and no cache entry is created.
+
+    A ``thunder_mlir.distributed`` step (``train_step``/``shard``) is examined on its
+    batch: its program is compiled (not run) and the Examination also lists the
+    collectives XLA inserted.
     """
     from thunder_mlir.frontend import pytrees
     from thunder_mlir.function import _metas, _paths, _unsupported, trace_function
+
+    if getattr(type(fn), "thunder_distributed", False):  # distributed.TrainStep/ShardedModule
+        return fn.examine(*args, **kwargs)
 
     if isinstance(fn, torch.nn.Module):
         from thunder_mlir.module import _functional_forward

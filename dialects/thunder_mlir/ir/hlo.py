@@ -644,3 +644,18 @@ def lower_dynamic_update_index(op, operands, rw):
         out = hlo("stablehlo.dynamic_update_slice", [x, upd] + _starts(index, xt.rank, loc),
                   [x.type], loc=loc)
     rw.replace_op(op, out)
+
+
+def lower_sharding_constraint(op, operands, rw):
+    """``stablehlo.custom_call @Sharding(x) {mhlo.sharding = "..."}``: XLA's sharding
+    annotation of an intermediate value (what ``jax.lax.with_sharding_constraint`` emits)."""
+    from thunder_mlir.ir import sharding
+
+    mesh = sharding.parse_mesh(ir.StringAttr(op.attributes["mesh"]).value)
+    spec = sharding.parse_spec(ir.StringAttr(op.attributes["spec"]).value)
+    with rw.ip:
+        r = hlo("stablehlo.custom_call", operands, [op.result.type],
+                {"call_target_name": ir.StringAttr.get("Sharding"),
+                 sharding.GSPMD_ATTR: ir.StringAttr.get(sharding.gspmd(mesh, spec))},
+                loc=op.location)
+    rw.replace_op(op, list(r.results))

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from thunder_mlir.ir import hlo, prims, vjp_rules
+from thunder_mlir.ir import hlo, prims, sharding, vjp_rules
 from thunder_mlir.ir.dialect import RNG_STREAM_SHIFT
 from thunder_mlir.ir.primdef import (
     INT, INTS, NUMBER, PRIMS, STR, TensorSpec, TorchAutogradVJP, check, define)
@@ -644,6 +644,33 @@ def _infer_dynamic_update_index(ops, attrs, result=None):
 define("dynamic_update_index", ("x", "update", "index"), _infer_dynamic_update_index,
        hlo.lower_dynamic_update_index, vjp=vjp_rules.dynamic_update_index,
        doc="x with x[index] = update along dim 0 (stablehlo.dynamic_update_slice)")
+
+
+# ------------------------------------------------------------------- sharding
+def _infer_sharding_constraint(ops, attrs, result=None):
+    x = ops[0]
+    try:
+        sharding.check_spec(sharding.parse_mesh(attrs["mesh"]),
+                            sharding.parse_spec(attrs["spec"]), x.shape)
+    except ValueError as e:
+        check(False, f"sharding_constraint: {e}")
+    return TensorSpec(tuple(x.shape), x.dtype)
+
+
+def _sharding_constraint_vjp(op, x, y, g):
+    """The cotangent gets the same sharding (jax.lax.with_sharding_constraint's
+    transpose rule)."""
+    from torch_mlir import ir
+
+    return [prims.bind("sharding_constraint", (g[0],),
+                       mesh=ir.StringAttr(op.attributes["mesh"]).value,
+                       spec=ir.StringAttr(op.attributes["spec"]).value)]
+
+
+define("sharding_constraint", X, _infer_sharding_constraint, hlo.lower_sharding_constraint,
+       vjp=_sharding_constraint_vjp, attributes={"mesh": STR, "spec": STR},
+       doc="x, laid out as `spec` on `mesh` (ir/sharding.py): stablehlo.custom_call "
+           "@Sharding with mhlo.sharding, as jax.lax.with_sharding_constraint lowers")
 
 
 # ---------------------------------------------------------------------- views

@@ -17,6 +17,7 @@ from __future__ import annotations
 from torch_mlir import ir, rewrite
 
 from thunder_mlir.errors import LoweringError
+from thunder_mlir.ir import sharding
 from thunder_mlir.ir.regions import nested_ops
 
 from thunder_mlir.ir.hlo import hlo, one_to_one, splat
@@ -90,6 +91,39 @@ def _run(module: ir.Module) -> None:
             rewrite.apply_full_conversion(f, _target(), patterns)
         except ir.MLIRError as e:
             raise LoweringError(f"lower-to-stablehlo failed: {e}") from None
+        _lower_shardings(f)
+
+
+def _lower_shardings(f) -> None:
+    """``thunder.sharding`` argument and result attributes of a function with a
+    ``thunder.mesh`` become GSPMD ``mhlo.sharding`` strings (ir/sharding.py)."""
+    if sharding.MESH_ATTR not in f.attributes:
+        return
+    try:
+        _gspmd_attributes(f)
+    except ValueError as e:
+        raise LoweringError(f"lower-to-stablehlo: {e} (on @"
+                            f"{ir.StringAttr(f.attributes['sym_name']).value})") from None
+
+
+def _gspmd_attributes(f) -> None:
+    """Raises ValueError for malformed text or a spec that does not fit its value."""
+    mesh = sharding.parse_mesh(ir.StringAttr(f.attributes[sharding.MESH_ATTR]).value)
+    ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+    for key, types in (("arg_attrs", ftype.inputs), ("res_attrs", ftype.results)):
+        if key not in f.attributes:
+            continue
+        new = []
+        for d, t in zip(ir.ArrayAttr(f.attributes[key]), types):
+            entries = {n.name: n.attr for n in ir.DictAttr(d)}
+            if sharding.SHARDING_ATTR in entries:
+                text = ir.StringAttr(entries.pop(sharding.SHARDING_ATTR)).value
+                spec = sharding.parse_spec(text)
+                sharding.check_spec(mesh, spec, ir.RankedTensorType(t).shape)
+                entries[sharding.GSPMD_ATTR] = ir.StringAttr.get(sharding.gspmd(mesh, spec))
+            new.append(ir.DictAttr.get(entries))
+        f.attributes[key] = ir.ArrayAttr.get(new)
+    del f.attributes[sharding.MESH_ATTR]
 
 
 _CONTROL_FLOW = {"thunder.cond": "stablehlo.if", "thunder.while": "stablehlo.while"}

@@ -1,0 +1,436 @@
+"""The training step as one SPMD program: trace, differentiate, append the optimizer
+update, annotate shardings, lower, and compile for ``num_partitions`` devices.
+
+Stages (each kept as a ``function.Stage`` for ``last_traces``):
+
+* ``initial``: ``loss_fn(model, *batch)`` traced with the parameters as inputs;
+* ``grad`` / ``joint``: the project's passes (``grad{remat=true}``,
+  ``joint{keep-outputs=true}``): one ``@computation`` returning the loss and the gradient
+  of every parameter;
+* ``step``: the optimizer's update (``optim.py``) traced separately and spliced into that
+  ``@computation`` (its parameter arguments are the loss program's, its gradients the
+  joint's results), with ``thunder.mesh`` on the function and ``thunder.sharding`` on
+  every argument and result (ir/sharding.py);
+* ``prims``, ``plan``, ``stablehlo``: ``decompose``, ``partition`` (one XLA region; a
+  torch-fallback op cannot run inside an SPMD program and is an error),
+  ``lower-to-stablehlo`` (shardings become GSPMD ``mhlo.sharding``);
+* ``xla-compile``: XLA's SPMD partitioner inserts the collectives
+  (``CompileOptions.num_partitions = mesh.size``, ``use_spmd_partitioning``,
+  toolchain.md §7); ``collectives`` lists them (``collectives.py``).
+
+Program inputs: parameters, buffers, batch, optimizer state (per parameter, in
+``OptimizerRule.state_names`` order), per-step scalars. Outputs: loss, new parameters,
+new optimizer state. Parameter and state arguments are donated (``jax.buffer_donor``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import optree
+import torch
+from torch_mlir import ir
+from torch_mlir.dialects import func as func_d
+
+from thunder_mlir.errors import UnsupportedInputError
+from thunder_mlir.function import Stage, trace_function
+from thunder_mlir.ir import prims, sharding
+from thunder_mlir.ir.dialect import SEED_ATTR
+from thunder_mlir.ir.proxy import TensorProxy
+
+from thunder_mlir.distributed.collectives import Collective, collectives_of
+from thunder_mlir.distributed.mesh import DeviceMesh
+
+DONOR_ATTR = "jax.buffer_donor"
+_ACTIVE = threading.local()
+
+
+def current_mesh() -> DeviceMesh:
+    """The mesh of the step being traced (``with_sharding_constraint``'s default).
+    Raises UnsupportedInputError outside one."""
+    mesh = getattr(_ACTIVE, "mesh", None)
+    if mesh is None:
+        raise UnsupportedInputError(
+            "with_sharding_constraint outside a thunder_mlir.distributed program needs its "
+            "mesh= argument")
+    return mesh
+
+
+@contextlib.contextmanager
+def tracing_on(mesh: DeviceMesh):
+    """Make ``mesh`` the one ``current_mesh`` returns inside."""
+    prev = getattr(_ACTIVE, "mesh", None)
+    _ACTIVE.mesh = mesh
+    try:
+        yield
+    finally:
+        _ACTIVE.mesh = prev
+
+
+@dataclass
+class Program:
+    """A compiled SPMD program. ``region_inputs[k]``: the program input fed to argument
+    ``k`` of the executable (unused inputs are dropped by ``partition``); ``outputs[j]``:
+    ``("result", k)`` (the executable's result ``k``) or ``("input", i)`` (an input
+    returned unchanged)."""
+
+    executable: object
+    stages: list[Stage]
+    region_inputs: list[int]
+    outputs: list[tuple[str, int]]
+    hlo_text: str
+    collectives: list[Collective] = field(default_factory=list)
+
+
+class LossModule(torch.nn.Module):
+    """``loss_fn(model, *batch)`` as a module, so that ``torch.func.functional_call``
+    substitutes the model's parameters (tied ones included) while ``loss_fn`` runs."""
+
+    def __init__(self, model: torch.nn.Module, loss_fn: Callable):
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+
+    def forward(self, *batch):
+        return self.loss_fn(self.model, *batch)
+
+
+def _func(module: ir.Module, name: str):
+    return next(op.operation for op in module.body.operations
+                if op.operation.name == "func.func"
+                and ir.StringAttr(op.operation.attributes["sym_name"]).value == name)
+
+
+def _asm(module: ir.Module) -> str:
+    return module.operation.get_asm(enable_debug_info=True)
+
+
+def _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch, sharp_edges,
+                gather_specs=None, mesh=None):
+    lm = LossModule(model, loss_fn)
+
+    def loss_program(params, buffers, batch):
+        if gather_specs is not None:  # fsdp: the parameters are used gathered over "data"
+            params = [p if g is None else prims.bind(
+                "sharding_constraint", (p,), mesh=mesh.text, spec=sharding.format_spec(g))
+                for p, g in zip(params, gather_specs)]
+        state = {f"model.{n}": p for n, p in zip(pnames, params)}
+        state.update({f"model.{n}": b for n, b in zip(bnames, buffers)})
+        return torch.func.functional_call(lm, state, tuple(batch), strict=False)
+
+    leaves, spec = optree.tree_flatten(((list(params), list(buffers), list(batch)), {}),
+                                       none_is_leaf=True)
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    wrt = [True] * len(params) + [False] * (len(tensors) - len(params))
+    trace, _, out_leaves, _ = trace_function(
+        lambda *a, **k: loss_program(*a, **k), leaves, spec, sharp_edges, grad_inputs=wrt)
+    if len(out_leaves) != 1 or type(out_leaves[0]) is not TensorProxy or \
+            out_leaves[0].tshape != () or not out_leaves[0].tdtype.is_floating_point:
+        raise UnsupportedInputError(
+            "loss_fn(model, *batch) must return one 0-d floating-point tensor (the loss), "
+            f"got {[type(x).__name__ for x in out_leaves]}")
+    if SEED_ATTR in trace.func_op.attributes:
+        raise UnsupportedInputError(
+            "the training step draws random numbers (dropout?); thunder_mlir.distributed "
+            "does not shard random programs yet: set the dropout probabilities to 0")
+    if trace.mutated_inputs:
+        raise UnsupportedInputError(
+            "loss_fn updates parameters or buffers in place (e.g. batch-norm running "
+            "statistics); thunder_mlir.distributed does not support in-place updates")
+    from thunder_mlir.transforms.grad import DIFF_OUTPUTS
+
+    ctx = trace.ctx
+    trace.func_op.attributes["thunder.requires_grad"] = ir.ArrayAttr.get(
+        [ir.BoolAttr.get(w, ctx) for w in wrt], ctx)
+    trace.func_op.attributes[DIFF_OUTPUTS] = ir.ArrayAttr.get([ir.BoolAttr.get(True, ctx)], ctx)
+    return trace
+
+
+def _trace_update(rule, params, state, scalars, reached):
+    """The update of every parameter; one no output depends on (``reached`` False: eager's
+    ``p.grad`` stays None) is left unchanged with its state, as torch.optim skips it."""
+    def update_program(params, grads, state, scalars):
+        k = len(rule.state_names)
+        new_params, new_state = [], []
+        for i, (p, g) in enumerate(zip(params, grads)):
+            if not reached[i]:
+                new_params.append(p)
+                new_state += state[i * k:(i + 1) * k]
+                continue
+            np_, ns = rule.update(p, g, state[i * k:(i + 1) * k], scalars)
+            new_params.append(np_)
+            new_state += ns
+        return new_params, new_state
+
+    grads = [torch.empty_like(p) for p in params]
+    leaves, spec = optree.tree_flatten(((list(params), grads, list(state), list(scalars)), {}),
+                                       none_is_leaf=True)
+    with torch.no_grad():
+        trace, _, out_leaves, _ = trace_function(
+            update_program, leaves, spec, "error", grad_inputs=[False] * len(leaves))
+    if trace.mutated_inputs or SEED_ATTR in trace.func_op.attributes:
+        raise RuntimeError("the optimizer update must be functional and deterministic")
+    return trace
+
+
+def _splice(loss_module: ir.Module, update_module: ir.Module, n_params: int) -> None:
+    """Append ``@computation`` of ``update_module`` to ``loss_module``'s (after ``joint``:
+    results loss, grads). Its parameter arguments become the loss program's first
+    ``n_params`` arguments, its gradients the joint's gradient results, and its state and
+    scalar arguments new trailing arguments. Results: loss, new parameters, new state."""
+    with loss_module.context, ir.Location.unknown():
+        comp, upd = _func(loss_module, "computation"), _func(update_module, "computation")
+        block, ublock = comp.regions[0].blocks[0], upd.regions[0].blocks[0]
+        ret = list(block.operations)[-1].operation
+        uret = list(ublock.operations)[-1].operation
+        loss, grads = ret.operands[0], list(ret.operands)[1:]
+        if len(grads) != n_params:
+            raise RuntimeError(f"joint returned {len(grads)} gradients for {n_params} params")
+        extra = list(ublock.arguments)[2 * n_params:]
+        new_args = [block.add_argument(a.type, ir.Location.unknown()) for a in extra]
+        mapping = list(block.arguments)[:n_params] + grads + new_args
+        for a, v in zip(ublock.arguments, mapping):
+            a.replace_all_uses_with(v)
+        results = [loss] + list(uret.operands)
+        for op in [o.operation for o in ublock.operations][:-1]:
+            op.move_before(ret)
+        with ir.InsertionPoint(ret):
+            func_d.ReturnOp(results)
+        ret.erase()
+        # the update function's return still uses values of this module: erase it now,
+        # not when its module is freed (maybe after this one: a use-after-free)
+        upd.erase()
+        comp.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+            [a.type for a in block.arguments], [v.type for v in results]))
+
+
+def _annotate(func_op, mesh: DeviceMesh, in_specs, out_specs, donated=()) -> None:
+    func_op.attributes[sharding.MESH_ATTR] = ir.StringAttr.get(mesh.text)
+
+    def dicts(specs, donors):
+        out = []
+        for i, s in enumerate(specs):
+            d = {} if s is None else {sharding.SHARDING_ATTR:
+                                      ir.StringAttr.get(sharding.format_spec(s))}
+            if i in donors:
+                d[DONOR_ATTR] = ir.BoolAttr.get(True)
+            out.append(ir.DictAttr.get(d))
+        return ir.ArrayAttr.get(out)
+
+    func_op.attributes["arg_attrs"] = dicts(in_specs, set(donated))
+    func_op.attributes["res_attrs"] = dicts(out_specs, set())
+
+
+def _region_of(module: ir.Module):
+    """The plan's one XLA region call, its argument indices and the plan's outputs."""
+    comp = _func(module, "computation")
+    block = comp.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations]
+    calls = [o for o in ops if o.name == "func.call"]
+    others = [o for o in ops if o.name not in ("func.call", "func.return")]
+    if others or len(calls) != 1:
+        names = sorted({str(o.attributes["callee"]).strip('"') if "callee" in o.attributes
+                        else o.name for o in others})
+        raise UnsupportedInputError(
+            "the training step holds operations that run on the torch fallback "
+            f"({', '.join(names) or 'several regions'}); an SPMD program must lower to XLA "
+            "completely. last_traces(step) shows them in the 'plan' stage.")
+    call = calls[0]
+    args = list(block.arguments)
+    inputs = []
+    for v in call.operands:
+        if not isinstance(v.owner, ir.Block):
+            raise RuntimeError("partition: a region operand is not a program input")
+        inputs.append(args.index(v) if v in args else _arg_index(args, v))
+    results = list(call.results)
+    outputs = []
+    for v in ops[-1].operands:
+        if v in results:
+            outputs.append(("result", results.index(v)))
+        else:
+            outputs.append(("input", _arg_index(args, v)))
+    name = ir.FlatSymbolRefAttr(call.attributes["callee"]).value
+    return name, inputs, outputs
+
+
+def _arg_index(args, v) -> int:
+    for i, a in enumerate(args):
+        if a == v:
+            return i
+    raise RuntimeError("plan: a value is neither a region result nor a program input")
+
+
+def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
+          pnames: Sequence[str], bnames: Sequence[str], params, buffers, batch,
+          param_specs, batch_specs, sharp_edges: str = "warn", gather_specs=None) -> Program:
+    """Trace, transform and compile the step (module docstring). ``params``/``buffers``/
+    ``batch``: tensors with the global shapes (values unused); ``param_specs``: the
+    sharding of each parameter (its optimizer state shares it); ``batch_specs``: of each
+    batch tensor. ``gather_specs`` (fsdp): per parameter, the layout it is used in (its
+    tensor-parallel spec; None: as stored) — a ``sharding_constraint`` on the parameter
+    makes XLA all-gather it over "data" before use, as ZeRO-3 does, and (by the
+    constraint's VJP) reduce its gradient in that layout, then scatter it to the stored
+    one. Raises UnsupportedInputError for programs it cannot shard."""
+    from thunder_mlir.executors import execution_transform  # noqa: F401 (registers passes)
+    from thunder_mlir.executors.extend import compiling
+    from thunder_mlir.ir import implementations
+    from thunder_mlir.ir.context import COMPILE_LOCK
+    from thunder_mlir.transforms.registry import PassContext
+
+    stages: list[Stage] = []
+    with COMPILE_LOCK, compiling(()) as ext, implementations.holding():
+        t = time.perf_counter()
+        with tracing_on(mesh):
+            trace = _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch,
+                                sharp_edges, gather_specs, mesh)
+        module = trace.module
+        stages.append(Stage("initial", _asm(module), time.perf_counter() - t))
+        pipeline, run_pass = _pipeline(stages)
+        pipeline.update(module=module, ctx=PassContext(compile_state=ext, device=trace.device))
+
+        run_pass("grad", "grad{remat=true}")
+        from thunder_mlir.transforms.grad import reached_inputs
+
+        reached = reached_inputs(module)[:len(params)]
+        run_pass("joint", "joint{keep-outputs=true}")
+        t = time.perf_counter()
+        k = len(rule.state_names)
+        state = [torch.empty_like(p) for p in params for _ in range(k)]
+        scalars = [torch.zeros((), dtype=torch.float32) for _ in rule.scalar_names]
+        update = _trace_update(rule, params, state, scalars, reached)
+        _splice(module, update.module, len(params))
+        n_p, n_b, n_x = len(params), len(buffers), len(batch)
+        repl = lambda x: tuple(() for _ in x.shape)  # noqa: E731
+        state_specs = [s for s in param_specs for _ in range(k)]
+        in_specs = (list(param_specs) + [repl(b) for b in buffers] + list(batch_specs)
+                    + state_specs + [()] * len(scalars))
+        out_specs = [()] + list(param_specs) + state_specs
+        donated = list(range(n_p)) + list(range(n_p + n_b + n_x, n_p + n_b + n_x + len(state)))
+        with module.context:
+            _annotate(_func(module, "computation"), mesh, in_specs, out_specs)
+        stages.append(Stage("step", _asm(module), time.perf_counter() - t))
+        return _finish(module, stages, run_pass, mesh, in_specs, out_specs, donated)
+
+
+def _finish(module, stages, run_pass, mesh, in_specs, out_specs, donated) -> Program:
+    """decompose, partition, shardings on the region, lower, compile (under the lock)."""
+    from thunder_mlir.runtime.plan import region_module_text
+
+    run_pass("prims", "decompose")
+    run_pass("plan", "partition")
+    with module.context:
+        region, inputs, outputs = _region_of(module)
+        rfunc = _func(module, region)
+        result_of = {k: j for j, (kind, k) in enumerate(outputs) if kind == "result"}
+        n_results = len(ir.FunctionType(ir.TypeAttr(rfunc.attributes["function_type"])
+                                        .value).results)
+        _annotate(rfunc, mesh, [in_specs[i] for i in inputs],
+                  [out_specs[result_of[r]] if r in result_of else None
+                   for r in range(n_results)],
+                  donated=[j for j, i in enumerate(inputs) if i in set(donated)])
+    run_pass("stablehlo", "lower-to-stablehlo")
+    text = region_module_text(module, region)
+    t = time.perf_counter()
+    exe = compile_spmd(text, mesh)
+    hlo_text = exe.hlo_modules()[0].to_string()
+    colls = collectives_of(hlo_text)
+    stages.append(Stage("xla-compile", _collectives_text(colls), time.perf_counter() - t))
+    return Program(exe, stages, inputs, outputs, hlo_text, colls)
+
+
+def _pipeline(stages):
+    """(state, run_pass): ``run_pass(stage, element)`` runs the registry pass of pipeline
+    ``element`` on ``state["module"]`` with ``state["ctx"]`` and records a Stage."""
+    from thunder_mlir.transforms.registry import parse_element, pipeline_string
+
+    state = {}
+
+    def run_pass(stage, element):
+        t = time.perf_counter()
+        p = parse_element(element)
+        p(state["module"], state["ctx"])
+        stages.append(Stage(stage, _asm(state["module"]), time.perf_counter() - t,
+                            pipeline_string([p])))
+    return state, run_pass
+
+
+def build_forward(model: torch.nn.Module, options: dict, mesh: DeviceMesh, pnames, bnames, params,
+                  buffers, inputs, param_specs, input_specs, sharp_edges: str = "warn"):
+    """``model(*inputs, **options)`` as an SPMD program with replicated outputs (``shard``).
+    -> (Program, output tree spec, [(shape, dtype)] of the tensor outputs). Non-tensor
+    outputs are refused (UnsupportedInputError)."""
+    from thunder_mlir.executors import execution_transform  # noqa: F401 (registers passes)
+    from thunder_mlir.executors.extend import compiling
+    from thunder_mlir.ir import implementations
+    from thunder_mlir.ir.context import COMPILE_LOCK
+    from thunder_mlir.transforms.registry import PassContext
+
+    def forward(params, buffers, inputs):
+        state = dict(zip(pnames, params))
+        state.update(zip(bnames, buffers))
+        return torch.func.functional_call(model, state, tuple(inputs), dict(options),
+                                          strict=False)
+
+    stages: list[Stage] = []
+    leaves, spec = optree.tree_flatten(((list(params), list(buffers), list(inputs)), {}),
+                                       none_is_leaf=True)
+    with COMPILE_LOCK, compiling(()) as ext, implementations.holding(), torch.no_grad():
+        t = time.perf_counter()
+        with tracing_on(mesh):
+            trace, out_spec, out_leaves, _ = trace_function(
+                forward, leaves, spec, sharp_edges, grad_inputs=[False] * len(leaves))
+        if not all(type(x) is TensorProxy for x in out_leaves):
+            raise UnsupportedInputError(
+                "shard(model): the forward must return tensors (in tuples, lists, dicts or "
+                f"ModelOutput), got {[type(x).__name__ for x in out_leaves]}; e.g. pass "
+                "use_cache=False to a Hugging Face model")
+        if SEED_ATTR in trace.func_op.attributes or trace.mutated_inputs:
+            raise UnsupportedInputError("shard(model): the forward draws random numbers or "
+                                        "updates buffers in place; call model.eval() first")
+        module = trace.module
+        stages.append(Stage("initial", _asm(module), time.perf_counter() - t))
+        pipeline, run_pass = _pipeline(stages)
+        pipeline.update(module=module, ctx=PassContext(compile_state=ext, device=trace.device))
+        in_specs = (list(param_specs) + [tuple(() for _ in b.shape) for b in buffers]
+                    + list(input_specs))
+        out_specs = [tuple(() for _ in x.tshape) for x in out_leaves]
+        with module.context:
+            _annotate(trace.func_op, mesh, in_specs, out_specs)
+        prog = _finish(module, stages, run_pass, mesh, in_specs, out_specs, ())
+    return prog, out_spec, [(tuple(x.tshape), x.tdtype) for x in out_leaves]
+
+
+def _collectives_text(colls) -> str:
+    lines = [f"// {len(colls)} collective(s) inserted by XLA's SPMD partitioner, "
+             f"{sum(c.bytes for c in colls)} bytes per step per device"]
+    lines += [f"//   {c}" for c in colls]
+    return "\n".join(lines)
+
+
+def compile_spmd(text: str, mesh: DeviceMesh):
+    """Compile StableHLO ``text`` (entry ``@main``, GSPMD shardings) for ``mesh``:
+    ``num_partitions = mesh.size``, ``use_spmd_partitioning``, partition ``p`` on
+    ``mesh.devices[p]`` (toolchain.md §7). Raises CompileError when XLA rejects it."""
+    import numpy as np
+    from jax._src.lib import xla_client as xc
+
+    from thunder_mlir.errors import CompileError
+
+    opts = xc.CompileOptions()
+    opts.env_option_overrides = [("xla_allow_excess_precision", False)]
+    opts.num_replicas = 1
+    opts.num_partitions = mesh.size
+    build = opts.executable_build_options
+    build.use_spmd_partitioning = True
+    build.use_shardy_partitioner = False  # the module carries GSPMD attributes
+    opts.device_assignment = xc.DeviceAssignment.create(
+        np.array([d.id for d in mesh.devices], dtype=np.int32).reshape(1, mesh.size))
+    client = mesh.devices[0].client
+    try:
+        return client.compile_and_load(text, xc.DeviceList(tuple(mesh.devices)), opts)
+    except Exception as e:  # XlaRuntimeError has no stable import path
+        raise CompileError(f"XLA rejected the SPMD program: {e}") from None
