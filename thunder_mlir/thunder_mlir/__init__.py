@@ -14,6 +14,7 @@ from thunder_mlir.errors import (  # noqa: F401
 from thunder_mlir.grad_api import grad, value_and_grad  # noqa: F401
 from thunder_mlir.function import Stage, ThunderFunction  # noqa: F401
 from thunder_mlir.jit import jit  # noqa: F401
+from thunder_mlir.dynamic import mark_dynamic  # noqa: F401
 from thunder_mlir.module import ThunderModule  # noqa: F401
 from thunder_mlir.ir.proxy import TensorProxy  # noqa: F401
 from thunder_mlir.examine import Examination, OpReport, examine  # noqa: F401

@@ -18,7 +18,7 @@ from torch_mlir import ir
 from thunder_mlir.ir.dialect import pack_runs, segment_kwargs
 from thunder_mlir.ir.primdef import PRIMS, TensorSpec, check as _check
 
-from thunder_mlir.ir import dtypes
+from thunder_mlir.ir import dtypes, symbolic
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.ir.builder import current_builder
 
@@ -35,14 +35,36 @@ def bind(name: str, operands: Sequence[TensorProxy], result: TensorSpec | None =
     spec = p.infer([TensorSpec(tuple(o.tshape), o.tdtype) for o in operands], attrs, result)
     builder = current_builder()
     rtype = dtypes.tensor_type(spec.shape, spec.dtype)
-    kw = {n: p.encode(n, v) for n, v in attrs.items()}
+    # symbolic sizes in integer-list fields: the field holds the traced call's values and
+    # thunder.sym.<field> the expressions (ir/symbolic.py)
+    sym_fields = {n: v for n, v in attrs.items()
+                  if isinstance(v, (list, tuple)) and symbolic.is_symbolic(v)}
+    kw = {n: p.encode(n, symbolic.hints(v) if n in sym_fields else v)
+          for n, v in attrs.items()}
     values = [o.value for o in operands]
     with builder.ip:
         if p.variadic:
             op = p.op(**segment_kwargs("in", values), **kw, result=rtype)
         else:
             op = p.op(*values, **kw, result=rtype)
+    if symbolic.is_symbolic(spec.shape) or sym_fields:
+        _annotate(op.operation, spec.shape, sym_fields)
     return TensorProxy(op.result, tuple(spec.shape), spec.dtype, builder.device)
+
+
+def _annotate(op: ir.Operation, shape, sym_fields: dict) -> None:
+    """The expressions of a symbolic result shape and symbolic integer fields, as
+    discardable attributes (ir/symbolic.py)."""
+    def texts(values):
+        return ir.ArrayAttr.get([ir.StringAttr.get(symbolic.dim_text(v)) for v in values])
+    op.attributes[symbolic.SHAPE_ATTR] = texts(shape)
+    for n, v in sym_fields.items():
+        op.attributes[symbolic.SYM_ATTR_PREFIX + n] = texts(v)
+
+
+def _dims(shape: Sequence) -> tuple:
+    """A shape's sizes as ints, symbolic sizes kept (ir/symbolic.py)."""
+    return tuple(s if type(s) is symbolic.SymInt else int(s) for s in shape)
 
 
 # ---------------------------------------------------------------- elementwise
@@ -95,7 +117,7 @@ def no_derivative(x: TensorProxy, message: str) -> TensorProxy:
 # -------------------------------------------------------------------- shapes
 def broadcast_in_dim(x: TensorProxy, shape: Sequence[int], dims: Sequence[int]) -> TensorProxy:
     """stablehlo.broadcast_in_dim: x.shape[i] is 1 or shape[dims[i]]; dims increasing."""
-    shape = tuple(int(s) for s in shape)
+    shape = _dims(shape)
     _check(len(dims) == len(x.tshape),
            f"broadcast_in_dim: {len(dims)} dims for rank {len(x.tshape)}")
     for i, d in enumerate(dims):
@@ -108,7 +130,7 @@ def broadcast_in_dim(x: TensorProxy, shape: Sequence[int], dims: Sequence[int]) 
 
 def reshape(x: TensorProxy, shape: Sequence[int]) -> TensorProxy:
     """stablehlo.reshape (row-major element order); element counts must agree."""
-    shape = tuple(int(s) for s in shape)
+    shape = _dims(shape)
     _check(math.prod(shape) == math.prod(x.tshape), f"reshape: {x.tshape} -> {shape}")
     if shape == x.tshape:
         return x
@@ -162,12 +184,12 @@ def concatenate(xs: Sequence[TensorProxy], dim: int) -> TensorProxy:
 # ----------------------------------------------------------------- creation
 def iota(shape: Sequence[int], dtype: torch.dtype, dim: int) -> TensorProxy:
     """stablehlo.iota: element = its index along ``dim``."""
-    return bind("iota", (), TensorSpec(tuple(int(s) for s in shape), dtype), dimension=dim)
+    return bind("iota", (), TensorSpec(_dims(shape), dtype), dimension=dim)
 
 
 def full(shape: Sequence[int], value, dtype: torch.dtype) -> TensorProxy:
     """A tensor of ``shape`` filled with the Python number ``value`` (stablehlo.constant)."""
-    shape = tuple(int(s) for s in shape)
+    shape = _dims(shape)
     if dtype.is_complex:  # no complex scalar attribute: a splat constant
         rtype = dtypes.tensor_type(shape, dtype)
         return _constant_op(dtypes.complex_splat(rtype, value), shape, dtype)
