@@ -230,10 +230,16 @@ DYNAMIC_AS_STATIC = {
     "eq", "ne", "lt", "le", "gt", "ge",
 }
 
-# Prims whose static lowering is right when the named operand's dims are static except
-# those listed: the gather of ``take`` reads the table's sizes as slice sizes.
+def _gather_dim(op) -> set[int]:
+    return {_int(op, "dim")}
+
+
+# Prims whose static lowering is right when the named operands' dims are static except
+# those listed: the gather of ``take`` reads the table's sizes as slice sizes, that of
+# ``take_along`` compares the sizes of both operands outside ``dim``.
 DYNAMIC_IF_STATIC = {
-    "take": (0, lambda op: {_int(op, "dim")}),
+    "take": ((0, _gather_dim),),
+    "take_along": ((0, _gather_dim), (1, _gather_dim)),
 }
 
 
@@ -241,7 +247,7 @@ def check(op) -> None:
     """Raise DynamicShapeFallback unless ``op`` (with a ``?`` type) lowers correctly."""
     name = op.name[len("thunder."):]
     if name in DYNAMIC_IF_STATIC:
-        operand, ok = DYNAMIC_IF_STATIC[name]
-        _static_except(op, operand, ok)
+        for operand, ok in DYNAMIC_IF_STATIC[name]:
+            _static_except(op, operand, ok)
         return
     raise DynamicShapeFallback(f"the prim {name} has no lowering for symbolic sizes")

@@ -122,7 +122,7 @@ def broadcast_in_dim(x: TensorProxy, shape: Sequence[int], dims: Sequence[int]) 
            f"broadcast_in_dim: {len(dims)} dims for rank {len(x.tshape)}")
     for i, d in enumerate(dims):
         _check(x.tshape[i] in (1, shape[d]), f"broadcast_in_dim: {x.tshape} -> {shape} via {dims}")
-    if shape == x.tshape:
+    if symbolic.same_shape(shape, x.tshape):
         return x
     return bind("broadcast_in_dim", (x,), TensorSpec(shape, x.tdtype),
                 broadcast_dimensions=list(dims))
@@ -132,7 +132,7 @@ def reshape(x: TensorProxy, shape: Sequence[int]) -> TensorProxy:
     """stablehlo.reshape (row-major element order); element counts must agree."""
     shape = _dims(shape)
     _check(math.prod(shape) == math.prod(x.tshape), f"reshape: {x.tshape} -> {shape}")
-    if shape == x.tshape:
+    if symbolic.same_shape(shape, x.tshape):
         return x
     return bind("reshape", (x,), TensorSpec(shape, x.tdtype))
 
@@ -153,7 +153,7 @@ def slice_(x: TensorProxy, start: Sequence[int], limit: Sequence[int],
     start, limit = list(start), list(limit)
     spec = PRIMS["slice"].infer([TensorSpec(x.tshape, x.tdtype)], {
         "start_indices": start, "limit_indices": limit, "strides": strides})
-    if tuple(spec.shape) == x.tshape:
+    if symbolic.same_shape(spec.shape, x.tshape):
         return x
     return bind("slice", (x,), start_indices=start, limit_indices=limit, strides=strides)
 

@@ -107,5 +107,32 @@ class TensorProxy(torch.Tensor):
             return f"TensorProxy(shape={self.tshape}, dtype={self.tdtype}, device={self.tdevice})"
 
 
+# Tensor methods taking sizes, whose C argument parser rejects a symbolic size
+# (ir/symbolic.SymInt is not an int) before __torch_function__ is consulted: with a SymInt
+# among the arguments they go to dispatch directly, as __torch_function__ would.
+_SIZE_METHODS = ("view", "reshape", "expand", "new_zeros", "new_ones", "new_empty",
+                 "new_full", "repeat", "narrow", "unflatten", "split", "tile")
+
+
+def _size_method(name: str):
+    base = getattr(torch.Tensor, name)
+
+    def method(self, *args, **kwargs):
+        from thunder_mlir.ir.symbolic import SymInt
+
+        def has_sym(v):
+            return type(v) is SymInt or (isinstance(v, (tuple, list)) and
+                                         any(type(x) is SymInt for x in v))
+        if any(has_sym(a) for a in args) or any(has_sym(v) for v in kwargs.values()):
+            return _dispatch[0](base, (self, *args), kwargs)
+        return base(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+for _name in _SIZE_METHODS:
+    setattr(TensorProxy, _name, _size_method(_name))
+
+
 def is_proxy(x) -> bool:
     return type(x) is TensorProxy

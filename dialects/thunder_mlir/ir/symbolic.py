@@ -102,7 +102,9 @@ class ShapeEnv:
         if sign is not None:
             return py(sign, 0)
         value = bool(py(self.hint_of(a), self.hint_of(b)))
-        self.guards.append((f"{a} {op} {b}", rel(a, b), value))
+        text = f"{a} {op} {b}"
+        if not any(t == text for t, _, _ in self.guards):
+            self.guards.append((text, rel(a, b), value))
         return value
 
     def guard_function(self) -> Callable[[Sequence], bool] | None:
@@ -263,6 +265,21 @@ class SymShape(tuple):
 
 def _is_int(x) -> bool:
     return type(x) is SymInt or isinstance(x, int)
+
+
+def same_shape(a, b) -> bool:
+    """Whether two shapes are the same for every size (no guard): ints equal, symbolic
+    sizes of equal expressions. For a shortcut (skip a no-op reshape); a False costs an op,
+    never a wrong result."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if type(x) is SymInt or type(y) is SymInt:
+            if sympy.expand(_expr(x) - _expr(y)) != 0:
+                return False
+        elif x != y:
+            return False
+    return True
 
 
 def is_symbolic(shape) -> bool:

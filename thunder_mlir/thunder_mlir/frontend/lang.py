@@ -17,7 +17,7 @@ from torch._prims_common import elementwise_dtypes
 from thunder_mlir.ir import prims, symbolic
 from thunder_mlir.ir.proxy import TensorProxy
 
-__all__ = ["Kind", "full_like", "promote", "broadcast_shape", "expand_to", "lift", "canonical_dim",
+__all__ = ["Kind", "full_like", "promote", "broadcast_shape", "broadcast_shapes", "expand_to", "lift", "canonical_dim",
            "canonical_dims", "elementwise_binary", "elementwise_unary"]
 
 
@@ -35,9 +35,14 @@ def promote(*args, kind: Kind = Kind.DEFAULT) -> tuple[torch.dtype, torch.dtype]
 def broadcast_shape(*args) -> tuple[int, ...]:
     """torch.broadcast_shapes over the tensor arguments (numbers are 0-d)."""
     shapes = [a.tshape for a in args if type(a) is TensorProxy]
-    if any(symbolic.is_symbolic(s) for s in shapes):
-        return _broadcast_symbolic(shapes)
-    return tuple(torch.broadcast_shapes(*shapes)) if shapes else ()
+    return broadcast_shapes(*shapes) if shapes else ()
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """``torch.broadcast_shapes``, also for shapes with symbolic sizes (ir/symbolic.py)."""
+    if not any(symbolic.is_symbolic(s) for s in shapes):
+        return tuple(torch.broadcast_shapes(*shapes))
+    return _broadcast_symbolic(shapes)
 
 
 def _broadcast_symbolic(shapes) -> tuple:
@@ -60,7 +65,7 @@ def _broadcast_symbolic(shapes) -> tuple:
 def expand_to(x: TensorProxy, shape: Sequence[int]) -> TensorProxy:
     """Broadcast ``x`` to ``shape`` with numpy/torch alignment (trailing dims)."""
     shape = tuple(shape)
-    if x.tshape == shape:
+    if symbolic.same_shape(x.tshape, shape):
         return x
     offset = len(shape) - len(x.tshape)
     if offset < 0:

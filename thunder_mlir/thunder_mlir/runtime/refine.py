@@ -55,7 +55,7 @@ class ShapeSpecializedExecutable:
         return self._executable(args).execute_sharded(args)
 
 
-def refine(text: str, shapes: list[tuple[int, ...]]) -> str:
+def refine(text: str, shapes: list[tuple[int, ...]]) -> bytes:
     """The StableHLO module ``text`` with ``@main``'s arguments of the given static shapes
     and every shape refined from them (no ``?`` left). Raises CompileError when the
     shapes contradict the program (a shape assertion fails)."""
@@ -81,9 +81,9 @@ def refine(text: str, shapes: list[tuple[int, ...]]) -> str:
         static = str(module)
     try:
         out = _jax.mlir.refine_polymorphic_shapes(
-            static, enable_shape_assertions=True, validate_static_shapes=True,
+            static.encode(), enable_shape_assertions=True, validate_static_shapes=True,
             enable_shardy=False)
     except Exception as e:  # noqa: BLE001 - jaxlib raises a plain ValueError/RuntimeError
         raise CompileError(f"refining the shapes of a region with symbolic sizes to "
                            f"{shapes} failed: {e}\n--- module ---\n{text}") from None
-    return out.decode() if isinstance(out, bytes) else str(out)
+    return out  # MLIR bytecode, which XLA's compile takes as it takes text
