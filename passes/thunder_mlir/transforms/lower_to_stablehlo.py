@@ -122,8 +122,11 @@ def _symbol_scope(module: ir.Module, f) -> hlo_dynamic.SymbolScope:
 
 def symbolic_arg_shapes(module: ir.Module, f) -> list[list[str] | None]:
     """Per argument of region function ``f``: the expression text of each dim, from its
-    call site in a plan function (an argument of the plan function: its
+    own ``thunder.arg_shapes`` or its call site in a plan function (an argument of the plan function: its
     ``thunder.arg_shapes``; a prim's result: its ``thunder.shape``); None when unknown."""
+    if symbolic.ARG_SHAPES_ATTR in f.attributes:  # a function lowered on its own
+        return [[ir.StringAttr(d).value for d in ir.ArrayAttr(s)]
+                for s in ir.ArrayAttr(f.attributes[symbolic.ARG_SHAPES_ATTR])]
     name = ir.StringAttr(f.attributes["sym_name"]).value
     for plan in [op.operation for op in module.body.operations]:
         if plan.name != "func.func" or \
