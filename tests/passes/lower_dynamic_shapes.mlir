@@ -5,7 +5,7 @@
 // get_dimension_size; ops whose shape is an operand take their dynamic forms.
 // CHECK-LABEL: func.func @bias_add
 // CHECK-SAME:    (%[[X:.*]]: tensor<?x4xf32>, %[[B:.*]]: tensor<4xf32>) -> tensor<?x4xf32>
-// CHECK-NOT:     thunder.
+// CHECK-NOT:     "thunder.
 // CHECK:         %[[N:.*]] = stablehlo.get_dimension_size %[[X]], dim = 0 : (tensor<?x4xf32>) -> tensor<i32>
 // CHECK-NEXT:    %[[N64:.*]] = stablehlo.convert %[[N]] : (tensor<i32>) -> tensor<i64>
 // CHECK:         %[[D0:.*]] = stablehlo.reshape %[[N64]] : (tensor<i64>) -> tensor<1xi64>
