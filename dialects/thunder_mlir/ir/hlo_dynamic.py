@@ -34,7 +34,13 @@ def is_dynamic(t: ir.Type) -> bool:
 
 
 def op_is_dynamic(op) -> bool:
-    return any(is_dynamic(v.type) for v in list(op.results) + list(op.operands))
+    """A ``?`` in a type, or a symbolic integer field (``thunder.sym.<field>``)."""
+    return any(is_dynamic(v.type) for v in list(op.results) + list(op.operands)) or \
+        has_symbolic_fields(op)
+
+
+def has_symbolic_fields(op) -> bool:
+    return any(name.startswith(symbolic.SYM_ATTR_PREFIX) for name in op.attributes)
 
 
 class SymbolScope:
@@ -184,11 +190,26 @@ def splat(t: ir.Type, value, shape: ir.Value, loc) -> ir.Value:
 
 
 def lower_full(op, operands, rw, scope):
-    """full of a symbolic shape: a broadcast 0-d constant."""
-    v = op.attributes["value"]
-    value = ir.FloatAttr(v).value if isinstance(v, ir.FloatAttr) else ir.IntegerAttr(v).value
+    """full of a symbolic shape (a broadcast 0-d constant) or of a symbolic size as its
+    value (that size, converted to the element type, broadcast)."""
+    t, loc = ir.RankedTensorType(op.result.type), op.location
+    key = symbolic.SYM_ATTR_PREFIX + "value"
     with rw.ip:
-        r = splat(op.result.type, value, _result_shape(op, scope), op.location)
+        if key in op.attributes:
+            n = scope.value(symbolic.parse_dim(_texts(op, key)[0]), loc)
+            scalar = hlo("stablehlo.convert", [n],
+                         [ir.RankedTensorType.get([], t.element_type)], loc=loc).result
+            if t.has_static_shape:
+                r = hlo("stablehlo.broadcast_in_dim", [scalar], [t],
+                        {"broadcast_dimensions": _i64s([])}, loc).result
+            else:
+                r = hlo("stablehlo.dynamic_broadcast_in_dim", [scalar, _result_shape(op, scope)],
+                        [t], {"broadcast_dimensions": _i64s([])}, loc).result
+        else:
+            v = op.attributes["value"]
+            value = ir.FloatAttr(v).value if isinstance(v, ir.FloatAttr) else \
+                ir.IntegerAttr(v).value
+            r = splat(t, value, _result_shape(op, scope), loc)
     rw.replace_op(op, [r])
 
 
@@ -243,9 +264,15 @@ DYNAMIC_IF_STATIC = {
 }
 
 
+# Prims whose dynamic lowering reads symbolic integer fields (thunder.sym.<field>)
+SYMBOLIC_FIELDS = {"slice", "full"}
+
+
 def check(op) -> None:
     """Raise DynamicShapeFallback unless ``op`` (with a ``?`` type) lowers correctly."""
     name = op.name[len("thunder."):]
+    if has_symbolic_fields(op):
+        raise DynamicShapeFallback(f"the prim {name} has no lowering for symbolic fields")
     if name in DYNAMIC_IF_STATIC:
         for operand, ok in DYNAMIC_IF_STATIC[name]:
             _static_except(op, operand, ok)

@@ -38,8 +38,10 @@ def bind(name: str, operands: Sequence[TensorProxy], result: TensorSpec | None =
     # symbolic sizes in integer-list fields: the field holds the traced call's values and
     # thunder.sym.<field> the expressions (ir/symbolic.py)
     sym_fields = {n: v for n, v in attrs.items()
-                  if isinstance(v, (list, tuple)) and symbolic.is_symbolic(v)}
-    kw = {n: p.encode(n, symbolic.hints(v) if n in sym_fields else v)
+                  if type(v) is symbolic.SymInt or
+                  (isinstance(v, (list, tuple)) and symbolic.is_symbolic(v))}
+    kw = {n: p.encode(n, v if n not in sym_fields else v.hint
+                      if type(v) is symbolic.SymInt else symbolic.hints(v))
           for n, v in attrs.items()}
     values = [o.value for o in operands]
     with builder.ip:
@@ -59,7 +61,8 @@ def _annotate(op: ir.Operation, shape, sym_fields: dict) -> None:
         return ir.ArrayAttr.get([ir.StringAttr.get(symbolic.dim_text(v)) for v in values])
     op.attributes[symbolic.SHAPE_ATTR] = texts(shape)
     for n, v in sym_fields.items():
-        op.attributes[symbolic.SYM_ATTR_PREFIX + n] = texts(v)
+        op.attributes[symbolic.SYM_ATTR_PREFIX + n] = texts(
+            [v] if type(v) is symbolic.SymInt else v)
 
 
 def _dims(shape: Sequence) -> tuple:
@@ -193,7 +196,10 @@ def full(shape: Sequence[int], value, dtype: torch.dtype) -> TensorProxy:
     if dtype.is_complex:  # no complex scalar attribute: a splat constant
         rtype = dtypes.tensor_type(shape, dtype)
         return _constant_op(dtypes.complex_splat(rtype, value), shape, dtype)
-    v = float(value) if dtype.is_floating_point else int(value)
+    if type(value) is symbolic.SymInt:  # a symbolic size as a value: computed at run time
+        v = value if dtype != torch.bool else value != 0
+    else:
+        v = float(value) if dtype.is_floating_point else int(value)
     return bind("full", (), TensorSpec(shape, dtype), value=v)
 
 

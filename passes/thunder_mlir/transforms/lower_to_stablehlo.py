@@ -52,6 +52,9 @@ def _adapt(fn, name: str):
     def pattern(op, adaptor, type_converter, rewriter):
         if hlo_dynamic.op_is_dynamic(op):  # symbolic sizes (ir/hlo_dynamic.py)
             try:
+                if hlo_dynamic.has_symbolic_fields(op) and \
+                        name not in hlo_dynamic.SYMBOLIC_FIELDS:
+                    hlo_dynamic.check(op)  # raises: a field would be baked in
                 if dynamic_fn is not None:
                     dynamic_fn(op, list(adaptor.operands), rewriter, _STATE["scope"])
                     return
