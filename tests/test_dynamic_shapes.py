@@ -77,6 +77,10 @@ def test_automatic_dynamic_after_one_change():
         torch.testing.assert_close(jf(x, w), _mlp(x, w))
     info = thunder_mlir.cache_info(jf)
     assert info["misses"] == 2  # static for 3, then symbolic for all the others
+    assert info["recompile_reasons"] == [
+        "input args[0] changed: tensor(shape=(3, 8), dtype=torch.float32, device=cpu, "
+        "requires_grad=False) -> tensor(shape=(5, 8), dtype=torch.float32, device=cpu, "
+        "requires_grad=False); dynamic from now on (automatic): args[0][0]"]
     dyn = [e for e in info["entries"] if "dynamic_dims" in e]
     assert dyn[0]["dynamic_dims"] == {"args[0][0]": "s0 (automatic: size changed 3 -> 5)"}
     assert info["dynamic"]["automatic"] == {"tensor 0": {0: "automatic: size changed 3 -> 5"}}

@@ -205,10 +205,18 @@ class ThunderFunction:
         symbolic compile, and the static compile when symbols cannot be used."""
         cache, policy = self.cache, self.dynamic
         tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+        automatic = None
         if policy.dynamic is None and policy.disabled is None and cache.entries:
             # automatic dynamic: a size that changed since an earlier compilation
+            before = {i: set(ds) for i, ds in policy.auto.items()}
             if any(policy.observe(k[1], key[1]) for k in list(cache.entries)
                    if k[0] == key[0] and k[2:] == key[2:]):
+                paths = _paths_of_tensors(*optree.tree_flatten((args, kwargs),
+                                                               none_is_leaf=True))
+                new = [f"{paths[i]}[{d}]" for i, ds in policy.auto.items() for d in ds
+                       if d not in before.get(i, ())]
+                automatic = (f"{cache._why(key, _paths(args, kwargs))}; dynamic from now on "
+                             f"(automatic): {', '.join(new)}")
                 dims = policy.dims(tensors)
                 key = key[:1] + (_dynamic.mask(key[1], dims),) + key[2:]
                 entry = cache.lookup(key)
@@ -238,6 +246,8 @@ class ThunderFunction:
             entry.dynamic_fallback = fallback
         old = cache.entries.get(key) if cache.enabled else None
         cache.insert(key, entry, _paths(args, kwargs), entry.guards)
+        if automatic is not None and cache.reasons and cache.misses > 1:
+            cache.reasons[-1] = automatic
         if old is not None and old.sym_check is not None:  # a shape guard failed
             entry.alternatives = [old] + old.alternatives
             if cache.reasons:

@@ -267,6 +267,17 @@ def _is_int(x) -> bool:
     return type(x) is SymInt or isinstance(x, int)
 
 
+def has_symint(x) -> bool:
+    """Whether ``x`` (a value, or tuples/lists/dicts of values) holds a SymInt."""
+    if type(x) is SymInt:
+        return True
+    if isinstance(x, (tuple, list)):
+        return any(has_symint(v) for v in x)
+    if isinstance(x, dict):
+        return any(has_symint(v) for v in x.values())
+    return False
+
+
 def same_shape(a, b) -> bool:
     """Whether two shapes are the same for every size (no guard): ints equal, symbolic
     sizes of equal expressions. For a shortcut (skip a no-op reshape); a False costs an op,

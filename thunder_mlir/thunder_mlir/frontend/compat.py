@@ -40,6 +40,7 @@ import sys
 import torch
 
 from thunder_mlir.frontend.tracing import _local
+from thunder_mlir.ir.symbolic import has_symint
 
 _PATCHED: set[str] = set()
 
@@ -145,7 +146,7 @@ def _symbolic_sizes(original):
     call: while tracing, a call with a SymInt among its arguments goes to dispatch
     directly, as the tracing mode would send it."""
     def factory(*args, **kwargs):
-        if getattr(_local, "trace", None) is not None and _has_symint((args, kwargs)):
+        if getattr(_local, "trace", None) is not None and has_symint((args, kwargs)):
             from thunder_mlir.ir import proxy
 
             return proxy._dispatch[0](original, args, kwargs)
@@ -153,18 +154,6 @@ def _symbolic_sizes(original):
     factory.__wrapped__ = original
     factory.__name__ = getattr(original, "__name__", "factory")
     return factory
-
-
-def _has_symint(x) -> bool:
-    from thunder_mlir.ir.symbolic import SymInt
-
-    if type(x) is SymInt:
-        return True
-    if isinstance(x, (tuple, list)):
-        return any(_has_symint(v) for v in x)
-    if isinstance(x, dict):
-        return any(_has_symint(v) for v in x.values())
-    return False
 
 
 _SIZE_FACTORIES = ("arange", "ones", "zeros", "full", "empty", "rand", "randn", "randint")

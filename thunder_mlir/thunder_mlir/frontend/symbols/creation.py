@@ -10,9 +10,8 @@ from __future__ import annotations
 import torch
 
 from thunder_mlir.errors import DynamicShapeFallback
-from thunder_mlir.frontend.compat import _has_symint
 from thunder_mlir.ir import prims
-from thunder_mlir.ir.symbolic import SymInt
+from thunder_mlir.ir.symbolic import SymInt, has_symint as _has_symint
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import BY_NAME, T, register
 
