@@ -205,3 +205,16 @@ def test_mark_dynamic_rejects_bad_dims():
         thunder_mlir.mark_dynamic(torch.zeros(2, 3), 2)
     with pytest.raises(TypeError):
         thunder_mlir.mark_dynamic([1, 2], 0)
+
+
+def test_output_view_of_an_input_with_symbolic_sizes_is_static():
+    def f(x):
+        return x.view(x.shape[0] * 2, -1)  # eager's view of the input, replayed per call
+
+    jf = thunder_mlir.jit(f, dynamic=True)
+    for n in (3, 6):
+        x = torch.randn(n, 4)
+        out = jf(x)
+        torch.testing.assert_close(out, f(x))
+        assert out.data_ptr() == x.data_ptr()  # a view, as eager's
+    assert "a view of an input" in thunder_mlir.cache_info(jf)["entries"][0]["static_because"]

@@ -431,6 +431,9 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     # call and inside the program (no_grad/enable_grad regions), detach, op derivatives
     diff_outputs = [x.requires_grad for x in out_leaves if type(x) is TensorProxy]
     needs_grad = any(diff_outputs) or joint is not None
+    if env.sources and symbolic.has_symint(output_views):  # replayed on real tensors
+        raise DynamicShapeFallback("an output is a view of an input made with symbolic "
+                                   "sizes (eager's view is replayed with concrete ones)")
     if env.sources and needs_grad:
         raise DynamicShapeFallback("gradients through symbolic sizes are not supported: "
                                    "a program that needs a backward is compiled for static "

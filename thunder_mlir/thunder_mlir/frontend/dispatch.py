@@ -71,6 +71,8 @@ def _symbolic_metadata(func, args, kwargs):
         return symbolic.SymShape(x.tshape)
     if func in (_T.numel, _T.nelement):
         return math.prod(x.tshape)
+    if func is _T.__len__ and x.tshape and type(x.tshape[0]) is int:
+        return x.tshape[0]
     if func is _T.is_contiguous:
         return True  # proxies are dense, row-major (as the static path answers)
     if func in _SIZE_QUERIES:
