@@ -47,6 +47,7 @@ def _shifted(expr: sympy.Expr) -> sympy.Expr:
     return sympy.expand(expr.subs(subs))
 
 
+@functools.lru_cache(maxsize=4096)
 def _sign(expr: sympy.Expr) -> int | None:
     """+1 when ``expr`` > 0 for every size, -1 when < 0, 0 when == 0, None if it depends."""
     expr = sympy.expand(expr)
@@ -83,6 +84,7 @@ class ShapeEnv:
         self.hints: list[int] = []
         self.reasons: list[str] = []
         self.guards: list[tuple[str, Any, bool]] = []
+        self._hint_cache: dict[sympy.Expr, int] = {}
 
     def new_symbol(self, source: tuple[int, int], hint: int, reason: str) -> "SymInt":
         k = len(self.sources)
@@ -92,7 +94,11 @@ class ShapeEnv:
         return SymInt(symbol(k), self)
 
     def hint_of(self, expr: sympy.Expr) -> int:
-        return int(expr.subs({symbol(k): h for k, h in enumerate(self.hints)}))
+        h = self._hint_cache.get(expr)
+        if h is None:
+            h = self._hint_cache[expr] = int(expr.xreplace(
+                {symbol(k): sympy.Integer(n) for k, n in enumerate(self.hints)}))
+        return h
 
     def decide(self, op: str, a: sympy.Expr, b: sympy.Expr) -> bool:
         """The truth of ``a <op> b``: settled by the expressions when they do, else by the
