@@ -163,7 +163,7 @@ def test_int_of_a_symbolic_size_falls_back_to_static_with_reason():
 
 def test_prim_without_dynamic_lowering_falls_back_to_static():
     def f(x):
-        return torch.cumsum(x, 0)
+        return torch.argmax(x, 0)
 
     jf = thunder_mlir.jit(f, dynamic=True)
     for n in (3, 6):
@@ -171,6 +171,48 @@ def test_prim_without_dynamic_lowering_falls_back_to_static():
         torch.testing.assert_close(jf(x), f(x))
     reason = thunder_mlir.cache_info(jf)["entries"][0]["static_because"]
     assert "has no lowering for symbolic sizes" in reason
+
+
+def test_integer_cumsum_along_a_symbolic_dim():
+    def f(mask, x):
+        return mask.cumsum(-1) * 2, x.cumsum(0)  # along a symbolic dim and a static one
+
+    jf = thunder_mlir.jit(f, dynamic=True)
+    for n in (3, 7, 12):
+        mask = torch.randint(0, 2, (2, n))
+        x = torch.randint(-5, 5, (4, n))
+        for a, b in zip(jf(mask, x), f(mask, x)):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    info = thunder_mlir.cache_info(jf)
+    assert info["misses"] == 1, info["entries"][0].get("static_because")
+
+
+def test_float_cumsum_along_a_symbolic_dim_is_static():
+    def f(x):
+        return x.cumsum(1)
+
+    jf = thunder_mlir.jit(f, dynamic=True)
+    x = torch.randn(2, 5)
+    torch.testing.assert_close(jf(x), f(x))
+    reason = thunder_mlir.cache_info(jf)["entries"][0]["static_because"]
+    assert reason == "cumsum of a non-integer tensor along a symbolic dim"
+
+
+def test_gpt2_dynamic_true_one_trace():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=1, n_head=4,
+                                  n_positions=64, bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    jm = thunder_mlir.jit(model, dynamic=True)
+    with torch.no_grad():
+        for n in (5, 9, 14):
+            ids = torch.randint(0, 100, (2, n))
+            torch.testing.assert_close(jm(ids, use_cache=False).logits,
+                                       model(ids, use_cache=False).logits,
+                                       atol=1e-5, rtol=1e-5)
+    info = thunder_mlir.cache_info(jm)
+    assert info["misses"] == 1, info["entries"][0].get("static_because")
 
 
 def test_gradients_fall_back_to_static_with_reason():

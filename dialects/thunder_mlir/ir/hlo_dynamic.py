@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sympy
 from torch_mlir import ir
+from torch_mlir._mlir_libs import _stablehlo as shlo
 
 from thunder_mlir.errors import DynamicShapeFallback
 from thunder_mlir.ir import symbolic
@@ -229,6 +230,46 @@ def lower_slice(op, operands, rw, scope):
     rw.replace_op(op, r.results)
 
 
+def lower_cumsum(op, operands, rw, scope):
+    """cumsum. Along a static dim: the static lowering (its reduce_window reads that dim's
+    size only). Along a symbolic dim, of integers: ``x`` contracted with the upper
+    triangular 0/1 matrix ``iota_i <= iota_j`` (dot_general), exact for integers; a
+    floating-point cumsum there would sum in another order than eager's: static instead."""
+    from thunder_mlir.ir.hlo import compare, lower_cumsum as static_cumsum
+
+    t, loc = ir.RankedTensorType(op.result.type), op.location
+    d = _int(op, "dim")
+    if not t.is_dynamic_dim(d):
+        static_cumsum(op, operands, rw)
+        return
+    e = t.element_type
+    if not isinstance(e, ir.IntegerType) or ir.IntegerType(e).width == 1:
+        raise DynamicShapeFallback("cumsum of a non-integer tensor along a symbolic dim")
+    texts = _texts(op, symbolic.SHAPE_ATTR)
+    dyn = ir.ShapedType.get_dynamic_size()
+    square = ir.RankedTensorType.get([dyn, dyn], _i64())
+    with rw.ip:
+        shape2 = scope.shape([texts[d], texts[d]], loc)
+        rows = hlo("stablehlo.dynamic_iota", [shape2], [square],
+                   {"iota_dimension": ir.IntegerAttr.get(_i64(), 0)}, loc).result
+        cols = hlo("stablehlo.dynamic_iota", [shape2], [square],
+                   {"iota_dimension": ir.IntegerAttr.get(_i64(), 1)}, loc).result
+        upper = hlo("stablehlo.convert", [compare(rows, cols, "LE", loc)],
+                    [ir.RankedTensorType.get([dyn, dyn], e)], loc=loc).result
+        rank = t.rank
+        moved = [t.get_dim_size(i) if not t.is_dynamic_dim(i) else dyn
+                 for i in range(rank) if i != d] + [dyn]
+        dn = shlo.DotDimensionNumbers.get(
+            lhs_batching_dimensions=[], rhs_batching_dimensions=[],
+            lhs_contracting_dimensions=[d], rhs_contracting_dimensions=[0])
+        y = hlo("stablehlo.dot_general", [operands[0], upper],
+                [ir.RankedTensorType.get(moved, e)], {"dot_dimension_numbers": dn}, loc).result
+        perm = [i if i < d else (rank - 1 if i == d else i - 1) for i in range(rank)]
+        if perm != list(range(rank)):
+            y = hlo("stablehlo.transpose", [y], [t], {"permutation": _i64s(perm)}, loc).result
+    rw.replace_op(op, [y])
+
+
 def _static_except(op, operand: int, dims_ok) -> None:
     t = ir.RankedTensorType(op.operands[operand].type)
     for d in range(t.rank):
@@ -238,7 +279,7 @@ def _static_except(op, operand: int, dims_ok) -> None:
 
 DYNAMIC_LOWERINGS = {
     "broadcast_in_dim": lower_broadcast_in_dim, "reshape": lower_reshape,
-    "iota": lower_iota, "full": lower_full, "slice": lower_slice,
+    "iota": lower_iota, "full": lower_full, "slice": lower_slice, "cumsum": lower_cumsum,
 }
 
 # Prims whose static lowering is also right with ``?`` dims: it reads only operand and

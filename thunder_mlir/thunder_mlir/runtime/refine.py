@@ -20,6 +20,9 @@ from thunder_mlir.errors import CompileError
 from thunder_mlir.runtime.xla import compile_stablehlo
 
 
+MAX_SPECIALIZATIONS = 64  # executables kept per region (XLA's own cache keeps up to 512)
+
+
 def has_symbolic_sizes(text: str) -> bool:
     """Whether a region's StableHLO text has a ``?`` dimension."""
     return "tensor<?" in text or "x?" in text
@@ -39,11 +42,16 @@ class ShapeSpecializedExecutable:
         self.seconds: dict[tuple, float] = {}
 
     def _executable(self, args):
-        shapes = tuple((tuple(a.shape), str(a.dtype)) for a in args)
+        # (dtypes are the region's own: the cache entry's key fixed them)
+        shapes = tuple(tuple(a.shape) for a in args)
         exe = self.specializations.get(shapes)
         if exe is None:
             t = time.perf_counter()
-            exe = compile_stablehlo(refine(self.text, [s for s, _ in shapes]), self.device)
+            exe = compile_stablehlo(refine(self.text, list(shapes)), self.device)
+            if len(self.specializations) >= MAX_SPECIALIZATIONS:  # the oldest goes
+                oldest = next(iter(self.specializations))
+                del self.specializations[oldest]
+                self.seconds.pop(oldest, None)
             self.specializations[shapes] = exe
             self.seconds[shapes] = time.perf_counter() - t
         return exe
