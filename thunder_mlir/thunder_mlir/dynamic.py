@@ -67,21 +67,37 @@ class DynamicPolicy:
         return self.disabled is None and self.dynamic is not False and (
             self.dynamic is True or bool(self.auto) or MARKED[0] > 0)
 
-    def dims(self, tensors: Sequence[torch.Tensor]) -> dict[int, dict[int, str]]:
-        """tensor index -> {dim: reason} of the dims to trace as symbols at this call."""
-        out: dict[int, dict[int, str]] = {}
-        for i, t in enumerate(tensors):
-            if i < self.static_tensors:
-                continue
-            reasons = {d: "mark_dynamic" for d in getattr(t, MARK_ATTR, ())}
-            if self.dynamic is True:
-                for d in range(t.ndim):
-                    reasons.setdefault(d, "dynamic=True")
-            for d, why in self.auto.get(i, {}).items():
-                reasons.setdefault(d, why)
-            reasons = {d: r for d, r in reasons.items() if d < t.ndim and t.shape[d] > 1}
-            if reasons:
-                out[i] = reasons
+    def dims(self, tensors: Sequence[torch.Tensor]) -> dict[int, tuple[int, ...]]:
+        """tensor index -> the dims to trace as symbols at this call (on the hot path of a
+        function with dynamic dims: kept lean; ``reasons`` says why, at compile time)."""
+        out: dict[int, tuple[int, ...]] = {}
+        every, auto, marks = self.dynamic is True, self.auto, MARKED[0] > 0
+        for i in range(self.static_tensors, len(tensors)):
+            t = tensors[i]
+            shape = t.shape
+            if every:
+                ds = tuple([d for d, n in enumerate(shape) if n > 1])
+            else:
+                cand = set(getattr(t, MARK_ATTR, ())) if marks else set()
+                if i in auto:
+                    cand.update(auto[i])
+                if not cand:
+                    continue
+                ds = tuple([d for d in sorted(cand) if d < len(shape) and shape[d] > 1])
+            if ds:
+                out[i] = ds
+        return out
+
+    def reasons(self, tensors: Sequence[torch.Tensor],
+                dims: dict[int, tuple[int, ...]]) -> dict[int, dict[int, str]]:
+        """tensor index -> {dim: why it is symbolic} for ``dims`` (``mark_dynamic`` first,
+        then ``dynamic=True``, then the automatic reason)."""
+        out = {}
+        for i, ds in dims.items():
+            marked = getattr(tensors[i], MARK_ATTR, ())
+            auto = self.auto.get(i, {})
+            out[i] = {d: "mark_dynamic" if d in marked else
+                      "dynamic=True" if self.dynamic is True else auto[d] for d in ds}
         return out
 
     def observe(self, old_metas: Sequence[tuple], metas: Sequence[tuple]) -> bool:
@@ -112,16 +128,18 @@ class DynamicPolicy:
         return added
 
 
-def mask(metas: tuple, dims: dict[int, dict[int, str]]) -> tuple:
+def mask(metas: tuple, dims: dict[int, tuple[int, ...]]) -> tuple:
     """The key metadata with ``None`` for the size of each dynamic dim."""
-    out, k = [], -1
-    for m in metas:
+    out, k = list(metas), -1
+    for j, m in enumerate(metas):
         if m[0] == "tensor":
             k += 1
             ds = dims.get(k)
             if ds:
-                m = (m[0], tuple(None if d in ds else s for d, s in enumerate(m[1]))) + m[2:]
-        out.append(m)
+                shape = list(m[1])
+                for d in ds:
+                    shape[d] = None
+                out[j] = (m[0], tuple(shape)) + m[2:]
     return tuple(out)
 
 

@@ -232,7 +232,8 @@ class ThunderFunction:
         fallback = None
         if dims:
             try:
-                entry = compile_function(*compile_args, dynamic_dims=dims)
+                entry = compile_function(*compile_args,
+                                         dynamic_dims=policy.reasons(tensors, dims))
             except Exception as e:  # noqa: BLE001 - any failure: compile for static shapes
                 # (a DynamicShapeFallback names what needs a concrete size; another error
                 # is the static compile's to report, if it fails there too)
