@@ -71,6 +71,9 @@ _RELATIONS = {"==": (operator.eq, sympy.Eq), "!=": (operator.ne, sympy.Ne),
               ">": (operator.gt, sympy.Gt), ">=": (operator.ge, sympy.Ge)}
 
 
+_NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
 class ShapeEnv:
     """The symbols and guards of one trace.
 
@@ -108,9 +111,10 @@ class ShapeEnv:
         if sign is not None:
             return py(sign, 0)
         value = bool(py(self.hint_of(a), self.hint_of(b)))
-        text = f"{a} {op} {b}"
+        held = op if value else _NEGATED[op]  # the relation that holds, recorded as is
+        text = f"{a} {held} {b}"
         if not any(t == text for t, _, _ in self.guards):
-            self.guards.append((text, rel(a, b), value))
+            self.guards.append((text, _RELATIONS[held][1](a, b), True))
         return value
 
     def guard_function(self) -> Callable[[Sequence], bool] | None:
