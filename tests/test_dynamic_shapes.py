@@ -163,7 +163,7 @@ def test_int_of_a_symbolic_size_falls_back_to_static_with_reason():
 
 def test_prim_without_dynamic_lowering_falls_back_to_static():
     def f(x):
-        return torch.argmax(x, 0)
+        return torch.sort(x, 0).values
 
     jf = thunder_mlir.jit(f, dynamic=True)
     for n in (3, 6):
@@ -260,3 +260,17 @@ def test_output_view_of_an_input_with_symbolic_sizes_is_static():
         torch.testing.assert_close(out, f(x))
         assert out.data_ptr() == x.data_ptr()  # a view, as eager's
     assert "a view of an input" in thunder_mlir.cache_info(jf)["entries"][0]["static_because"]
+
+
+def test_patterns_with_constants_and_iotas_take_symbolic_shapes():
+    def f(x):
+        y = torch.exp2(x) + torch.log2(x.abs() + 1) + torch.reciprocal(x + 3) + torch.trunc(x)
+        return y, torch.argmax(x, 0), torch.argmin(x, 1)
+
+    jf = thunder_mlir.jit(f, dynamic=True)
+    for n in (3, 6, 9):
+        x = torch.randn(n, 5)
+        for a, b in zip(jf(x), f(x)):
+            torch.testing.assert_close(a, b)
+    info = thunder_mlir.cache_info(jf)
+    assert info["misses"] == 1, info["entries"][0].get("static_because")

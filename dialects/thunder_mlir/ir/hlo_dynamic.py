@@ -290,6 +290,8 @@ DYNAMIC_AS_STATIC = {
     "transpose", "concatenate", "dot_general", "reverse", "pad",
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and", "reduce_or",
     "eq", "ne", "lt", "le", "gt", "ge",
+    # their constants and iotas take the operand's shape (hlo.splat(like=), hlo.shape_of)
+    "exp2", "log2", "log10", "trunc", "reciprocal", "argmax", "argmin",
 }
 
 def _gather_dim(op) -> set[int]:
