@@ -238,5 +238,6 @@ class FunctionCache:
 
 def _meta_str(m) -> str:
     if m[0] == "tensor":
-        return f"tensor(shape={tuple('?' if s is None else s for s in m[1])}, dtype={m[2]}, device={m[3]}, requires_grad={m[4]})"
+        shape = tuple("?" if s is None else s for s in m[1])  # ?: a dynamic dim
+        return f"tensor(shape={shape}, dtype={m[2]}, device={m[3]}, requires_grad={m[4]})"
     return f"{m[0].__name__} {m[1]!r}"

@@ -199,7 +199,6 @@ class ThunderFunction:
                 shown.__traceback__ = tb  # drop this frame, added by the raise
                 raise
 
-
     def _compile_miss(self, args, kwargs, leaves, spec, key, dims):
         """Compile for a cache miss; dynamic shapes (dynamic.py): automatic dims, the
         symbolic compile, and the static compile when symbols cannot be used."""

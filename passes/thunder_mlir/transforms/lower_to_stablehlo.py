@@ -125,8 +125,9 @@ def _symbol_scope(module: ir.Module, f) -> hlo_dynamic.SymbolScope:
 
 def symbolic_arg_shapes(module: ir.Module, f) -> list[list[str] | None]:
     """Per argument of region function ``f``: the expression text of each dim, from its
-    own ``thunder.arg_shapes`` or its call site in a plan function (an argument of the plan function: its
-    ``thunder.arg_shapes``; a prim's result: its ``thunder.shape``); None when unknown."""
+    own ``thunder.arg_shapes`` or its call site in a plan function (an argument of the plan
+    function: its ``thunder.arg_shapes``; a prim's result: its ``thunder.shape``); None
+    when unknown."""
     if symbolic.ARG_SHAPES_ATTR in f.attributes:  # a function lowered on its own
         return [[ir.StringAttr(d).value for d in ir.ArrayAttr(s)]
                 for s in ir.ArrayAttr(f.attributes[symbolic.ARG_SHAPES_ATTR])]

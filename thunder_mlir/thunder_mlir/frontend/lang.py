@@ -17,8 +17,8 @@ from torch._prims_common import elementwise_dtypes
 from thunder_mlir.ir import prims, symbolic
 from thunder_mlir.ir.proxy import TensorProxy
 
-__all__ = ["Kind", "full_like", "promote", "broadcast_shape", "broadcast_shapes", "expand_to", "lift", "canonical_dim",
-           "canonical_dims", "elementwise_binary", "elementwise_unary"]
+__all__ = ["Kind", "full_like", "promote", "broadcast_shape", "broadcast_shapes", "expand_to",
+           "lift", "canonical_dim", "canonical_dims", "elementwise_binary", "elementwise_unary"]
 
 
 def _meta(x):
