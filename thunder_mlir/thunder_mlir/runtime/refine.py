@@ -63,7 +63,7 @@ class ShapeSpecializedExecutable:
         return self._executable(args).execute_sharded(args)
 
 
-def refine(text: str, shapes: list[tuple[int, ...]]) -> bytes:
+def refine(text: str, shapes: list[tuple[int, ...]]) -> str:
     """The StableHLO module ``text`` with ``@main``'s arguments of the given static shapes
     and every shape refined from them (no ``?`` left). Raises CompileError when the
     shapes contradict the program (a shape assertion fails)."""
@@ -94,4 +94,5 @@ def refine(text: str, shapes: list[tuple[int, ...]]) -> bytes:
     except Exception as e:  # noqa: BLE001 - jaxlib raises a plain ValueError/RuntimeError
         raise CompileError(f"refining the shapes of a region with symbolic sizes to "
                            f"{shapes} failed: {e}\n--- module ---\n{text}") from None
-    return out  # MLIR bytecode, which XLA's compile takes as it takes text
+    with ctx:  # bytecode back to text: compile_stablehlo's input and cache key are text
+        return str(ir.Module.parse(out))
