@@ -274,3 +274,17 @@ def test_patterns_with_constants_and_iotas_take_symbolic_shapes():
             torch.testing.assert_close(a, b)
     info = thunder_mlir.cache_info(jf)
     assert info["misses"] == 1, info["entries"][0].get("static_because")
+
+
+def test_torch_fallback_op_with_symbolic_sizes_is_static():
+    from conftest import unregistered_cumprod
+
+    def f(x):
+        return unregistered_cumprod(x.sin(), 1) + 1  # no symbol: the torch executor
+
+    jf = thunder_mlir.jit(f, dynamic=True)
+    for n in (3, 6):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(jf(x), f(x))
+    reason = thunder_mlir.cache_info(jf)["entries"][0]["static_because"]
+    assert "torch meta kernel" in reason
