@@ -226,8 +226,17 @@ def test_gradients_fall_back_to_static_with_reason():
         _mlp(x, w).sum().backward()
         torch.testing.assert_close(g, w.grad)
         w.grad = None
-    reason = thunder_mlir.cache_info(jf)["entries"][0]["static_because"]
+    info = thunder_mlir.cache_info(jf)
+    reason = info["entries"][0]["static_because"]
     assert "gradients through symbolic sizes" in reason
+    assert info["dynamic"]["static_because"] is None  # calls without grad stay symbolic
+    with torch.no_grad():
+        for n in (4, 7):
+            x = torch.randn(n, 8)
+            torch.testing.assert_close(jf(x, w), _mlp(x, w))
+    info = thunder_mlir.cache_info(jf)
+    assert info["misses"] == 3  # two static entries (with grad), one symbolic (no grad)
+    assert sum("dynamic_dims" in e for e in info["entries"]) == 1
 
 
 def test_size_one_stays_static_and_is_its_own_entry():

@@ -71,6 +71,8 @@ class DynamicPolicy:
         """tensor index -> the dims to trace as symbols at this call (on the hot path of a
         function with dynamic dims: kept lean; ``reasons`` says why, at compile time)."""
         out: dict[int, tuple[int, ...]] = {}
+        if needs_grad(tensors):  # no gradients through symbolic sizes: a static program
+            return out
         every, auto, marks = self.dynamic is True, self.auto, MARKED[0] > 0
         for i in range(self.static_tensors, len(tensors)):
             t = tensors[i]
@@ -126,6 +128,15 @@ class DynamicPolicy:
                     self.auto.setdefault(i, {})[d] = why
                     added = True
         return added
+
+
+GRAD_REASON = ("gradients through symbolic sizes are not supported: a call with grad mode on "
+               "and an input that requires grad is compiled for static shapes")
+
+
+def needs_grad(tensors: Sequence[torch.Tensor]) -> bool:
+    """Whether a call may need a backward: grad mode on and an input requiring grad."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
 def mask(metas: tuple, dims: dict[int, tuple[int, ...]]) -> tuple:

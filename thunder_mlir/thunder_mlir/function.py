@@ -243,6 +243,8 @@ class ThunderFunction:
                 key = key[:1] + (_static_metas(key[1], tensors),) + key[2:]
         if not dims or fallback is not None:
             entry = compile_function(*compile_args)
+            if fallback is None and policy.on() and _dynamic.needs_grad(tensors):
+                fallback = _dynamic.GRAD_REASON  # (dims() chose no symbols for this call)
             entry.dynamic_fallback = fallback
         old = cache.entries.get(key) if cache.enabled else None
         cache.insert(key, entry, _paths(args, kwargs), entry.guards)
