@@ -121,6 +121,8 @@ class ThunderFunction:
                                                             "__qualname__", repr(fn))
         self.cache = FunctionCache(name, recompile_limit, enabled=cache == "constant values")
         self.dynamic = DynamicPolicy(dynamic)  # dynamic shapes (dynamic.py)
+        if _joint is not None:  # a gradient program: no gradients through symbolic sizes
+            self.dynamic.disabled = _dynamic.GRAD_REASON
         self.last: CacheEntry | None = None
         functools.update_wrapper(self, fn)
 
