@@ -17,7 +17,6 @@ shapes): never a lowering that would bake one traced size in.
 
 from __future__ import annotations
 
-import sympy
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo as shlo
 
@@ -73,8 +72,11 @@ class SymbolScope:
                     scope.values[text] = hlo("stablehlo.convert", [n], [scalar_i64]).result
         return scope
 
-    def value(self, expr: sympy.Expr, loc) -> ir.Value:
-        """A ``tensor<i64>`` computing ``expr`` (at the current insertion point)."""
+    def value(self, expr, loc) -> ir.Value:
+        """A ``tensor<i64>`` computing ``expr`` (a sympy expression; at the current insertion
+        point)."""
+        import sympy  # (imported only where symbolic sizes are used: ir/symbolic.py)
+
         t = ir.RankedTensorType.get([], _i64())
 
         def const(v: int):

@@ -25,7 +25,19 @@ import functools
 import operator
 from typing import Any, Callable, Sequence
 
-import sympy
+
+class _LazySympy:
+    """sympy, imported at its first use (it takes seconds to import; only programs with
+    symbolic sizes need it): the first attribute read replaces this module global."""
+
+    def __getattr__(self, name: str):
+        import sympy as module
+
+        globals()["sympy"] = module
+        return getattr(module, name)
+
+
+sympy = _LazySympy()
 
 from thunder_mlir.errors import DynamicShapeFallback
 
@@ -66,9 +78,8 @@ def _sign(expr: sympy.Expr) -> int | None:
     return None
 
 
-_RELATIONS = {"==": (operator.eq, sympy.Eq), "!=": (operator.ne, sympy.Ne),
-              "<": (operator.lt, sympy.Lt), "<=": (operator.le, sympy.Le),
-              ">": (operator.gt, sympy.Gt), ">=": (operator.ge, sympy.Ge)}
+_RELATIONS = {"==": (operator.eq, "Eq"), "!=": (operator.ne, "Ne"), "<": (operator.lt, "Lt"),
+              "<=": (operator.le, "Le"), ">": (operator.gt, "Gt"), ">=": (operator.ge, "Ge")}
 
 
 _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
@@ -106,7 +117,7 @@ class ShapeEnv:
     def decide(self, op: str, a: sympy.Expr, b: sympy.Expr) -> bool:
         """The truth of ``a <op> b``: settled by the expressions when they do, else by the
         hints, recorded as a guard."""
-        py, rel = _RELATIONS[op]
+        py, _ = _RELATIONS[op]
         sign = _sign(a - b)
         if sign is not None:
             return py(sign, 0)
@@ -114,7 +125,8 @@ class ShapeEnv:
         held = op if value else _NEGATED[op]  # the relation that holds, recorded as is
         text = f"{a} {held} {b}"
         if not any(t == text for t, _, _ in self.guards):
-            self.guards.append((text, _RELATIONS[held][1](a, b), True))
+            relation = getattr(sympy, _RELATIONS[held][1])
+            self.guards.append((text, relation(a, b), True))
         return value
 
     def guard_function(self) -> Callable[[Sequence], bool] | None:
