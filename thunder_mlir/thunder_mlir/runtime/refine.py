@@ -40,20 +40,23 @@ class ShapeSpecializedExecutable:
         self.device = device
         self.specializations: dict[tuple, object] = {}
         self.seconds: dict[tuple, float] = {}
+        # the arguments with ? dims: the others' shapes are the signature's (the cache
+        # entry's key fixed them), so only these are looked at on each call
+        self.dynamic_args = _dynamic_arguments(text)
 
     def _executable(self, args):
-        # (dtypes are the region's own: the cache entry's key fixed them)
-        shapes = tuple(tuple(a.shape) for a in args)
-        exe = self.specializations.get(shapes)
+        key = tuple([args[i].shape for i in self.dynamic_args])
+        exe = self.specializations.get(key)
         if exe is None:
             t = time.perf_counter()
-            exe = compile_stablehlo(refine(self.text, list(shapes)), self.device)
+            shapes = [tuple(a.shape) for a in args]
+            exe = compile_stablehlo(refine(self.text, shapes), self.device)
             if len(self.specializations) >= MAX_SPECIALIZATIONS:  # the oldest goes
                 oldest = next(iter(self.specializations))
                 del self.specializations[oldest]
                 self.seconds.pop(oldest, None)
-            self.specializations[shapes] = exe
-            self.seconds[shapes] = time.perf_counter() - t
+            self.specializations[key] = exe
+            self.seconds[key] = time.perf_counter() - t
         return exe
 
     def execute(self, args):
@@ -61,6 +64,20 @@ class ShapeSpecializedExecutable:
 
     def execute_sharded(self, args):
         return self._executable(args).execute_sharded(args)
+
+
+def _dynamic_arguments(text: str) -> tuple[int, ...]:
+    """Indices of ``@main``'s arguments whose type has a ``?`` dimension."""
+    from torch_mlir import ir
+
+    from thunder_mlir.ir.context import get_context
+
+    with get_context():
+        module = ir.Module.parse(text)
+        main = next(op.operation for op in module.body.operations
+                    if ir.StringAttr(op.operation.attributes["sym_name"]).value == "main")
+        return tuple(i for i, a in enumerate(main.regions[0].blocks[0].arguments)
+                     if not ir.RankedTensorType(a.type).has_static_shape)
 
 
 def refine(text: str, shapes: list[tuple[int, ...]]) -> str:
