@@ -75,7 +75,7 @@ def _symbolic_metadata(func, args, kwargs):
         return x.tshape[0]
     if func is _T.is_contiguous:
         return True  # proxies are dense, row-major (as the static path answers)
-    if func in _SIZE_QUERIES:
+    if func in _SIZE_QUERIES or getattr(func, "__self__", None) is _T.nbytes:
         raise DynamicShapeFallback(f"{getattr(func, '__name__', func)} of a tensor with "
                                    "symbolic sizes")
     return _NOT_METADATA
