@@ -78,7 +78,8 @@ def test_non_contiguous_input_hits_and_is_correct():
 # ------------------------------------------------------------- recompile reasons
 def test_each_miss_records_why():
     global GUARDED
-    jf = thunder_mlir.jit(_guarded, recompile_limit=64)
+    # dynamic=False: every changed size is a miss of its own (no automatic dynamic shapes)
+    jf = thunder_mlir.jit(_guarded, recompile_limit=64, dynamic=False)
     t = torch.ones(2)
     try:
         GUARDED = 1
@@ -253,7 +254,7 @@ def test_threads_with_different_shapes_get_correct_results():
     def f(a, b):
         return (a * 2 + b).sin() - b.cos()
 
-    jf = thunder_mlir.jit(f)
+    jf = thunder_mlir.jit(f, dynamic=False)  # one static entry per shape
     shapes = [(2,), (3, 4), (5, 1, 2), (7,)]
     errors, barrier = [], threading.Barrier(len(shapes))
 

@@ -15,6 +15,7 @@ from thunder_mlir.errors import (  # noqa: F401
 from thunder_mlir.grad_api import grad, value_and_grad  # noqa: F401
 from thunder_mlir.function import Stage, ThunderFunction  # noqa: F401
 from thunder_mlir.jit import jit  # noqa: F401
+from thunder_mlir.dynamic import mark_dynamic  # noqa: F401
 from thunder_mlir.module import ThunderMethod, ThunderModule  # noqa: F401
 from thunder_mlir.ir.proxy import TensorProxy  # noqa: F401
 from thunder_mlir.examine import Examination, OpReport, examine  # noqa: F401
@@ -69,8 +70,18 @@ def cache_info(jfn) -> dict:
     """The cache of ``jfn``: ``hits``, ``misses``, ``recompile_reasons`` (one line per
     miss after the first, naming the input or guard that changed), ``guards`` (the
     global/closure values the program depends on) and ``entries`` (what each compiled
-    entry was specialized on: per input path, tensor metadata or Python value)."""
-    c = _function(jfn).cache
+    entry was specialized on: per input path, tensor metadata or Python value; with dynamic
+    shapes, ``dynamic_dims`` (input dim -> its size symbol and why it is symbolic, a shape
+    of ``None`` in ``inputs``) and ``shape_guards``, or ``static_because``) and ``dynamic``
+    (the function's ``dynamic=`` option, the dims made dynamic automatically, and why
+    symbols were turned off for it, if they were)."""
+    f = _function(jfn)
+    c, policy = f.cache, f.dynamic
     return {"hits": c.hits, "misses": c.misses, "recompile_reasons": list(c.reasons),
             "guards": [g.describe() for g in c.schema],
-            "entries": [e.specialization() for e in c.entries.values()]}
+            "entries": [x.specialization() for e in c.entries.values()
+                        for x in [e] + e.alternatives],
+            "dynamic": {"dynamic": policy.dynamic,
+                        "automatic": {f"tensor {i}": {d: why for d, why in ds.items()}
+                                      for i, ds in policy.auto.items()},
+                        "static_because": policy.disabled}}

@@ -65,6 +65,34 @@ class CacheEntry:
     # (writes to input objects, objects returned, number of state outputs): see
     # frontend/pytrees.py; None when the program neither writes nor returns objects
     object_state: Any = None
+    # dynamic shapes (dynamic.py, ir/symbolic.py): the (tensor index, dim) each size symbol
+    # s<k> reads, why it is symbolic, the check of the trace's shape guards on the symbols'
+    # sizes, the guards as text, entries of the same key with other guards, and why a
+    # compilation that asked for symbols was made static
+    sym_sources: list = field(default_factory=list)
+    sym_reasons: list = field(default_factory=list)
+    sym_check: Any = None
+    shape_guards: list[str] = field(default_factory=list)
+    shape_guard_terms: list = field(default_factory=list)  # (text, sympy relation, value)
+    alternatives: list = field(default_factory=list)
+    dynamic_dims: dict = field(default_factory=dict)
+    dynamic_fallback: str | None = None
+
+    def failed_guards(self, leaves) -> list[str]:
+        """The shape guards (or the size >= 2 rule) this call's sizes break."""
+        import torch
+
+        from thunder_mlir.ir.symbolic import symbol
+
+        tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+        sizes = [tensors[i].shape[d] for i, d in self.sym_sources]
+        now = ", ".join(f"s{k}={n}" for k, n in enumerate(sizes))
+        out = [f"s{k} = {n} < 2" for k, n in enumerate(sizes) if n < 2]
+        values = {symbol(k): n for k, n in enumerate(sizes)}
+        for text, rel, value in self.shape_guard_terms:
+            if bool(rel.subs(values)) != value:
+                out.append(f"{text if value else f'not ({text})'} is false for {now}")
+        return out or ["(none)"]
 
     def rebuild(self, outs: list):
         """The user-visible output from the plan's flat output tensors."""
@@ -113,6 +141,11 @@ class CacheEntry:
                 inputs[path] = {"type": m[0].__name__, "value": m[1]}
         spec = {"inputs": inputs, "grad_enabled": grad, "default_dtype": dtype,
                 "guards": {g.describe(): v for g, v in self.guards}}
+        if self.dynamic_dims:  # dynamic shapes: the symbolic dims and the shape guards
+            spec["dynamic_dims"] = dict(self.dynamic_dims)
+            spec["shape_guards"] = list(self.shape_guards)
+        if self.dynamic_fallback is not None:
+            spec["static_because"] = self.dynamic_fallback
         if self.key[5] is not None:  # compiled inside a torch.autocast region
             spec["autocast"] = autocast.describe_state(self.key[5])
         return spec
@@ -212,5 +245,6 @@ class FunctionCache:
 
 def _meta_str(m) -> str:
     if m[0] == "tensor":
-        return f"tensor(shape={tuple(m[1])}, dtype={m[2]}, device={m[3]}, requires_grad={m[4]})"
+        shape = tuple("?" if s is None else s for s in m[1])  # ?: a dynamic dim
+        return f"tensor(shape={shape}, dtype={m[2]}, device={m[3]}, requires_grad={m[4]})"
     return f"{m[0].__name__} {m[1]!r}"

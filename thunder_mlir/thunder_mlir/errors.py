@@ -116,6 +116,13 @@ class ExecutorError(ThunderError, RuntimeError):
     its contract. The message names the executor and the op."""
 
 
+class DynamicShapeFallback(Exception):
+    """Internal: a program traced with symbolic sizes (``ir/symbolic.py``) did something
+    that needs a concrete size (``int(n)``, a prim without a dynamic-shape lowering, a
+    gradient). ``jit`` catches it and compiles the program for static shapes, recording the
+    message in ``cache_info``; it never reaches users."""
+
+
 class Fallback(Exception):
     """Raised by a decomposition that cannot express this call: run it on the torch executor."""
 

@@ -25,7 +25,11 @@ from thunder_mlir.cache import CacheEntry, FunctionCache
 from thunder_mlir.ir.context import COMPILE_LOCK
 from thunder_mlir.error_reporting import argument_paths as _paths, boundary_exception, \
     check_tensor_inputs, unsupported_tensor
-from thunder_mlir.errors import TraceError, UnsupportedError, UnsupportedInputError
+from thunder_mlir import dynamic as _dynamic
+from thunder_mlir.dynamic import DynamicPolicy
+from thunder_mlir.errors import DynamicShapeFallback, TraceError, UnsupportedError, \
+    UnsupportedInputError
+from thunder_mlir.ir import symbolic
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.sharp_edges import SharpEdgeMonitor, freeze_containers
 from thunder_mlir.frontend.tracing import Trace, _local as _tracing_state
@@ -101,7 +105,7 @@ class ThunderFunction:
 
     def __init__(self, fn: Callable, *, sharp_edges: str = "warn",
                  cache: str = "constant values", recompile_limit: int = 8,
-                 executors=None, _joint: str | None = None):
+                 executors=None, dynamic: bool | None = None, _joint: str | None = None):
         from thunder_mlir.executors.extend import OperatorExecutor
 
         self.joint = _joint  # "grad" | "value_and_grad": the gradient program (grad_api.py)
@@ -119,6 +123,9 @@ class ThunderFunction:
         name = getattr(fn, "__qualname__", None) or getattr(getattr(fn, "func", None),
                                                             "__qualname__", repr(fn))
         self.cache = FunctionCache(name, recompile_limit, enabled=cache == "constant values")
+        self.dynamic = DynamicPolicy(dynamic)  # dynamic shapes (dynamic.py)
+        if _joint is not None:  # a gradient program: no gradients through symbolic sizes
+            self.dynamic.disabled = _dynamic.GRAD_REASON
         self.last: CacheEntry | None = None
         functools.update_wrapper(self, fn)
 
@@ -154,19 +161,19 @@ class ThunderFunction:
                                if _metas([x]) is None)
                     _unsupported(leaves[bad], paths[bad])
             cache = self.cache
+            dims = None
+            if self.dynamic.on():  # dynamic shapes: None in the key for symbolic sizes
+                dims = self.dynamic.dims([x for x in leaves if isinstance(x, torch.Tensor)])
+                metas = _dynamic.mask(metas, dims) if dims else metas
             # user executors: their registrations so far are part of the key
             key = cache.key((spec, tuple((e.name, e.generation) for e in self.executors))
                             if self.executors else spec, metas)
             entry = cache.lookup(key)
+            if entry is not None and entry.sym_check is not None:
+                entry = _dynamic_entry(entry, leaves)
             if entry is None:
                 with COMPILE_LOCK:
-                    full_leaves, full_spec = pytrees.flatten((args, kwargs))
-                    if nodes:
-                        pytrees.check_unshared(nodes)
-                    entry = compile_function(self.fn, args, kwargs, full_leaves, full_spec,
-                                             self.sharp_edges, self.executors, self.joint,
-                                             self.watch() if self.watch is not None else ())
-                    cache.insert(key, entry, _paths(args, kwargs), entry.guards)
+                    entry = self._compile_miss(args, kwargs, leaves, spec, key, dims, nodes)
             else:
                 cache.hits += 1
             self.last = entry
@@ -202,6 +209,102 @@ class ThunderFunction:
             except Exception:
                 shown.__traceback__ = tb  # drop this frame, added by the raise
                 raise
+
+    def _compile_miss(self, args, kwargs, leaves, spec, key, dims, nodes):
+        """Compile for a cache miss; dynamic shapes (dynamic.py): automatic dims, the
+        symbolic compile, and the static compile when symbols cannot be used. ``nodes``:
+        the input objects of the call (frontend/pytrees.py), None for plain inputs."""
+        cache, policy = self.cache, self.dynamic
+        tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+        automatic = None
+        if policy.dynamic is None and policy.disabled is None and cache.entries:
+            # automatic dynamic: a size that changed since an earlier compilation
+            before = {i: set(ds) for i, ds in policy.auto.items()}
+            if any(policy.observe(k[1], key[1]) for k in list(cache.entries)
+                   if k[0] == key[0] and k[2:] == key[2:]):
+                paths = _paths_of_tensors(*pytrees.flatten((args, kwargs)))
+                new = [f"{paths[i]}[{d}]" for i, ds in policy.auto.items() for d in ds
+                       if d not in before.get(i, ())]
+                automatic = (f"{cache._why(key, _paths(args, kwargs))}; dynamic from now on "
+                             f"(automatic): {', '.join(new)}")
+                dims = policy.dims(tensors)
+                key = key[:1] + (_dynamic.mask(key[1], dims),) + key[2:]
+                entry = cache.lookup(key)
+                if entry is not None and entry.sym_check is not None:
+                    entry = _dynamic_entry(entry, leaves)
+                if entry is not None:
+                    cache.hits += 1
+                    return entry
+        full_leaves, full_spec = pytrees.flatten((args, kwargs))
+        if nodes:
+            pytrees.check_unshared(nodes)
+        compile_args = (self.fn, args, kwargs, full_leaves, full_spec, self.sharp_edges,
+                        self.executors, self.joint,
+                        self.watch() if self.watch is not None else ())
+        fallback = None
+        if dims:
+            try:
+                entry = compile_function(*compile_args,
+                                         dynamic_dims=policy.reasons(tensors, dims))
+            except Exception as e:  # noqa: BLE001 - any failure: compile for static shapes
+                # (a DynamicShapeFallback names what needs a concrete size; another error
+                # is the static compile's to report, if it fails there too)
+                fallback = _dynamic_fallback(e) or \
+                    f"tracing with symbolic sizes failed: {type(e).__name__}: " \
+                    f"{str(e).splitlines()[0] if str(e) else ''}"
+                policy.disabled = fallback
+                key = key[:1] + (_static_metas(key[1], tensors),) + key[2:]
+        if not dims or fallback is not None:
+            entry = compile_function(*compile_args)
+            if fallback is None and policy.on() and _dynamic.needs_grad(tensors):
+                fallback = _dynamic.GRAD_REASON  # (dims() chose no symbols for this call)
+            entry.dynamic_fallback = fallback
+        old = cache.entries.get(key) if cache.enabled else None
+        cache.insert(key, entry, _paths(args, kwargs), entry.guards)
+        if automatic is not None and cache.reasons and cache.misses > 1:
+            cache.reasons[-1] = automatic
+        if old is not None and old.sym_check is not None:  # a shape guard failed
+            entry.alternatives = [old] + old.alternatives
+            if cache.reasons:
+                cache.reasons[-1] = ("a shape guard failed: " +
+                                     "; ".join(old.failed_guards(leaves)))
+        if entry.sym_sources:
+            paths = _paths_of_tensors(full_leaves, full_spec)
+            entry.dynamic_dims = {f"{paths[i]}[{d}]": f"s{k} ({why})"
+                                  for k, ((i, d), why) in
+                                  enumerate(zip(entry.sym_sources, entry.sym_reasons))}
+        return entry
+
+
+def _dynamic_entry(entry, leaves):
+    """The entry (or one of its alternatives) whose shape guards hold at this call."""
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    for e in [entry] + entry.alternatives:
+        if e.sym_check is None or e.sym_check(_dynamic.sizes(tensors, e.sym_sources)):
+            return e
+    return None
+
+
+def _static_metas(metas: tuple, tensors) -> tuple:
+    """Key metadata with the concrete sizes back in place of None."""
+    out, k = [], -1
+    for m in metas:
+        if m[0] == "tensor":
+            k += 1
+            m = (m[0], tensors[k].shape) + m[2:]
+        out.append(m)
+    return tuple(out)
+
+
+def _dynamic_fallback(e: BaseException) -> str | None:
+    """The DynamicShapeFallback message behind ``e`` (itself, a cause or a context)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, DynamicShapeFallback):
+            return str(e)
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def _object_results(entry: CacheEntry, nodes: list, tensors, outs):
@@ -239,12 +342,14 @@ def _program_device(tensors) -> torch.device:
 
 
 def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
-                   grad_inputs: list[bool] | None = None, watch=()):
+                   grad_inputs: list[bool] | None = None, watch=(), dynamic_dims=None):
     """Trace ``fn`` on proxies for the tensor leaves (requiring grad as the tensors do, or
     as ``grad_inputs`` says per tensor).
 
     Returns (trace, out_spec, out_leaves, monitor). Raises TraceError subclasses naming the
     user's line; a program that escapes the functional contract raises SharpEdgeError.
+    ``dynamic_dims``: tensor index -> {dim: reason} traced as size symbols
+    (``trace.shape_env``, ir/symbolic.py).
     """
     compat.install()
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
@@ -253,15 +358,28 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     trace.monitor = monitor
     for obj, owner in watch:  # objects whose attribute reads are guarded (guards.py)
         monitor.recorder.watch(obj, owner)
+    env = trace.shape_env = symbolic.ShapeEnv()
+    shapes = [tuple(t.shape) for t in tensors]
+    for i, ds in sorted((dynamic_dims or {}).items()):  # (dynamic shapes: dynamic.py)
+        shapes[i] = tuple(env.new_symbol((i, d), n, ds[d]) if d in ds else n
+                          for d, n in enumerate(shapes[i]))
     with trace.building():
-        arg_types = [dtypes.tensor_type(t.shape, t.dtype) for t in tensors]
+        arg_types = [dtypes.tensor_type(s, t.dtype) for s, t in zip(shapes, tensors)]
         values = iter(trace.begin(arg_types))
+        if env.sources:
+            trace.func_op.attributes[symbolic.ARG_SHAPES_ATTR] = ir.ArrayAttr.get([
+                ir.ArrayAttr.get([ir.StringAttr.get(symbolic.dim_text(n)) for n in s])
+                for s in shapes])
+        shape_of = iter(shapes)
         proxy_leaves = []
         rg = iter(grad_inputs if grad_inputs is not None else
                   [x.requires_grad for x in tensors])
         for x in leaves:
             if isinstance(x, torch.Tensor):
-                p = trace.make_proxy(next(values), next(rg))
+                v = next(values)
+                p = TensorProxy(v, next(shape_of),
+                                dtypes.torch_dtype(ir.RankedTensorType(v.type).element_type),
+                                trace.device, next(rg))
                 trace.inputs.append(p)
                 proxy_leaves.append(p)
             else:
@@ -313,12 +431,14 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
 
 def compile_function(fn: Callable, args, kwargs, leaves, spec,
                      sharp_edges: str = "warn", executors=(), joint: str | None = None,
-                     watch=()) -> CacheEntry:
+                     watch=(), dynamic_dims=None) -> CacheEntry:
     """Trace, transform, lower and compile ``fn`` for these inputs (under COMPILE_LOCK).
     ``executors``: user executors (thunder_mlir.extend), in priority order. ``joint``:
     "grad" or "value_and_grad" compiles the gradient program of ``thunder_mlir.grad``
     (passes/joint.py) instead of the function. ``watch``: (object, description) pairs
-    whose attribute reads become guards (guards.py)."""
+    whose attribute reads become guards (guards.py). ``dynamic_dims``: tensor index ->
+    {dim: reason} traced as size symbols (dynamic.py); raises DynamicShapeFallback when
+    the program cannot be compiled with them."""
     from thunder_mlir.executors.extend import compiling
     from thunder_mlir.ir import implementations
 
@@ -326,13 +446,13 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
     # the implementations this compilation registers live as long as its cache entry, so
     # that every stage's symbols resolve while the function lives (ir/implementations.py)
     with compiling(executors) as ext, implementations.holding() as held:
-        entry = _compile(fn, leaves, spec, sharp_edges, ext, joint, watch)
+        entry = _compile(fn, leaves, spec, sharp_edges, ext, joint, watch, dynamic_dims)
     entry.implementations = held
     return entry
 
 
 def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
-             joint: str | None = None, watch=()) -> CacheEntry:
+             joint: str | None = None, watch=(), dynamic_dims=None) -> CacheEntry:
     from thunder_mlir.executors import execution_transform  # noqa: F401 (registers it)
     from thunder_mlir.transforms.grad import DIFF_OUTPUTS, backward_error, reached_inputs
     from thunder_mlir.transforms.registry import PassContext, parse_element, pipeline_string
@@ -346,8 +466,10 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     # joint: the gradient of every floating-point input (thunder_mlir.grad)
     wrt = floats if joint else [t.requires_grad and f for t, f in zip(tensors, floats)]
     trace, out_spec, out_leaves, monitor = trace_function(
-        fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None, watch=watch)
+        fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None, watch=watch,
+        dynamic_dims=dynamic_dims)
     module = trace.module
+    env = trace.shape_env
     # (before the passes rewrite the values the proxies hold)
     output_views = [] if joint else aliasing.output_views(
         trace.inputs, [x for x in out_leaves if type(x) is TensorProxy] +
@@ -360,6 +482,13 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     diff_outputs = [x.requires_grad for x in out_leaves if type(x) is TensorProxy] + \
         [x.requires_grad for x in state_outs]
     needs_grad = any(diff_outputs) or joint is not None
+    if env.sources and symbolic.has_symint(output_views):  # replayed on real tensors
+        raise DynamicShapeFallback("an output is a view of an input made with symbolic "
+                                   "sizes (eager's view is replayed with concrete ones)")
+    if env.sources and needs_grad:
+        raise DynamicShapeFallback("gradients through symbolic sizes are not supported: "
+                                   "a program that needs a backward is compiled for static "
+                                   "shapes")
     if needs_grad and any(tensors[i].requires_grad for i in trace.mutated_inputs):
         names = [_paths_of_tensors(leaves, spec)[i] for i in sorted(trace.mutated_inputs)
                  if tensors[i].requires_grad]
@@ -419,6 +548,11 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
             raise UnsupportedError("thunder_mlir.grad of a function that writes tensors to "
                                    "its input objects or returns objects is not supported")
         entry.object_state = (trace.objects[0], trace.objects[1], len(state_outs))
+    if env.sources:  # dynamic shapes (ir/symbolic.py): the guards checked at every call
+        entry.sym_sources, entry.sym_reasons = list(env.sources), list(env.reasons)
+        entry.sym_check = env.guard_function()
+        entry.shape_guards = env.describe_guards()
+        entry.shape_guard_terms = list(env.guards)
     if joint:
         entry.set_joint_layout(joint == "value_and_grad", sum(wrt))
     elif needs_grad:

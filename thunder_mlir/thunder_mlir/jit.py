@@ -15,7 +15,7 @@ from thunder_mlir.module import ThunderMethod, ThunderModule
 
 def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
         cache: str = "constant values", recompile_limit: int = 8,
-        executors=None) -> Callable:
+        executors=None, dynamic: bool | None = None) -> Callable:
     """Compile a function or ``nn.Module`` with thunder_mlir.
 
     Returns a callable with the same signature that computes the same result: a
@@ -35,6 +35,12 @@ def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
     ``xla`` and ``torch``; their ops show as ``thunder.executor_call`` in the plan and
     ``last_traces`` gains an ``execution`` stage (docs/extend.md).
 
+    ``dynamic`` (True | False | None, as torch.compile's): which input dimensions are
+    traced as symbols, so that other sizes reuse one trace (one XLA compile per concrete
+    shape, no re-trace): True: all (not a module's parameters and buffers, nor sizes 0 and
+    1); None (default): those that changed since an earlier compilation, and those
+    ``thunder_mlir.mark_dynamic`` marks; False: none (docs/dynamic_shapes.md).
+
     Functions are accepted inputs, specialized on and guarded by identity; a jitted function
     called while another is traced is inlined into it (docs/sharp_edges.md).
 
@@ -52,6 +58,8 @@ def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
                              recompile_limit=recompile_limit, executors=executors)
     if isinstance(fn, torch.nn.Module):
         return ThunderModule(fn, sharp_edges=sharp_edges, cache=cache,
-                             recompile_limit=recompile_limit, executors=executors)
+                             recompile_limit=recompile_limit, executors=executors,
+                             dynamic=dynamic)
     return ThunderFunction(fn, sharp_edges=sharp_edges, cache=cache,
-                           recompile_limit=recompile_limit, executors=executors)
+                           recompile_limit=recompile_limit, executors=executors,
+                           dynamic=dynamic)

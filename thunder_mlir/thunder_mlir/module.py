@@ -151,6 +151,8 @@ class ThunderModule(torch.nn.Module):
             # eagerly (hooks, initialization and result exactly eager's); the next ones,
             # with every parameter materialized, are compiled.
             return self._original(*args, **kwargs)
+        # parameters and buffers keep static shapes (dynamic.py): they lead the tensors
+        self._fn.dynamic.static_tensors = len(state)
         return self._fn(flags, state, args, kwargs)
 
 

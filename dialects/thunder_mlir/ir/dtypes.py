@@ -45,8 +45,10 @@ def element_type(dtype: torch.dtype) -> ir.Type:
 
 
 def tensor_type(shape, dtype: torch.dtype) -> ir.RankedTensorType:
-    """``tensor<shape x elem>`` for a torch shape and dtype."""
-    return ir.RankedTensorType.get(list(shape), element_type(dtype))
+    """``tensor<shape x elem>`` for a torch shape and dtype; a symbolic size
+    (``ir/symbolic.SymInt``) is a ``?`` dimension."""
+    dims = [s if isinstance(s, int) else ir.ShapedType.get_dynamic_size() for s in shape]
+    return ir.RankedTensorType.get(dims, element_type(dtype))
 
 
 def complex_splat(t: ir.RankedTensorType, value) -> ir.Attribute:

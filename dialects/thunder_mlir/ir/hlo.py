@@ -50,14 +50,49 @@ def scalar_attr(e: ir.Type, value) -> ir.Attribute:
     return ir.IntegerAttr.get(e, int(value))
 
 
-def splat(t: ir.Type, value, loc) -> ir.Value:
-    """stablehlo.constant of type ``t`` with every element equal to ``value``."""
+def splat(t: ir.Type, value, loc, like: ir.Value | None = None) -> ir.Value:
+    """stablehlo.constant of type ``t`` with every element equal to ``value``. A type with
+    ``?`` dims (symbolic sizes) takes the shape of ``like``: a 0-d constant broadcast by
+    stablehlo.dynamic_broadcast_in_dim; raises DynamicShapeFallback without ``like``."""
     t = ir.RankedTensorType(t)
+    if not t.has_static_shape:
+        if like is None:
+            from thunder_mlir.errors import DynamicShapeFallback
+
+            raise DynamicShapeFallback("a constant of symbolic shape with no value to take "
+                                       "the shape from")
+        scalar = splat(ir.RankedTensorType.get([], t.element_type), value, loc)
+        return hlo("stablehlo.dynamic_broadcast_in_dim", [scalar, shape_of(like, loc)], [t],
+                   {"broadcast_dimensions": _i64s([])}, loc).result
     if isinstance(t.element_type, ir.ComplexType):
         attr = complex_splat(t, value)
     else:
         attr = ir.DenseElementsAttr.get_splat(t, scalar_attr(t.element_type, value))
     return hlo("stablehlo.constant", [], [t], {"value": attr}, loc).result
+
+
+def shape_of(x: ir.Value, loc) -> ir.Value:
+    """The shape of ``x`` as a ``tensor<rank x i64>``: constants for static dims,
+    stablehlo.get_dimension_size for ``?`` dims (StableHLO spec: get_dimension_size)."""
+    xt = ir.RankedTensorType(x.type)
+    i64 = ir.IntegerType.get_signless(64)
+    one = ir.RankedTensorType.get([1], i64)
+    parts = []
+    for d in range(xt.rank):
+        if xt.is_dynamic_dim(d):
+            n = hlo("stablehlo.get_dimension_size", [x],
+                    [ir.RankedTensorType.get([], ir.IntegerType.get_signless(32))],
+                    {"dimension": ir.IntegerAttr.get(i64, d)}, loc).result
+            n = hlo("stablehlo.convert", [n], [ir.RankedTensorType.get([], i64)], loc=loc).result
+            parts.append(hlo("stablehlo.reshape", [n], [one], loc=loc).result)
+        else:
+            parts.append(hlo("stablehlo.constant", [], [one], {"value": ir.DenseElementsAttr.get(
+                np.array([xt.get_dim_size(d)], dtype=np.int64), type=i64)}, loc).result)
+    rt = ir.RankedTensorType.get([xt.rank], i64)
+    if len(parts) == 1:
+        return parts[0]
+    return hlo("stablehlo.concatenate", parts, [rt], {"dimension": ir.IntegerAttr.get(i64, 0)},
+               loc).result
 
 
 def _i64s(v) -> ir.Attribute:
@@ -110,10 +145,12 @@ def lower_scaled(base_op: str, pre: float | None, post: float | None) -> Lowerin
         with rw.ip:
             x = operands[0]
             if pre is not None:
-                x = hlo("stablehlo.multiply", [x, splat(t, pre, loc)], [t], loc=loc).result
+                x = hlo("stablehlo.multiply", [x, splat(t, pre, loc, like=x)], [t],
+                        loc=loc).result
             y = hlo(base_op, [x], [t], loc=loc).result
             if post is not None:
-                y = hlo("stablehlo.divide", [y, splat(t, post, loc)], [t], loc=loc).result
+                y = hlo("stablehlo.divide", [y, splat(t, post, loc, like=y)], [t],
+                        loc=loc).result
         rw.replace_op(op, [y])
     return lower
 
@@ -122,7 +159,7 @@ def lower_trunc(op, operands, rw):
     """trunc(x) = x < 0 ? ceil(x) : floor(x) (StableHLO has no trunc)."""
     t, loc, x = op.result.type, op.location, operands[0]
     with rw.ip:
-        neg = compare(x, splat(t, 0.0, loc), "LT", loc)
+        neg = compare(x, splat(t, 0.0, loc, like=x), "LT", loc)
         c = hlo("stablehlo.ceil", [x], [t], loc=loc).result
         f = hlo("stablehlo.floor", [x], [t], loc=loc).result
         r = hlo("stablehlo.select", [neg, c, f], [t], loc=loc)
@@ -133,7 +170,8 @@ def lower_reciprocal(op, operands, rw):
     """reciprocal(x) = 1 / x (stablehlo.divide)."""
     t, loc = op.result.type, op.location
     with rw.ip:
-        r = hlo("stablehlo.divide", [splat(t, 1.0, loc), operands[0]], [t], loc=loc)
+        r = hlo("stablehlo.divide", [splat(t, 1.0, loc, like=operands[0]), operands[0]], [t],
+                loc=loc)
     rw.replace_op(op, r.results)
 
 
@@ -253,8 +291,12 @@ def lower_argreduce(kind: str) -> Lowering:
         rt = op.result.type
         rv = ir.RankedTensorType.get(ir.RankedTensorType(rt).shape, e)
         with rw.ip:
-            idx = hlo("stablehlo.iota", [], [it], {"iota_dimension": ir.IntegerAttr.get(i64, dim)},
-                      loc).result
+            if xt.has_static_shape:
+                idx = hlo("stablehlo.iota", [], [it],
+                          {"iota_dimension": ir.IntegerAttr.get(i64, dim)}, loc).result
+            else:  # symbolic sizes: the shape of x, read at run time
+                idx = hlo("stablehlo.dynamic_iota", [shape_of(x, loc)], [it],
+                          {"iota_dimension": ir.IntegerAttr.get(i64, dim)}, loc).result
             init_v = splat(sv, _reduce_init("reduce_max" if kind == "argmax" else "reduce_min", e),
                            loc)
             init_i = splat(si, 0, loc)

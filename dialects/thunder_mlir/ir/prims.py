@@ -18,7 +18,7 @@ from torch_mlir import ir
 from thunder_mlir.ir.dialect import pack_runs, segment_kwargs
 from thunder_mlir.ir.primdef import PRIMS, TensorSpec, check as _check
 
-from thunder_mlir.ir import dtypes
+from thunder_mlir.ir import dtypes, symbolic
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.ir.builder import current_builder
 
@@ -35,14 +35,39 @@ def bind(name: str, operands: Sequence[TensorProxy], result: TensorSpec | None =
     spec = p.infer([TensorSpec(tuple(o.tshape), o.tdtype) for o in operands], attrs, result)
     builder = current_builder()
     rtype = dtypes.tensor_type(spec.shape, spec.dtype)
-    kw = {n: p.encode(n, v) for n, v in attrs.items()}
+    # symbolic sizes in integer-list fields: the field holds the traced call's values and
+    # thunder.sym.<field> the expressions (ir/symbolic.py)
+    sym_fields = {n: v for n, v in attrs.items()
+                  if type(v) is symbolic.SymInt or
+                  (isinstance(v, (list, tuple)) and symbolic.is_symbolic(v))}
+    kw = {n: p.encode(n, v if n not in sym_fields else v.hint
+                      if type(v) is symbolic.SymInt else symbolic.hints(v))
+          for n, v in attrs.items()}
     values = [o.value for o in operands]
     with builder.ip:
         if p.variadic:
             op = p.op(**segment_kwargs("in", values), **kw, result=rtype)
         else:
             op = p.op(*values, **kw, result=rtype)
+    if symbolic.is_symbolic(spec.shape) or sym_fields:
+        _annotate(op.operation, spec.shape, sym_fields)
     return TensorProxy(op.result, tuple(spec.shape), spec.dtype, builder.device)
+
+
+def _annotate(op: ir.Operation, shape, sym_fields: dict) -> None:
+    """The expressions of a symbolic result shape and symbolic integer fields, as
+    discardable attributes (ir/symbolic.py)."""
+    def texts(values):
+        return ir.ArrayAttr.get([ir.StringAttr.get(symbolic.dim_text(v)) for v in values])
+    op.attributes[symbolic.SHAPE_ATTR] = texts(shape)
+    for n, v in sym_fields.items():
+        op.attributes[symbolic.SYM_ATTR_PREFIX + n] = texts(
+            [v] if type(v) is symbolic.SymInt else v)
+
+
+def _dims(shape: Sequence) -> tuple:
+    """A shape's sizes as ints, symbolic sizes kept (ir/symbolic.py)."""
+    return tuple(s if type(s) is symbolic.SymInt else int(s) for s in shape)
 
 
 # ---------------------------------------------------------------- elementwise
@@ -95,12 +120,12 @@ def no_derivative(x: TensorProxy, message: str) -> TensorProxy:
 # -------------------------------------------------------------------- shapes
 def broadcast_in_dim(x: TensorProxy, shape: Sequence[int], dims: Sequence[int]) -> TensorProxy:
     """stablehlo.broadcast_in_dim: x.shape[i] is 1 or shape[dims[i]]; dims increasing."""
-    shape = tuple(int(s) for s in shape)
+    shape = _dims(shape)
     _check(len(dims) == len(x.tshape),
            f"broadcast_in_dim: {len(dims)} dims for rank {len(x.tshape)}")
     for i, d in enumerate(dims):
         _check(x.tshape[i] in (1, shape[d]), f"broadcast_in_dim: {x.tshape} -> {shape} via {dims}")
-    if shape == x.tshape:
+    if symbolic.same_shape(shape, x.tshape):
         return x
     return bind("broadcast_in_dim", (x,), TensorSpec(shape, x.tdtype),
                 broadcast_dimensions=list(dims))
@@ -108,9 +133,9 @@ def broadcast_in_dim(x: TensorProxy, shape: Sequence[int], dims: Sequence[int]) 
 
 def reshape(x: TensorProxy, shape: Sequence[int]) -> TensorProxy:
     """stablehlo.reshape (row-major element order); element counts must agree."""
-    shape = tuple(int(s) for s in shape)
+    shape = _dims(shape)
     _check(math.prod(shape) == math.prod(x.tshape), f"reshape: {x.tshape} -> {shape}")
-    if shape == x.tshape:
+    if symbolic.same_shape(shape, x.tshape):
         return x
     return bind("reshape", (x,), TensorSpec(shape, x.tdtype))
 
@@ -131,7 +156,7 @@ def slice_(x: TensorProxy, start: Sequence[int], limit: Sequence[int],
     start, limit = list(start), list(limit)
     spec = PRIMS["slice"].infer([TensorSpec(x.tshape, x.tdtype)], {
         "start_indices": start, "limit_indices": limit, "strides": strides})
-    if tuple(spec.shape) == x.tshape:
+    if symbolic.same_shape(spec.shape, x.tshape):
         return x
     return bind("slice", (x,), start_indices=start, limit_indices=limit, strides=strides)
 
@@ -162,16 +187,19 @@ def concatenate(xs: Sequence[TensorProxy], dim: int) -> TensorProxy:
 # ----------------------------------------------------------------- creation
 def iota(shape: Sequence[int], dtype: torch.dtype, dim: int) -> TensorProxy:
     """stablehlo.iota: element = its index along ``dim``."""
-    return bind("iota", (), TensorSpec(tuple(int(s) for s in shape), dtype), dimension=dim)
+    return bind("iota", (), TensorSpec(_dims(shape), dtype), dimension=dim)
 
 
 def full(shape: Sequence[int], value, dtype: torch.dtype) -> TensorProxy:
     """A tensor of ``shape`` filled with the Python number ``value`` (stablehlo.constant)."""
-    shape = tuple(int(s) for s in shape)
+    shape = _dims(shape)
     if dtype.is_complex:  # no complex scalar attribute: a splat constant
         rtype = dtypes.tensor_type(shape, dtype)
         return _constant_op(dtypes.complex_splat(rtype, value), shape, dtype)
-    v = float(value) if dtype.is_floating_point else int(value)
+    if type(value) is symbolic.SymInt:  # a symbolic size as a value: computed at run time
+        v = value if dtype != torch.bool else value != 0
+    else:
+        v = float(value) if dtype.is_floating_point else int(value)
     return bind("full", (), TensorSpec(shape, dtype), value=v)
 
 

@@ -43,11 +43,21 @@ class TensorProxy(torch.Tensor):
     @staticmethod
     def __new__(cls, value: ir.Value, shape, dtype: torch.dtype, device: torch.device,
                 requires_grad: bool = False):
+        shape = tuple(shape)
+        if any(type(s) is not int for s in shape) or any(s < 0 for s in shape):
+            # symbolic sizes (ir/symbolic.py): the wrapper holds the traced call's sizes;
+            # metadata queries read ``tshape`` (frontend/dispatch.py). A negative size is
+            # an IR ``?`` whose expression is unknown here.
+            from thunder_mlir.ir.symbolic import hints
+
+            concrete = hints(shape)
+        else:
+            concrete = shape
         r = torch.Tensor._make_wrapper_subclass(
-            cls, tuple(shape), dtype=dtype, device=device, requires_grad=requires_grad)
+            cls, concrete, dtype=dtype, device=device, requires_grad=requires_grad)
         r.value = value
         # Plain attributes: reading them does not go through __torch_function__.
-        r.tshape = tuple(shape)
+        r.tshape = shape
         r.tdtype = dtype
         r.tdevice = device
         return r
@@ -58,8 +68,26 @@ class TensorProxy(torch.Tensor):
     @property
     def meta(self) -> torch.Tensor:
         """A meta-device tensor of the same shape and dtype, for running torch meta kernels."""
+        if any(type(s) is not int for s in self.tshape):
+            from thunder_mlir.errors import DynamicShapeFallback
+
+            raise DynamicShapeFallback("a torch meta kernel (the torch fallback executor, "
+                                       "view tracking) cannot take symbolic sizes")
         with torch._C.DisableTorchFunction():  # modes too: symbols may be called directly
             return torch.empty(self.tshape, dtype=self.tdtype, device="meta")
+
+    @property
+    def dtype_meta(self) -> torch.Tensor:
+        """A meta tensor of the same dtype and rank (sizes: the traced call's), for rules
+        that read only those (type promotion)."""
+        with torch._C.DisableTorchFunction():
+            return torch.empty(self.tshape_hint(), dtype=self.tdtype,
+                               device="meta")
+
+    def tshape_hint(self) -> tuple[int, ...]:
+        from thunder_mlir.ir.symbolic import hints
+
+        return hints(self.tshape)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
@@ -77,6 +105,33 @@ class TensorProxy(torch.Tensor):
     def __repr__(self, *, tensor_contents=None):
         with torch._C.DisableTorchFunctionSubclass():
             return f"TensorProxy(shape={self.tshape}, dtype={self.tdtype}, device={self.tdevice})"
+
+
+# Tensor methods taking sizes, whose C argument parser rejects a symbolic size
+# (ir/symbolic.SymInt is not an int) before __torch_function__ is consulted: with a SymInt
+# among the arguments they go to dispatch directly, as __torch_function__ would.
+_SIZE_METHODS = ("view", "reshape", "expand", "new_zeros", "new_ones", "new_empty",
+                 "new_full", "repeat", "narrow", "unflatten", "split", "tile")
+
+
+def _size_method(name: str):
+    base = getattr(torch.Tensor, name)
+
+    def method(self, *args, **kwargs):
+        from thunder_mlir.ir.symbolic import SymInt
+
+        def has_sym(v):
+            return type(v) is SymInt or (isinstance(v, (tuple, list)) and
+                                         any(type(x) is SymInt for x in v))
+        if any(has_sym(a) for a in args) or any(has_sym(v) for v in kwargs.values()):
+            return _dispatch[0](base, (self, *args), kwargs)
+        return base(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+for _name in _SIZE_METHODS:
+    setattr(TensorProxy, _name, _size_method(_name))
 
 
 def is_proxy(x) -> bool:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from torch_mlir import ir, rewrite
 
-from thunder_mlir.errors import LoweringError
-from thunder_mlir.ir import sharding
+from thunder_mlir.errors import DynamicShapeFallback, LoweringError
+from thunder_mlir.ir import hlo_dynamic, sharding, symbolic
 from thunder_mlir.ir.regions import nested_ops
 
 from thunder_mlir.ir.hlo import hlo, one_to_one, splat
@@ -39,14 +39,30 @@ def _patterns():
         ps = rewrite.RewritePatternSet()
         for p in PRIMS.values():
             fn = one_to_one(p.lower) if isinstance(p.lower, str) else p.lower
-            ps.add_conversion(p.op, _adapt(fn), tc)
+            ps.add_conversion(p.op, _adapt(fn, p.name), tc)
         _STATE["tc"] = tc
         _STATE["frozen"] = ps.freeze()
     return _STATE["frozen"]
 
 
-def _adapt(fn):
+def _adapt(fn, name: str):
+    static_ok = name in hlo_dynamic.DYNAMIC_AS_STATIC or isinstance(PRIMS[name].lower, str)
+    dynamic_fn = hlo_dynamic.DYNAMIC_LOWERINGS.get(name)
+
     def pattern(op, adaptor, type_converter, rewriter):
+        if hlo_dynamic.op_is_dynamic(op):  # symbolic sizes (ir/hlo_dynamic.py)
+            try:
+                if hlo_dynamic.has_symbolic_fields(op) and \
+                        name not in hlo_dynamic.SYMBOLIC_FIELDS:
+                    hlo_dynamic.check(op)  # raises: a field would be baked in
+                if dynamic_fn is not None:
+                    dynamic_fn(op, list(adaptor.operands), rewriter, _STATE["scope"])
+                    return
+                if not static_ok:
+                    hlo_dynamic.check(op)
+            except DynamicShapeFallback as e:
+                _STATE["dynamic_error"] = e
+                return True  # not matched: the conversion fails, the error is raised
         if _empty_result(op):
             with rewriter.ip:
                 empty = splat(op.results[0].type, 0, op.location)
@@ -87,10 +103,16 @@ def _run(module: ir.Module) -> None:
             continue
         _lower_control_flow(f)
         _check_lowerable(f)
+        _STATE["scope"] = _symbol_scope(module, f)
+        _STATE["dynamic_error"] = None
         try:
             rewrite.apply_full_conversion(f, _target(), patterns)
         except ir.MLIRError as e:
+            if _STATE["dynamic_error"] is not None:
+                raise _STATE["dynamic_error"] from None
             raise LoweringError(f"lower-to-stablehlo failed: {e}") from None
+        finally:
+            _STATE["scope"] = None
         _lower_shardings(f)
 
 
@@ -124,6 +146,63 @@ def _gspmd_attributes(f) -> None:
             new.append(ir.DictAttr.get(entries))
         f.attributes[key] = ir.ArrayAttr.get(new)
     del f.attributes[sharding.MESH_ATTR]
+
+
+def _symbol_scope(module: ir.Module, f) -> hlo_dynamic.SymbolScope:
+    """The size symbols readable from region ``f``'s arguments (symbolic sizes only)."""
+    args = f.regions[0].blocks[0].arguments
+    if not any(hlo_dynamic.is_dynamic(a.type) for a in args):
+        return hlo_dynamic.SymbolScope()
+    return hlo_dynamic.SymbolScope.bind(f, symbolic_arg_shapes(module, f))
+
+
+def symbolic_arg_shapes(module: ir.Module, f) -> list[list[str] | None]:
+    """Per argument of region function ``f``: the expression text of each dim, from its
+    own ``thunder.arg_shapes`` or its call site in a plan function (an argument of the plan
+    function: its ``thunder.arg_shapes``; a prim's result: its ``thunder.shape``); None
+    when unknown."""
+    if symbolic.ARG_SHAPES_ATTR in f.attributes:  # a function lowered on its own
+        return [[ir.StringAttr(d).value for d in ir.ArrayAttr(s)]
+                for s in ir.ArrayAttr(f.attributes[symbolic.ARG_SHAPES_ATTR])]
+    name = ir.StringAttr(f.attributes["sym_name"]).value
+    for plan in [op.operation for op in module.body.operations]:
+        if plan.name != "func.func" or \
+                ir.StringAttr(plan.attributes["sym_name"]).value not in PLAN_FUNCTIONS:
+            continue
+        for op in plan.regions[0].blocks[0].operations:
+            op = op.operation
+            if op.name == "func.call" and \
+                    ir.FlatSymbolRefAttr(op.attributes["callee"]).value == name:
+                return [_value_shape(module, plan, v) for v in op.operands]
+    return [None] * len(f.regions[0].blocks[0].arguments)
+
+
+def _value_shape(module: ir.Module, fn, v: ir.Value) -> list[str] | None:
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        if symbolic.ARG_SHAPES_ATTR not in fn.attributes:
+            return None
+        shapes = ir.ArrayAttr(fn.attributes[symbolic.ARG_SHAPES_ATTR])
+        i = ir.BlockArgument(v).arg_number
+        if i >= len(shapes):
+            return None
+        return [ir.StringAttr(s).value for s in ir.ArrayAttr(shapes[i])]
+    op = owner.operation
+    if op.name == "func.call":  # a result of an earlier region: its return operand
+        callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+        region = next(o.operation for o in module.body.operations
+                      if ir.StringAttr(o.operation.attributes["sym_name"]).value == callee)
+        ret = list(region.regions[0].blocks[0].operations)[-1].operation
+        k = ir.OpResult(v).result_number
+        inner = ret.operands[k]
+        if isinstance(inner.owner, ir.Block):  # passed through: the region's call site
+            shapes = symbolic_arg_shapes(module, region)
+            return shapes[ir.BlockArgument(inner).arg_number]
+        return _value_shape(module, region, inner)
+    if symbolic.SHAPE_ATTR in op.attributes:
+        return [ir.StringAttr(s).value for s in ir.ArrayAttr(op.attributes[symbolic.SHAPE_ATTR])]
+    t = ir.RankedTensorType(v.type)
+    return None if not t.has_static_shape else [str(d) for d in t.shape]
 
 
 _CONTROL_FLOW = {"thunder.cond": "stablehlo.if", "thunder.while": "stablehlo.while"}

@@ -224,6 +224,8 @@ def view_is_contiguous(p: TensorProxy) -> bool:
     while getattr(q, _VIEW_OF, None) is not None:
         chain.append(getattr(q, _VIEW_OF))
         q = chain[-1][1][0]
+    if any(type(n) is not int for n in q.tshape):  # symbolic sizes: assume a copy
+        return False
     m = torch.empty(q.tshape, dtype=q.tdtype, device="meta")
     try:
         with torch._C.DisableTorchFunction():

@@ -40,6 +40,7 @@ import sys
 import torch
 
 from thunder_mlir.frontend.tracing import _local
+from thunder_mlir.ir.symbolic import has_symint
 
 _PATCHED: set[str] = set()
 
@@ -139,7 +140,26 @@ def _clear_autocast_cache(original):
     return clear_autocast_cache
 
 
-_TORCH_HOOKS = (("torch._higher_order_ops.utils", "_hop_compile_and_call", _hop_call),
+def _symbolic_sizes(original):
+    """A torch factory (``torch.arange``, ``torch.ones``, ...) whose C argument parser
+    rejects a symbolic size (ir/symbolic.SymInt) before any torch-function mode sees the
+    call: while tracing, a call with a SymInt among its arguments goes to dispatch
+    directly, as the tracing mode would send it."""
+    def factory(*args, **kwargs):
+        if getattr(_local, "trace", None) is not None and has_symint((args, kwargs)):
+            from thunder_mlir.ir import proxy
+
+            return proxy._dispatch[0](original, args, kwargs)
+        return original(*args, **kwargs)
+    factory.__wrapped__ = original
+    factory.__name__ = getattr(original, "__name__", "factory")
+    return factory
+
+
+_SIZE_FACTORIES = ("arange", "ones", "zeros", "full", "empty", "rand", "randn", "randint")
+
+_TORCH_HOOKS = tuple(("torch", name, _symbolic_sizes) for name in _SIZE_FACTORIES) + (
+                ("torch._higher_order_ops.utils", "_hop_compile_and_call", _hop_call),
                 ("torch", "clear_autocast_cache", _clear_autocast_cache),
                 ("torch.utils.checkpoint", "_checkpoint_without_reentrant_generator",
                  _checkpoint_generator),

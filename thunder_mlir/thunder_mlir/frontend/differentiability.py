@@ -34,6 +34,7 @@ import torch
 from thunder_mlir.ir.dtypes import is_inexact
 from thunder_mlir.frontend.tracing import _local, current_trace
 from thunder_mlir.ir.proxy import TensorProxy
+from thunder_mlir.ir.symbolic import hints
 
 _T = torch.Tensor
 
@@ -64,10 +65,11 @@ def _meta_inputs(args, kwargs, inputs: list[TensorProxy]):
         if m is None:
             if getattr(x, "_inference", False):  # made under inference_mode(), as eager's
                 with torch.inference_mode():
-                    m = torch.empty(x.tshape, dtype=x.tdtype, device="meta")
+                    m = torch.empty(hints(x.tshape), dtype=x.tdtype, device="meta")
             else:  # (a normal tensor even when the op runs under inference_mode)
                 with torch.inference_mode(False):
-                    m = torch.empty(x.tshape, dtype=x.tdtype, device="meta")
+                    # (symbolic sizes: the traced call's; the replay reads autograd flags)
+                    m = torch.empty(hints(x.tshape), dtype=x.tdtype, device="meta")
             if x.requires_grad:
                 m.requires_grad_()
                 if not any(x is i for i in inputs):

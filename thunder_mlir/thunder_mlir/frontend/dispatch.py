@@ -9,12 +9,14 @@ executor. Importing this module registers ``dispatch`` with ``TensorProxy``
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import optree
 import torch
 
-from thunder_mlir.errors import DataDependentControlFlowError, Fallback, SharpEdgeError
+from thunder_mlir.errors import DataDependentControlFlowError, DynamicShapeFallback, \
+    Fallback, SharpEdgeError
 from thunder_mlir.frontend import autocast
 from thunder_mlir.frontend.aliasing import record_view
 from thunder_mlir.frontend.autograd_attributes import handle as handle_autograd_attribute
@@ -25,6 +27,7 @@ from thunder_mlir.frontend.symbols.complex_support import COMPLEX_SYMBOLS, invol
 from thunder_mlir.frontend import torch_fallback  # examine() wraps its emit_fallback
 from thunder_mlir.frontend.torch_fallback import qualified_name
 from thunder_mlir.frontend.tracing import current_trace
+from thunder_mlir.ir import symbolic
 from thunder_mlir.ir.proxy import TensorProxy, register_dispatch
 
 _T = torch.Tensor
@@ -52,6 +55,32 @@ _OP_PROPERTIES = {_T.T.__get__, _T.mT.__get__, _T.H.__get__, _T.mH.__get__,
                   _T.real.__get__, _T.imag.__get__}
 
 
+_NOT_METADATA = object()
+_SIZE_QUERIES = {_T.size, _T.numel, _T.nelement, _T.__len__, _T.stride, _T.storage_offset,
+                 _T.is_contiguous}
+
+
+def _symbolic_metadata(func, args, kwargs):
+    """Size queries on a proxy with symbolic sizes (ir/symbolic.py): answered from
+    ``tshape`` (SymInts), never from the wrapper's traced-call sizes."""
+    x = args[0]
+    if getattr(func, "__self__", None) is _T.shape or func is _T.size:
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        if func is _T.size and dim is not None:
+            return x.tshape[dim]
+        return symbolic.SymShape(x.tshape)
+    if func in (_T.numel, _T.nelement):
+        return math.prod(x.tshape)
+    if func is _T.__len__ and x.tshape and type(x.tshape[0]) is int:
+        return x.tshape[0]
+    if func is _T.is_contiguous:
+        return True  # proxies are dense, row-major (as the static path answers)
+    if func in _SIZE_QUERIES or getattr(func, "__self__", None) is _T.nbytes:
+        raise DynamicShapeFallback(f"{getattr(func, '__name__', func)} of a tensor with "
+                                   "symbolic sizes")
+    return _NOT_METADATA
+
+
 def _is_tensor_leaf(x) -> bool:
     return isinstance(x, torch.Tensor)
 
@@ -60,6 +89,10 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
     """Handle one torch call during tracing (see module docstring)."""
     if func in AUTOGRAD_ATTRIBUTES:
         return handle_autograd_attribute(func, args, kwargs)
+    if args and type(args[0]) is TensorProxy and symbolic.is_symbolic(args[0].tshape):
+        meta = _symbolic_metadata(func, args, kwargs)
+        if meta is not _NOT_METADATA:
+            return meta
     if func in _METADATA_METHODS or (
             type(func).__name__ == "method-wrapper" and func not in _OP_PROPERTIES
             and func not in SYMBOLS):

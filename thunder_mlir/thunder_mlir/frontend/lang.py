@@ -14,15 +14,16 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as Kind
 from torch._prims_common import elementwise_dtypes
 
-from thunder_mlir.ir import prims
+from thunder_mlir.ir import prims, symbolic
 from thunder_mlir.ir.proxy import TensorProxy
 
-__all__ = ["Kind", "full_like", "promote", "broadcast_shape", "expand_to", "lift", "canonical_dim",
-           "canonical_dims", "elementwise_binary", "elementwise_unary"]
+__all__ = ["Kind", "full_like", "promote", "broadcast_shape", "broadcast_shapes", "expand_to",
+           "lift", "canonical_dim", "canonical_dims", "elementwise_binary", "elementwise_unary"]
 
 
 def _meta(x):
-    return x.meta if type(x) is TensorProxy else x
+    # type promotion reads dtypes and ranks only: a proxy's traced-call sizes will do
+    return x.dtype_meta if type(x) is TensorProxy else x
 
 
 def promote(*args, kind: Kind = Kind.DEFAULT) -> tuple[torch.dtype, torch.dtype]:
@@ -34,13 +35,37 @@ def promote(*args, kind: Kind = Kind.DEFAULT) -> tuple[torch.dtype, torch.dtype]
 def broadcast_shape(*args) -> tuple[int, ...]:
     """torch.broadcast_shapes over the tensor arguments (numbers are 0-d)."""
     shapes = [a.tshape for a in args if type(a) is TensorProxy]
-    return tuple(torch.broadcast_shapes(*shapes)) if shapes else ()
+    return broadcast_shapes(*shapes) if shapes else ()
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """``torch.broadcast_shapes``, also for shapes with symbolic sizes (ir/symbolic.py)."""
+    if not any(symbolic.is_symbolic(s) for s in shapes):
+        return tuple(torch.broadcast_shapes(*shapes))
+    return _broadcast_symbolic(shapes)
+
+
+def _broadcast_symbolic(shapes) -> tuple:
+    """torch.broadcast_shapes for shapes with symbolic sizes (ir/symbolic.py): a size 1
+    stretches; other sizes must be equal (a comparison of symbols becomes a guard)."""
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for i, n in enumerate(s, rank - len(s)):
+            if n == 1:
+                continue
+            if out[i] == 1:
+                out[i] = n
+            elif not (out[i] == n):
+                raise RuntimeError(f"shapes {[tuple(x) for x in shapes]} cannot be broadcast "
+                                   f"(dim {i}: {out[i]} vs {n})")
+    return tuple(out)
 
 
 def expand_to(x: TensorProxy, shape: Sequence[int]) -> TensorProxy:
     """Broadcast ``x`` to ``shape`` with numpy/torch alignment (trailing dims)."""
     shape = tuple(shape)
-    if x.tshape == shape:
+    if symbolic.same_shape(x.tshape, shape):
         return x
     offset = len(shape) - len(x.tshape)
     if offset < 0:

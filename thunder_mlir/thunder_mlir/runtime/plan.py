@@ -18,6 +18,7 @@ from torch_mlir import ir
 from thunder_mlir.frontend.torch_fallback import implementation_of
 from thunder_mlir.ir.dialect import SEED_ATTR
 from thunder_mlir.runtime import dlpack
+from thunder_mlir.runtime.refine import ShapeSpecializedExecutable, has_symbolic_sizes
 from thunder_mlir.runtime.xla import compile_stablehlo, jax_device
 
 
@@ -203,7 +204,10 @@ def build_plan(module: ir.Module, device: torch.device,
                 callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
                 text = region_module_text(module, callee)
                 texts[callee] = text
-                steps.append(XlaStep(callee, compile_stablehlo(text, device), ins, outs))
+                # symbolic sizes: compiled per concrete input shape at run time (refine.py)
+                exe = ShapeSpecializedExecutable(text, device) if has_symbolic_sizes(text) \
+                    else compile_stablehlo(text, device)
+                steps.append(XlaStep(callee, exe, ins, outs))
             elif op.name == "thunder.executor_call":
                 callee = ir.StringAttr(op.attributes["callee"]).value
                 steps.append(TorchStep(callee, implementation_of(op), ins, outs))

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import torch
 
+from thunder_mlir.errors import DynamicShapeFallback
 from thunder_mlir.ir import prims
+from thunder_mlir.ir.symbolic import SymInt, has_symint as _has_symint
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import BY_NAME, T, register
 
 
 def _meta_factory(fn, *args, **kwargs) -> torch.Tensor:
+    if _has_symint(args):
+        raise DynamicShapeFallback(f"{getattr(fn, '__name__', fn)} with these arguments "
+                                   "and symbolic sizes")
     kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout",
                                                              "requires_grad", "memory_format")}
     with torch._C.DisableTorchFunction():
@@ -29,9 +34,21 @@ def _check_device(device):
                                   f"{trace.device}")
 
 
+def _symbolic_shape(size) -> tuple | None:
+    """A factory's size arguments as a shape, when a size is symbolic (ir/symbolic.py)."""
+    shape = size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+    if not _has_symint(shape):
+        return None
+    return tuple(s if type(s) is SymInt else int(s) for s in shape)
+
+
 def _filled(fn, value):
     def impl(*size, **kwargs):
         _check_device(kwargs.get("device"))
+        shape = _symbolic_shape(size)
+        if shape is not None and set(kwargs) <= {"dtype", "device", "layout", "pin_memory",
+                                                 "requires_grad"}:
+            return prims.full(shape, value, kwargs.get("dtype") or torch.get_default_dtype())
         m = _meta_factory(fn, *size, **kwargs)
         return prims.full(m.shape, value, m.dtype)
     return impl
@@ -100,6 +117,12 @@ def arange(*args, start=None, end=None, step=None, dtype=None, device=None, layo
     step = (nums[2] if nums[2] is not None else 1) if step is None else step
     start = 0 if start is None else start
     n, out_dtype = _arange_size(start, end, step, dtype)
+    if n is None and _has_symint((start, end, step)) and \
+            all(type(v) in (int, SymInt) for v in (start, end, step)) and \
+            type(step) is int and step > 0 and (dtype is None or not dtype.is_floating_point):
+        n, out_dtype = -((start - end) // step), dtype or torch.int64  # symbolic length
+        if n < 0:
+            raise RuntimeError("upper bound and larger bound inconsistent with step sign")
     if n is None:  # unusual arguments: ask torch's meta kernel
         m = _meta_factory(torch.arange, start, end, step, dtype=dtype)
         n, out_dtype = m.shape[0], m.dtype

@@ -15,6 +15,8 @@ import math
 import torch
 
 from thunder_mlir.ir import prims
+from thunder_mlir.frontend import lang
+from thunder_mlir.ir.symbolic import SymInt
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
@@ -51,6 +53,24 @@ def _sequence_as_tuple(index) -> bool:
                or i is Ellipsis for i in index)
 
 
+def _slice_indices(ix: slice, size):
+    """``slice.indices(size)`` (Python's rules), for sizes and bounds that may be symbolic
+    (ir/symbolic.py: each comparison becomes a guard); negative steps as Python has them."""
+    if not any(type(v) is SymInt for v in (ix.start, ix.stop, size)):
+        return ix.indices(size)
+    step = 1 if ix.step is None else int(ix.step)
+    if step <= 0:
+        return 0, 0, step  # rejected by the caller
+
+    def clamp(v, default):
+        if v is None:
+            return default
+        if type(v) is not SymInt:
+            v = int(v)
+        return max(v + size, 0) if v < 0 else min(v, size)
+    return clamp(ix.start, 0), clamp(ix.stop, size), step
+
+
 @register("getitem", T.__getitem__, view=True)
 def getitem(input, index):
     if _sequence_as_tuple(index):
@@ -85,12 +105,12 @@ def getitem(input, index):
                 raise IndexError(f"index {ix} is out of bounds for dimension {d} with size {size}")
             starts.append(i), limits.append(i + 1), strides.append(1)
         elif isinstance(ix, slice):
-            s, e, st = ix.indices(size)
+            s, e, st = _slice_indices(ix, size)
             if st <= 0:
                 raise ValueError("step must be greater than zero")
             e = max(e, s)
             starts.append(s), limits.append(e), strides.append(st)
-            out_shape.append(len(range(s, e, st)))
+            out_shape.append(-((s - e) // st))  # len(range(s, e, st)) for e >= s, st > 0
         elif _is_advanced(ix):
             starts.append(0), limits.append(size), strides.append(1)
             advanced.append((len(out_shape), ix, size))
@@ -108,7 +128,7 @@ def getitem(input, index):
 def _advanced(x: TensorProxy, advanced) -> TensorProxy:
     dims = [d for d, _, _ in advanced]
     idx = [_as_index_tensor(ix, size) for _, ix, size in advanced]
-    bshape = tuple(torch.broadcast_shapes(*[i.tshape for i in idx]))
+    bshape = tuple(lang.broadcast_shapes(*[i.tshape for i in idx]))
     idx = [expand_to(i, bshape) for i in idx]
     # linear index over the advanced dims (row-major), after moving them to the front
     flat = None
@@ -166,7 +186,7 @@ def take_along_dim(input, indices, dim=None):
         return prims.take(flat, _as_index_tensor(
             prims.reshape(indices, (math.prod(indices.tshape),)), n), 0)
     d = canonical_dim(dim, len(input.tshape))
-    shape = list(torch.broadcast_shapes(
+    shape = list(lang.broadcast_shapes(
         tuple(1 if i == d else s for i, s in enumerate(input.tshape)),
         tuple(1 if i == d else s for i, s in enumerate(indices.tshape))))
     xs = list(shape); xs[d] = input.tshape[d]

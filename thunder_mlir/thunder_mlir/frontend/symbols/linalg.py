@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from thunder_mlir.ir import prims
+from thunder_mlir.frontend import lang
 from thunder_mlir.frontend.lang import expand_to, promote
 from thunder_mlir.frontend.symbols.registry import T, register
 from thunder_mlir.frontend.symbols.elementwise import add, mul
@@ -48,7 +49,7 @@ def matmul(input, other):
     # batched: broadcast batch dims
     a2 = prims.reshape(a, (1,) + a.tshape) if ra == 1 else a
     b2 = prims.reshape(b, b.tshape + (1,)) if rb == 1 else b
-    batch = tuple(torch.broadcast_shapes(a2.tshape[:-2], b2.tshape[:-2]))
+    batch = tuple(lang.broadcast_shapes(a2.tshape[:-2], b2.tshape[:-2]))
     a2 = expand_to(a2, batch + a2.tshape[-2:])
     b2 = expand_to(b2, batch + b2.tshape[-2:])
     nb = len(batch)
@@ -134,7 +135,7 @@ def linear(input, weight, bias=None):
 
 @register("cross", torch.cross, T.cross, torch.linalg.cross)
 def cross(input, other, dim=None):
-    shape = tuple(torch.broadcast_shapes(input.tshape, other.tshape))
+    shape = tuple(lang.broadcast_shapes(input.tshape, other.tshape))
     a, b = expand_to(input, shape), expand_to(other, shape)
     if dim is None:
         dim = -1 if torch.linalg.cross is None else next(i for i, s in enumerate(shape) if s == 3)
@@ -335,7 +336,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
 
 
 def _bcast_batch(a, b):
-    batch = tuple(torch.broadcast_shapes(a.tshape[:-2], b.tshape[:-2]))
+    batch = tuple(lang.broadcast_shapes(a.tshape[:-2], b.tshape[:-2]))
     return expand_to(a, batch + a.tshape[-2:]), expand_to(b, batch + b.tshape[-2:])
 
 

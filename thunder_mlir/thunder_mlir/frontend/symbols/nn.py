@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
+from thunder_mlir.frontend import lang
 from thunder_mlir.frontend.lang import expand_to, lift
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import register
@@ -56,7 +57,7 @@ def attention_probs(q: TensorProxy, k: TensorProxy, attn_mask, is_causal: bool,
         keep = expand_to(prims.elementwise("le", col, row), scores.tshape)
         scores = prims.where(keep, scores, prims.full(scores.tshape, -math.inf, scores.tdtype))
     if attn_mask is not None:
-        shape = tuple(torch.broadcast_shapes(scores.tshape, attn_mask.tshape))
+        shape = tuple(lang.broadcast_shapes(scores.tshape, attn_mask.tshape))
         scores = expand_to(scores, shape)
         if attn_mask.tdtype is torch.bool:
             scores = prims.where(expand_to(attn_mask, shape), scores,

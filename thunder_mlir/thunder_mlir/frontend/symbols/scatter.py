@@ -15,6 +15,7 @@ import torch
 
 from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
+from thunder_mlir.frontend import lang
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
@@ -219,7 +220,7 @@ def index_put(input, indices, values, accumulate=False):
     if not dims:
         raise Fallback("index_put without index tensors")
     idx = [_wrap(indices[i], input.tshape[i]) for i in dims]
-    bshape = tuple(torch.broadcast_shapes(*[i.tshape for i in idx]))
+    bshape = tuple(lang.broadcast_shapes(*[i.tshape for i in idx]))
     idx = [expand_to(i, bshape) for i in idx]
     rest = [i for i in range(r) if i not in dims]
     x = prims.transpose(input, dims + rest)
@@ -266,7 +267,7 @@ def put(input, index, source, accumulate=False):
 def masked_scatter(input, mask, source):
     """Positions where mask is true take source's elements in order: the k-th true
     position (row-major) takes source.flatten()[k] (an inclusive cumsum of the mask)."""
-    shape = tuple(torch.broadcast_shapes(input.tshape, mask.tshape))
+    shape = tuple(lang.broadcast_shapes(input.tshape, mask.tshape))
     x = expand_to(input, shape)
     m = expand_to(mask, shape)
     n = math.prod(shape)

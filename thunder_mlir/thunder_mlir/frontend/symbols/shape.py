@@ -14,6 +14,8 @@ from typing import Sequence
 import torch
 
 from thunder_mlir.ir import prims
+from thunder_mlir.frontend import lang
+from thunder_mlir.ir.symbolic import SymInt
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
@@ -26,7 +28,7 @@ from thunder_mlir.frontend.symbols.creation import index_constant
 def _shape_arg(shape) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list, torch.Size)):
         shape = shape[0]
-    return tuple(int(s) for s in shape)
+    return tuple(s if type(s) is SymInt else int(s) for s in shape)
 
 
 def infer_shape(shape: Sequence[int], numel: int) -> tuple[int, ...]:
@@ -555,7 +557,7 @@ def meshgrid(*tensors, indexing=None):
 
 @register("broadcast_tensors", torch.broadcast_tensors, composite=False)
 def broadcast_tensors(*tensors):
-    shape = tuple(torch.broadcast_shapes(*[t.tshape for t in tensors]))
+    shape = tuple(lang.broadcast_shapes(*[t.tshape for t in tensors]))
     return tuple(expand_to(t, shape) for t in tensors)
 
 

@@ -1,0 +1,346 @@
+"""Symbolic sizes: the ``?`` dimensions of a program traced once for many shapes.
+
+A dynamic dimension of an input is a *symbol* ``s<k>`` (a positive integer, at least 2:
+sizes 0 and 1 stay static, as torch.compile specializes them). Sizes computed from it are
+``SymInt`` objects: a sympy expression over the symbols plus its *hint*, the value at the
+call that was traced. Arithmetic (+, -, *, //, %) gives SymInts; a comparison whose result
+the expression does not settle by itself (``s0 == s1``, ``s0 > 4``) is answered from the
+hints and recorded as a *guard*: the compiled program is used only for calls whose sizes
+give every guard the same answer (torch.compile's ShapeEnv, ``torch/fx/experimental/
+symbolic_shapes.py``, works the same way). Conversions to a Python ``int`` (``range(n)``,
+``int(n)``, a list index) cannot stay symbolic: they raise ``DynamicShapeFallback`` and
+the function is compiled for static shapes instead, with that reason recorded.
+
+In the IR a symbolic dimension is ``?`` in the tensor type; the expression of every
+dimension of an op's result rides on the op as the discardable attribute ``thunder.shape``
+(one string per dimension, ``"s0"``, ``"64*s0"``, ``"128"``), and those of the program's
+arguments on ``@computation`` as ``thunder.arg_shapes``. The lowering turns the
+expressions a shape operand needs into StableHLO arithmetic on
+``stablehlo.get_dimension_size`` of the arguments (``thunder_mlir.ir.hlo_dynamic``).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from typing import Any, Callable, Sequence
+
+
+class _LazySympy:
+    """sympy, imported at its first use (it takes seconds to import; only programs with
+    symbolic sizes need it): the first attribute read replaces this module global."""
+
+    def __getattr__(self, name: str):
+        import sympy as module
+
+        globals()["sympy"] = module
+        return getattr(module, name)
+
+
+sympy = _LazySympy()
+
+from thunder_mlir.errors import DynamicShapeFallback
+
+SHAPE_ATTR = "thunder.shape"          # per op result: the expression of each dim
+ARG_SHAPES_ATTR = "thunder.arg_shapes"  # on @computation: the expression of each arg dim
+SYM_ATTR_PREFIX = "thunder.sym."      # thunder.sym.<field>: expressions of an INTS field
+
+
+@functools.lru_cache(maxsize=None)
+def symbol(k: int) -> sympy.Symbol:
+    """The k-th size symbol ``s<k>`` (a positive integer)."""
+    return sympy.Symbol(f"s{k}", integer=True, positive=True)
+
+
+def _shifted(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with every symbol s written t + 2, t >= 0 (every symbol is at least 2)."""
+    subs = {s: sympy.Symbol(f"t_{s.name}", integer=True, nonnegative=True) + 2
+            for s in expr.free_symbols}
+    return sympy.expand(expr.subs(subs))
+
+
+@functools.lru_cache(maxsize=4096)
+def _sign(expr: sympy.Expr) -> int | None:
+    """+1 when ``expr`` > 0 for every size, -1 when < 0, 0 when == 0, None if it depends."""
+    expr = sympy.expand(expr)
+    if expr.is_number:
+        return int(bool(expr > 0)) - int(bool(expr < 0))
+    try:
+        poly = sympy.Poly(_shifted(expr))
+    except sympy.PolynomialError:
+        return None  # floor/Mod terms: left to a guard
+    coeffs = poly.coeffs()
+    const = poly.as_expr().subs({g: 0 for g in poly.gens})
+    if all(bool(c >= 0) for c in coeffs) and bool(const > 0):
+        return 1
+    if all(bool(c <= 0) for c in coeffs) and bool(const < 0):
+        return -1
+    return None
+
+
+_RELATIONS = {"==": (operator.eq, "Eq"), "!=": (operator.ne, "Ne"), "<": (operator.lt, "Lt"),
+              "<=": (operator.le, "Le"), ">": (operator.gt, "Gt"), ">=": (operator.ge, "Ge")}
+
+
+_NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+class ShapeEnv:
+    """The symbols and guards of one trace.
+
+    ``sources[k]``: (tensor input index, dim) whose size symbol ``s<k>`` is; ``hints[k]``
+    its size at the traced call; ``guards``: (relation text, sympy relational, value) for
+    every comparison decided from hints; ``reasons``: why each symbol exists (mark_dynamic,
+    dynamic=True, automatic)."""
+
+    def __init__(self):
+        self.sources: list[tuple[int, int]] = []
+        self.hints: list[int] = []
+        self.reasons: list[str] = []
+        self.guards: list[tuple[str, Any, bool]] = []
+        self._hint_cache: dict[sympy.Expr, int] = {}
+
+    def new_symbol(self, source: tuple[int, int], hint: int, reason: str) -> "SymInt":
+        k = len(self.sources)
+        self.sources.append(source)
+        self.hints.append(int(hint))
+        self.reasons.append(reason)
+        return SymInt(symbol(k), self)
+
+    def hint_of(self, expr: sympy.Expr) -> int:
+        h = self._hint_cache.get(expr)
+        if h is None:
+            h = self._hint_cache[expr] = int(expr.xreplace(
+                {symbol(k): sympy.Integer(n) for k, n in enumerate(self.hints)}))
+        return h
+
+    def decide(self, op: str, a: sympy.Expr, b: sympy.Expr) -> bool:
+        """The truth of ``a <op> b``: settled by the expressions when they do, else by the
+        hints, recorded as a guard."""
+        py, _ = _RELATIONS[op]
+        sign = _sign(a - b)
+        if sign is not None:
+            return py(sign, 0)
+        value = bool(py(self.hint_of(a), self.hint_of(b)))
+        held = op if value else _NEGATED[op]  # the relation that holds, recorded as is
+        text = f"{a} {held} {b}"
+        if not any(t == text for t, _, _ in self.guards):
+            relation = getattr(sympy, _RELATIONS[held][1])
+            self.guards.append((text, relation(a, b), True))
+        return value
+
+    def guard_function(self) -> Callable[[Sequence], bool] | None:
+        """``check(sizes)``: True when the sizes (one per symbol) satisfy every guard and
+        are all >= 2; None when the program has no symbol."""
+        if not self.sources:
+            return None
+        syms = [symbol(k) for k in range(len(self.sources))]
+        terms = [rel if value else sympy.Not(rel) for _, rel, value in self.guards]
+        body = sympy.lambdify(syms, sympy.And(*terms) if terms else sympy.true, "math")
+
+        def check(sizes: Sequence[int]) -> bool:
+            return all(s >= 2 for s in sizes) and bool(body(*sizes))
+        return check
+
+    def describe_guards(self) -> list[str]:
+        return [text if value else f"not ({text})" for text, _, value in self.guards]
+
+
+def _expr(x) -> sympy.Expr:
+    return x.expr if type(x) is SymInt else sympy.Integer(int(x))
+
+
+def _make(expr: sympy.Expr, env: ShapeEnv):
+    expr = sympy.expand(expr) if not expr.has(sympy.floor, sympy.Mod) else expr
+    return int(expr) if expr.is_number else SymInt(expr, env)
+
+
+def _fallback(what: str):
+    raise DynamicShapeFallback(
+        f"{what} of a symbolic size needs its value as a Python int; the program is "
+        "compiled for static shapes instead")
+
+
+class SymInt:
+    """A size computed from size symbols: an int-like object (``expr``: sympy expression;
+    ``hint``: its value at the traced call). Arithmetic with ints and SymInts gives
+    SymInts (or ints when the result is constant); comparisons give bools and record
+    guards (ShapeEnv.decide); ``int()``/``__index__`` raise DynamicShapeFallback."""
+
+    __slots__ = ("expr", "env")
+
+    def __init__(self, expr: sympy.Expr, env: ShapeEnv):
+        self.expr, self.env = expr, env
+
+    @property
+    def hint(self) -> int:
+        return self.env.hint_of(self.expr)
+
+    def __add__(self, o):
+        return _make(self.expr + _expr(o), self.env) if _is_int(o) else NotImplemented
+
+    def __radd__(self, o):
+        return self.__add__(o)
+
+    def __sub__(self, o):
+        return _make(self.expr - _expr(o), self.env) if _is_int(o) else NotImplemented
+
+    def __rsub__(self, o):
+        return _make(_expr(o) - self.expr, self.env) if _is_int(o) else NotImplemented
+
+    def __mul__(self, o):
+        return _make(self.expr * _expr(o), self.env) if _is_int(o) else NotImplemented
+
+    def __rmul__(self, o):
+        return self.__mul__(o)
+
+    def __neg__(self):
+        return _make(-self.expr, self.env)
+
+    def __pos__(self):
+        return self
+
+    def __floordiv__(self, o):
+        if not _is_int(o):
+            return NotImplemented
+        return _make(sympy.floor(self.expr / _expr(o)), self.env)
+
+    def __rfloordiv__(self, o):
+        return _make(sympy.floor(_expr(o) / self.expr), self.env) if _is_int(o) \
+            else NotImplemented
+
+    def __mod__(self, o):
+        return _make(sympy.Mod(self.expr, _expr(o)), self.env) if _is_int(o) \
+            else NotImplemented
+
+    def __rmod__(self, o):
+        return _make(sympy.Mod(_expr(o), self.expr), self.env) if _is_int(o) \
+            else NotImplemented
+
+    def _cmp(self, op, o):
+        if not _is_int(o):
+            return NotImplemented
+        return self.env.decide(op, self.expr, _expr(o))
+
+    def __eq__(self, o):
+        return self._cmp("==", o)
+
+    def __ne__(self, o):
+        return self._cmp("!=", o)
+
+    def __lt__(self, o):
+        return self._cmp("<", o)
+
+    def __le__(self, o):
+        return self._cmp("<=", o)
+
+    def __gt__(self, o):
+        return self._cmp(">", o)
+
+    def __ge__(self, o):
+        return self._cmp(">=", o)
+
+    def __bool__(self):
+        return self.env.decide("!=", self.expr, sympy.Integer(0))
+
+    def __hash__(self):
+        return hash(self.expr)
+
+    def __int__(self):
+        _fallback("int()")
+
+    def __index__(self):
+        _fallback("using as an index (range, slicing a list, ...)")
+
+    def __float__(self):
+        _fallback("float()")
+
+    def __truediv__(self, o):
+        _fallback("true division")
+
+    __rtruediv__ = __truediv__
+
+    def __repr__(self):
+        return str(self.expr)
+
+
+class SymShape(tuple):
+    """``x.shape`` / ``x.size()`` of a proxy with symbolic sizes: a tuple of ints and
+    SymInts (torch.Size holds ints only). ``numel()`` as torch.Size has it."""
+
+    def numel(self):
+        out = 1
+        for s in self:
+            out = out * s
+        return out
+
+    def __getitem__(self, i):
+        r = tuple.__getitem__(self, i)
+        return SymShape(r) if isinstance(i, slice) else r
+
+    def __add__(self, o):
+        return SymShape(tuple(self) + tuple(o))
+
+    def __radd__(self, o):
+        return SymShape(tuple(o) + tuple(self))
+
+
+def _is_int(x) -> bool:
+    return type(x) is SymInt or isinstance(x, int)
+
+
+def has_symint(x) -> bool:
+    """Whether ``x`` (a value, or tuples/lists/dicts of values) holds a SymInt."""
+    if type(x) is SymInt:
+        return True
+    if isinstance(x, (tuple, list)):
+        return any(has_symint(v) for v in x)
+    if isinstance(x, dict):
+        return any(has_symint(v) for v in x.values())
+    return False
+
+
+def same_shape(a, b) -> bool:
+    """Whether two shapes are the same for every size (no guard): ints equal, symbolic
+    sizes of equal expressions. For a shortcut (skip a no-op reshape); a False costs an op,
+    never a wrong result."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if type(x) is SymInt or type(y) is SymInt:
+            if sympy.expand(_expr(x) - _expr(y)) != 0:
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def is_symbolic(shape) -> bool:
+    """Whether a shape (a sequence of ints and SymInts) has a symbolic dimension."""
+    return any(type(s) is SymInt for s in shape)
+
+
+def hints(shape) -> tuple[int, ...]:
+    """The concrete shape at the traced call. Raises DynamicShapeFallback for a negative
+    size: an IR ``?`` whose expression is unknown where it is read."""
+    out = tuple(s.hint if type(s) is SymInt else int(s) for s in shape)
+    if any(s < 0 for s in out):
+        raise DynamicShapeFallback("a dynamic dimension was read back from the IR without "
+                                   "its expression (a pass or executor rebuilt a proxy)")
+    return out
+
+
+def dim_text(s) -> str:
+    """The attribute text of one dimension: its expression, or the integer."""
+    return str(s.expr) if type(s) is SymInt else str(int(s))
+
+
+def parse_dim(text: str) -> sympy.Expr:
+    """A dimension expression from its attribute text."""
+    return sympy.sympify(text, locals={n: symbol(int(n[1:])) for n in _names(text)})
+
+
+def _names(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"\bs\d+\b", text)
