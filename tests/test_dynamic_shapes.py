@@ -297,3 +297,22 @@ def test_torch_fallback_op_with_symbolic_sizes_is_static():
         torch.testing.assert_close(jf(x), f(x))
     reason = thunder_mlir.cache_info(jf)["entries"][0]["static_because"]
     assert "torch meta kernel" in reason
+
+
+def test_outputs_of_a_symbolic_region_take_each_calls_shape():
+    """The executable of a region with ``?`` dims changes with the call's shapes: its
+    outputs are not made by result handlers fixed at the first call's shapes (plan.py)."""
+    from thunder_mlir.runtime.plan import XlaStep
+    from thunder_mlir.runtime.refine import ShapeSpecializedExecutable
+
+    def f(x, y):
+        return (x * 2 + y).sum(-1), x.cos()
+
+    jf = thunder_mlir.jit(f, dynamic=True)
+    for n in (5, 7, 9, 5):
+        x, y = torch.randn(n, 3), torch.randn(n, 3)
+        for a, e in zip(jf(x, y), f(x, y)):
+            torch.testing.assert_close(a, e)
+    steps = [s for s in jf.last.plan.steps if type(s) is XlaStep]
+    assert steps and all(type(s.executable) is ShapeSpecializedExecutable for s in steps)
+    assert all(s.handlers is None for s in steps)

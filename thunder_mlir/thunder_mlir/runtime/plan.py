@@ -34,12 +34,16 @@ class XlaStep:
         """Run the executable on XLA buffers ``args``; its output arrays. The first run
         disassembles the result and builds jaxlib's C++ result handlers from its outputs
         (``result_handlers``); later runs consume results with them, which skips the
-        per-output sharding objects ``execute``/``disassemble`` make (~3 us each)."""
+        per-output sharding objects ``execute``/``disassemble`` make (~3 us each). A
+        ``ShapeSpecializedExecutable``'s output shapes change per call: it gets none."""
         res = self.executable.execute_sharded(args)
         if self.handlers is not None:
             return res.consume_with_handlers(self.handlers)
         arrays = [r[0] for r in res.disassemble_into_single_device_arrays()]
-        self.handlers = result_handlers(arrays, device)
+        # a handler fixes its array's shape: a region with symbolic sizes (one executable
+        # per concrete shape, runtime/refine.py) keeps disassembling
+        if type(self.executable) is not ShapeSpecializedExecutable:
+            self.handlers = result_handlers(arrays, device)
         return arrays
 
 
