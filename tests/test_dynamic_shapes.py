@@ -316,3 +316,27 @@ def test_outputs_of_a_symbolic_region_take_each_calls_shape():
     steps = [s for s in jf.last.plan.steps if type(s) is XlaStep]
     assert steps and all(type(s.executable) is ShapeSpecializedExecutable for s in steps)
     assert all(s.handlers is None for s in steps)
+
+
+def test_symbolic_sizes_as_operands_of_tensor_arithmetic():
+    """``arange(q) + past_length`` (Hugging Face's mask code): a size as an operand of a
+    tensor's add/sub/mul/comparison is traced in the dtype eager uses for a Python int, so
+    one trace serves every length; where the conversion could round (bfloat16) the
+    function compiles static, with the reason in cache_info."""
+    def f(x, m):
+        n = m.shape[1]
+        return (x + n, torch.arange(n) + n, n - x, x * n, m < n, n >= m,
+                m.cumsum(-1) - 1 + n, m.int() * n)
+
+    jf = thunder_mlir.jit(f, dynamic=True)
+    for length in (5, 7, 9):
+        x, m = torch.randn(3, length), torch.ones(2, length, dtype=torch.long)
+        for a, e in zip(jf(x, m), f(x, m), strict=True):
+            assert a.dtype == e.dtype and torch.equal(a, e)
+    info = thunder_mlir.cache_info(jf)
+    assert info["misses"] == 1 and info["dynamic"]["static_because"] is None
+
+    jb = thunder_mlir.jit(lambda x, m: x + m.shape[1], dynamic=True)
+    x, m = torch.randn(3, 8, dtype=torch.bfloat16), torch.ones(2, 8)
+    assert torch.equal(jb(x, m), x + 8)
+    assert "bfloat16" in thunder_mlir.cache_info(jb)["dynamic"]["static_because"]

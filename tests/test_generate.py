@@ -75,10 +75,15 @@ def test_generate_static_cache_is_eager_with_two_programs(kind, batch, n):
 
 @pytest.mark.parametrize("kind, batch", [("gpt2", 4), ("llama", 1), ("llama", 4)])
 def test_generate_dynamic_cache_is_eager(kind, batch):
-    jfn = _check(kind, None, batch, 3)
-    # the cache grows by one position per step: a new shape; without dynamic shapes a new
-    # program per step (exact), never more
+    jfn = _check(kind, None, batch, 10, recompile_limit=64)
+    # the cache grows by one position per step: prefill, the first decode step (static),
+    # then the cache length (and the mask's) is dynamic from the second change on
+    # (automatic dynamic shapes): one symbolic program serves every later step
     assert thunder_mlir.cache_misses(jfn) <= 3
+    info = thunder_mlir.cache_info(jfn)
+    assert info["dynamic"]["static_because"] is None
+    assert any("past_key_values" in d for e in info["entries"]
+               for d in (e.get("dynamic_dims") or {}))
 
 
 def test_dynamic_cache_past_the_recompile_limit_warns_and_stays_exact():

@@ -25,6 +25,8 @@ import functools
 import operator
 from typing import Any, Callable, Sequence
 
+import torch
+
 
 class _LazySympy:
     """sympy, imported at its first use (it takes seconds to import; only programs with
@@ -161,6 +163,27 @@ def _fallback(what: str):
         "compiled for static shapes instead")
 
 
+# (t, n) -> torch.<name>(t, n) for a tensor operand t of a SymInt n's arithmetic or
+# comparison: torch's argument parser refuses a SymInt before __torch_function__, so Python
+# falls back to the SymInt's reflected method. The frontend's dispatch registers it.
+_TENSOR_OPERAND: list = []
+
+
+def register_tensor_operand(fn) -> None:
+    """Install ``fn(name, tensor, symint)``, which traces ``torch.<name>(tensor, symint)``."""
+    _TENSOR_OPERAND[:] = [fn]
+
+
+def _tensor_op(name: str, t, n):
+    if not _TENSOR_OPERAND:
+        return NotImplemented
+    return _TENSOR_OPERAND[0](name, t, n)
+
+
+# s <op> t  ==  t <reflected op> s
+_REFLECTED = {"==": "eq", "!=": "ne", "<": "gt", "<=": "ge", ">": "lt", ">=": "le"}
+
+
 class SymInt:
     """A size computed from size symbols: an int-like object (``expr``: sympy expression;
     ``hint``: its value at the traced call). Arithmetic with ints and SymInts gives
@@ -177,18 +200,26 @@ class SymInt:
         return self.env.hint_of(self.expr)
 
     def __add__(self, o):
+        if isinstance(o, torch.Tensor):
+            return _tensor_op("add", o, self)
         return _make(self.expr + _expr(o), self.env) if _is_int(o) else NotImplemented
 
     def __radd__(self, o):
         return self.__add__(o)
 
     def __sub__(self, o):
+        if isinstance(o, torch.Tensor):
+            return _tensor_op("rsub", o, self)
         return _make(self.expr - _expr(o), self.env) if _is_int(o) else NotImplemented
 
     def __rsub__(self, o):
+        if isinstance(o, torch.Tensor):
+            return _tensor_op("sub", o, self)
         return _make(_expr(o) - self.expr, self.env) if _is_int(o) else NotImplemented
 
     def __mul__(self, o):
+        if isinstance(o, torch.Tensor):
+            return _tensor_op("mul", o, self)
         return _make(self.expr * _expr(o), self.env) if _is_int(o) else NotImplemented
 
     def __rmul__(self, o):
@@ -218,6 +249,8 @@ class SymInt:
             else NotImplemented
 
     def _cmp(self, op, o):
+        if isinstance(o, torch.Tensor):
+            return _tensor_op(_REFLECTED[op], o, self)
         if not _is_int(o):
             return NotImplemented
         return self.env.decide(op, self.expr, _expr(o))

@@ -27,7 +27,7 @@ from thunder_mlir.frontend.symbols.complex_support import COMPLEX_SYMBOLS, invol
 from thunder_mlir.frontend import torch_fallback  # examine() wraps its emit_fallback
 from thunder_mlir.frontend.torch_fallback import qualified_name
 from thunder_mlir.frontend.tracing import current_trace
-from thunder_mlir.ir import symbolic
+from thunder_mlir.ir import prims, symbolic
 from thunder_mlir.ir.proxy import TensorProxy, register_dispatch
 
 _T = torch.Tensor
@@ -79,6 +79,32 @@ def _symbolic_metadata(func, args, kwargs):
         raise DynamicShapeFallback(f"{getattr(func, '__name__', func)} of a tensor with "
                                    "symbolic sizes")
     return _NOT_METADATA
+
+
+_EXACT_FOR_SIZES = {torch.float32, torch.float64}  # hold every int below 2^24 exactly
+
+
+def _size_operand(name: str, t: TensorProxy, n: symbolic.SymInt):
+    """``torch.<name>(t, n)`` for a symbolic size ``n`` (``arange(q) + past_length``), which
+    torch's argument parser refuses before ``__torch_function__``: ``n`` becomes a 0-d
+    tensor of the dtype eager computes the op in for a Python int (``torch.result_type(t,
+    int)``: a wrapped number does not promote), filled with the size at run time
+    (``prims.full`` with a symbolic value). Where that conversion could round (16-bit
+    floats, complex) or eager refuses the op (bool tensors) it raises DynamicShapeFallback:
+    the function is compiled for static shapes. Registered with ir/symbolic.py."""
+    if type(t) is not TensorProxy:
+        raise DynamicShapeFallback(f"a symbolic size as an operand of {name} with a "
+                                   f"{type(t).__name__}")
+    with torch._C.DisableTorchFunction():
+        dtype = torch.result_type(torch.empty((1,) * t.ndim, dtype=t.dtype, device="meta"), 1)
+    if dtype.is_complex or t.dtype == torch.bool or \
+            (dtype.is_floating_point and dtype not in _EXACT_FOR_SIZES):
+        raise DynamicShapeFallback(f"a symbolic size as an operand of {name} with a "
+                                   f"{t.dtype} tensor")
+    return getattr(torch, name)(t, prims.full((), n, dtype))
+
+
+symbolic.register_tensor_operand(_size_operand)
 
 
 def _is_tensor_leaf(x) -> bool:

@@ -28,9 +28,23 @@ def _scaled(x, alpha):
     return x if alpha is None or alpha == 1 else mul(x, alpha)
 
 
+def _scalar_in_tensor_dtype(tensor, scalar):
+    """A Python float operand of add/sub on a float16/bfloat16 tensor, rounded to the
+    tensor's dtype: ATen's CPU add/sub kernels read a scalar operand as the tensor's
+    ``scalar_t`` (``original_scalar_value<scalar_t>``) before computing in float32, so
+    bfloat16 ``x + 301`` adds 300 (mul and div read it as float32 and keep 301)."""
+    if type(tensor) is TensorProxy and tensor.tdtype in (torch.float16, torch.bfloat16) \
+            and type(scalar) in (int, float):
+        return torch.tensor(scalar, dtype=tensor.tdtype).item()
+    return scalar
+
+
 # ------------------------------------------------------------------ arithmetic
 @register("add", *_fns(torch.add, T.add, T.__add__, _r("__radd__")))
 def add(input, other, *, alpha=None):
+    if alpha is None or alpha == 1:
+        other = _scalar_in_tensor_dtype(input, other)
+        input = _scalar_in_tensor_dtype(other, input)
     return elementwise_binary("add", input, _scaled(other, alpha))
 
 
@@ -38,11 +52,15 @@ def add(input, other, *, alpha=None):
 def sub(input, other, *, alpha=None):
     if input is not None and getattr(input, "tdtype", None) is torch.bool:
         raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported.")
+    if alpha is None or alpha == 1:
+        other = _scalar_in_tensor_dtype(input, other)
     return elementwise_binary("sub", input, _scaled(other, alpha))
 
 
 @register("rsub", *_fns(torch.rsub, _r("__rsub__")))
 def rsub(input, other, *, alpha=None):
+    if alpha is None or alpha == 1:
+        other = _scalar_in_tensor_dtype(input, other)
     return elementwise_binary("sub", other, _scaled(input, alpha))
 
 
