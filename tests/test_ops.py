@@ -507,3 +507,27 @@ def test_scalar_operands_of_16_bit_floats_round_as_aten_reads_them(dtype):
         for f in (lambda x: x + v, lambda x: v + x, lambda x: x - v, lambda x: v - x,
                   lambda x: x * v, lambda x: x / v, lambda x: x.clone().add_(v)):
             assert torch.equal(thunder_mlir.jit(f)(x), f(x))
+
+
+def test_add_sub_with_alpha_promote_first_and_multiply_scalars_in_double():
+    """``add``/``sub`` with ``alpha``: eager promotes the operands before ``alpha * other``
+    (a float32 input plus a bfloat16 other is computed in float32: rounding ``alpha *
+    other`` to bfloat16 first missed by ~1e-3), multiplies a Python scalar ``other`` by
+    alpha in double (float64 ``add(x, 0.3, alpha=3)`` was 3.6e-8 off), and reads alpha in
+    the dtype of a 16-bit result. ATen fuses the multiply-add, so results agree to rounding
+    (``assert_close``'s per-dtype tolerances), not bit for bit."""
+    torch.manual_seed(0)
+    x32, y16 = torch.randn(1000), torch.randn(1000, dtype=torch.bfloat16)
+    x64 = torch.randn(1000, dtype=torch.float64)
+    cases = [(lambda x, y: torch.add(x, y, alpha=0.1), (x32, y16)),
+             (lambda x, y: torch.sub(y, x, alpha=3), (x32, y16)),
+             (lambda x: torch.add(x, 0.3, alpha=3), (x64,)),
+             (lambda x: torch.rsub(x, 0.3, alpha=0.1), (x64,))]
+    for dt in (torch.bfloat16, torch.float16):
+        a, b = torch.randn(1000, dtype=dt), torch.randn(1000, dtype=dt)
+        cases += [(lambda x, y: torch.add(x, y, alpha=0.1), (a, b)),
+                  (lambda x, y: x.clone().sub_(y, alpha=3), (a, b))]
+    for f, args in cases:
+        got, want = thunder_mlir.jit(f)(*args), f(*args)
+        assert got.dtype == want.dtype
+        torch.testing.assert_close(got, want)
