@@ -103,6 +103,8 @@ class ShapeEnv:
         self._hint_cache: dict[sympy.Expr, int] = {}
 
     def new_symbol(self, source: tuple[int, int], hint: int, reason: str) -> "SymInt":
+        """A new size symbol s<k> for dim ``source`` = (tensor index, dim) whose size at the traced
+        call is ``hint``; ``reason`` says why it is symbolic (cache_info)."""
         k = len(self.sources)
         self.sources.append(source)
         self.hints.append(int(hint))
@@ -110,6 +112,7 @@ class ShapeEnv:
         return SymInt(symbol(k), self)
 
     def hint_of(self, expr: sympy.Expr) -> int:
+        """The value of ``expr`` at the traced call's sizes (an int; cached per expression)."""
         h = self._hint_cache.get(expr)
         if h is None:
             h = self._hint_cache[expr] = int(expr.xreplace(
@@ -145,6 +148,7 @@ class ShapeEnv:
         return check
 
     def describe_guards(self) -> list[str]:
+        """The recorded shape guards as text, negated where the traced call took the false side."""
         return [text if value else f"not ({text})" for text, _, value in self.guards]
 
 
@@ -197,6 +201,7 @@ class SymInt:
 
     @property
     def hint(self) -> int:
+        """The size's value at the traced call (int)."""
         return self.env.hint_of(self.expr)
 
     def __add__(self, o):
@@ -302,6 +307,7 @@ class SymShape(tuple):
     SymInts (torch.Size holds ints only). ``numel()`` as torch.Size has it."""
 
     def numel(self):
+        """The product of the sizes (an int or a SymInt), as torch.Size.numel."""
         out = 1
         for s in self:
             out = out * s

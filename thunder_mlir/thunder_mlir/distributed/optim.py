@@ -61,9 +61,14 @@ class SGD(OptimizerRule):
             self.scalar_names = ("first",)
 
     def scalars(self, step: int) -> list[float]:
+        """Per-step host scalars fed to the program: [1.0 at step 1 else 0.0] (torch.optim.SGD
+        initializes the momentum buffer to the gradient at the first step); [] without momentum."""
         return [1.0 if step == 1 else 0.0] if self.scalar_names else []
 
     def update(self, p, g, state, scalars):
+        """Traced torch.optim.SGD step (single-tensor formula: weight_decay, momentum, dampening,
+        nesterov, maximize) for parameter ``p`` and gradient ``g`` (same shape and dtype);
+        returns (new p, new state tensors)."""
         h = self.hyper
         if h["maximize"]:
             g = -g
@@ -103,6 +108,8 @@ class AdamW(OptimizerRule):
                 "use amsgrad=False")
 
     def scalars(self, step: int) -> list[float]:
+        """Per-step host scalars, computed in Python floats as torch.optim.Adam(W) computes them:
+        [-lr / bias_correction1, sqrt(bias_correction2)]."""
         h = self.hyper
         beta1, beta2 = h["betas"]
         bias_correction1 = 1 - beta1 ** step
@@ -110,6 +117,9 @@ class AdamW(OptimizerRule):
         return [-(h["lr"] / bias_correction1), bias_correction2 ** 0.5]
 
     def update(self, p, g, state, scalars):
+        """Traced torch.optim.AdamW/Adam step (single-tensor formula, amsgrad=False) for parameter
+        ``p`` and gradient ``g``; ``state`` = (exp_avg, exp_avg_sq); returns (new p, new state
+        tensors)."""
         h = self.hyper
         beta1, beta2 = h["betas"]
         exp_avg, exp_avg_sq = state

@@ -96,6 +96,7 @@ class LossModule(torch.nn.Module):
         self.loss_fn = loss_fn
 
     def forward(self, *batch):
+        """``loss_fn(model, *batch)``: the scalar loss the step differentiates."""
         return self.loss_fn(self.model, *batch)
 
 

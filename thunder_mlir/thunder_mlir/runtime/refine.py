@@ -60,9 +60,11 @@ class ShapeSpecializedExecutable:
         return exe
 
     def execute(self, args):
+        """Run the executable specialized for ``args``' shapes (compiled on first sight)."""
         return self._executable(args).execute(args)
 
     def execute_sharded(self, args):
+        """``execute_sharded`` of the executable specialized for ``args``' shapes."""
         return self._executable(args).execute_sharded(args)
 
 
