@@ -30,8 +30,10 @@ import transformers  # noqa: E402
 import thunder_mlir.distributed as dist  # noqa: E402
 
 VOCAB, SEQ, BATCH = 128, 32, 16
-# HF GPT-2 uses Conv1D, whose weight is (in, out): column parallel splits dim 1
-TP_PLAN = {"*.c_attn.weight": (None, "model"), "*.c_attn.bias": ("model",),
+# HF GPT-2 uses Conv1D, whose weight is (in, out): column parallel splits dim 1. c_attn
+# packs q, k and v: Fused(3, ...) splits each of them, so each device gets whole heads.
+TP_PLAN = {"*.c_attn.weight": dist.Fused(3, (None, "model")),
+           "*.c_attn.bias": dist.Fused(3, ("model",)),
            "*.c_fc.weight": (None, "model"), "*.c_fc.bias": ("model",),
            "*.c_proj.weight": ("model", None)}
 

@@ -45,7 +45,8 @@ transformers.logging.set_verbosity_error()
 STEPS = 3
 BATCH, SEQ, VOCAB = 8, 16, 64
 
-GPT2_TP = {"*.c_attn.weight": (None, "model"), "*.c_attn.bias": ("model",),
+GPT2_TP = {"*.c_attn.weight": dist.Fused(3, (None, "model")),
+           "*.c_attn.bias": dist.Fused(3, ("model",)),
            "*.c_fc.weight": (None, "model"), "*.c_fc.bias": ("model",),
            "*.c_proj.weight": ("model", None)}  # Conv1D weights are (in, out)
 LLAMA_TP = {"*.q_proj.weight": ("model", None), "*.k_proj.weight": ("model", None),

@@ -117,15 +117,28 @@ def test_fsdp_collectives(results, name):
     assert reduced == pytest.approx(r["param_bytes"], rel=0.1)
 
 
-def test_fsdp_tp_collectives(results):
-    """fsdp x tp on {"data": 2, "model": 4} (Llama, Megatron plan): each parameter is
-    all-gathered over "data" into its tensor-parallel shard (the sharding constraint
-    fsdp puts on it), activations and gradients are all-reduced; no all-to-all or
-    collective-permute (no resharding the strategies do not need)."""
-    r = results["llama_fsdp_tp_sgd"]
+@pytest.mark.parametrize("name", ["llama_fsdp_tp_sgd", "gpt2_fsdp_tp_adamw"])
+def test_fsdp_tp_collectives(results, name):
+    """fsdp x tp on {"data": 2, "model": 4} (Megatron plans; GPT-2's fused q/k/v
+    ``c_attn`` as ``dist.Fused(3, ...)``): each parameter is all-gathered over "data" into
+    its tensor-parallel shard (the sharding constraint fsdp puts on it), activations and
+    gradients are all-reduced; no all-to-all or collective-permute (no resharding the
+    strategies do not need)."""
+    r = results[name]
     c = r["collectives"]
     assert set(c) <= {"all-gather", "all-reduce", "reduce-scatter"}, c
     assert c["all-gather"] == pytest.approx(r["tp_param_bytes"], rel=0.1)
+
+
+def test_fused_qkv_layout(results):
+    """GPT-2's c_attn under ``Fused(3, (None, "model"))``: held as (E, 3, E) split on the
+    last dimension (each device its own q, k and v heads); state_dict() gives the model's
+    (E, 3E) layout (the parameter comparison with eager would fail otherwise)."""
+    r = results["gpt2_fsdp_tp_adamw"]
+    assert r["specs"]["transformer.h.0.attn.c_attn.weight"] == "(('data',), (), ('model',))"
+    assert r["specs"]["transformer.h.0.attn.c_attn.bias"] == "((), ('model',))"
+    assert r["stage_names"][:3] == ["initial", "split-fused", "grad"]
+    assert r["max_param_diff"] < 1e-3  # AdamW: 3 steps of lr 1e-2; a layout error is ~0.1
 
 
 def test_fsdp_memory_is_an_eighth_of_ddp(results):

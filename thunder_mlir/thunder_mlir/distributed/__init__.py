@@ -25,10 +25,11 @@ from typing import Callable
 import torch
 
 from thunder_mlir.distributed.collectives import Collective, collectives_of
+from thunder_mlir.distributed.fused import Fused
 from thunder_mlir.distributed.mesh import DeviceMesh, normalize_spec
 from thunder_mlir.distributed.step import ShardedModule, TrainStep
 
-__all__ = ["mesh", "train_step", "shard", "with_sharding_constraint", "DeviceMesh",
+__all__ = ["mesh", "train_step", "shard", "with_sharding_constraint", "DeviceMesh", "Fused",
            "TrainStep", "ShardedModule", "Collective", "collectives_of"]
 
 
@@ -52,7 +53,9 @@ def train_step(model: torch.nn.Module, loss_fn: Callable, optimizer_cls: type,
     ``"data"``). ``tp_plan``: {parameter-name glob (fnmatch): per-dimension mesh axis,
     tuple of axes or None} — Megatron column parallel is ``{"*.c_attn.weight": (None,
     "model")}`` for an HF Conv1D (weight (in, out)) or ``("model", None)`` for a Linear
-    (weight (out, in)); row parallel splits the other dimension. Optimizers:
+    (weight (out, in)); row parallel splits the other dimension; a fused q/k/v projection
+    takes ``Fused(3, spec)`` (fused.py: each device gets its own q, k and v heads).
+    Optimizers:
     ``torch.optim.SGD`` (momentum, dampening, nesterov, weight_decay, maximize),
     ``torch.optim.AdamW`` and ``torch.optim.Adam`` (not amsgrad), with torch.optim's
     formulas (``optim.py``).

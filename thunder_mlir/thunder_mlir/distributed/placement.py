@@ -12,24 +12,47 @@ from thunder_mlir.errors import UnsupportedInputError
 from thunder_mlir.ir import sharding
 from thunder_mlir.runtime import dlpack
 
+from thunder_mlir.distributed.fused import Fused
 from thunder_mlir.distributed.mesh import DeviceMesh, normalize_spec
 
 DATA = "data"  # the mesh axis the batch (and, under fsdp, the parameters) is split over
 STRATEGIES = ("ddp", "fsdp")
 
 
-def tp_spec(name: str, shape: Sequence[int], tp_plan: dict | None) -> sharding.Spec:
-    """The tensor-parallel spec of parameter ``name``: the value of the first glob of
-    ``tp_plan`` (``fnmatch``, in the dict's order) that matches it, else replicated."""
+def _plan_entry(name: str, tp_plan: dict | None):
+    """The value of the first glob of ``tp_plan`` (``fnmatch``, in the dict's order) that
+    matches ``name``, else None."""
     for pattern, spec in (tp_plan or {}).items():
         if fnmatch.fnmatchcase(name, pattern):
-            return normalize_spec(spec, len(shape))
-    return tuple(() for _ in shape)
+            return spec
+    return None
+
+
+def stored_shape(name: str, shape: Sequence[int], tp_plan: dict | None) -> tuple[int, ...]:
+    """The shape parameter ``name`` (``shape`` in the model) is held in on the devices:
+    ``shape`` itself, or for a ``Fused`` plan entry its last dimension split into parts
+    (fused.py)."""
+    entry = _plan_entry(name, tp_plan)
+    return entry.stored_shape(shape) if isinstance(entry, Fused) else tuple(shape)
+
+
+def tp_spec(name: str, shape: Sequence[int], tp_plan: dict | None) -> sharding.Spec:
+    """The tensor-parallel spec of parameter ``name`` (``shape`` in the model), for its
+    stored shape (``stored_shape``): the value of the first glob of ``tp_plan`` that
+    matches it, else replicated."""
+    entry = _plan_entry(name, tp_plan)
+    if isinstance(entry, Fused):
+        entry.stored_shape(shape)  # validates
+        return entry.stored_spec(len(shape))
+    if entry is None:
+        return tuple(() for _ in shape)
+    return normalize_spec(entry, len(shape))
 
 
 def param_spec(name: str, shape: Sequence[int], mesh: DeviceMesh, strategy: str,
                tp_plan: dict | None) -> sharding.Spec:
-    """The sharding of parameter ``name`` (and of its gradient and optimizer state).
+    """The sharding of parameter ``name`` (``shape`` in the model; the spec is of its
+    stored shape) and of its gradient and optimizer state.
 
     ``ddp``: the tensor-parallel spec (replicated without one). ``fsdp`` (ZeRO-3): also
     split over ``"data"``, on the first dimension that the tensor-parallel spec leaves
@@ -37,6 +60,7 @@ def param_spec(name: str, shape: Sequence[int], mesh: DeviceMesh, strategy: str,
     a parameter with no such dimension stays replicated over ``"data"``. Raises
     UnsupportedInputError for a tensor-parallel spec that does not fit."""
     spec = tp_spec(name, shape, tp_plan)
+    shape = stored_shape(name, shape, tp_plan)
     try:
         sharding.check_spec(mesh.axes, spec, shape)
     except ValueError as e:

@@ -110,8 +110,30 @@ def _asm(module: ir.Module) -> str:
     return module.operation.get_asm(enable_debug_info=True)
 
 
+def _as_model_holds(params, model_shapes):
+    """The parameters in the shapes the model holds them in (``Fused`` entries are
+    stored split into parts: reshaped back, row-major, the same elements)."""
+    if model_shapes is None:
+        return params
+    return [p if s is None else p.reshape(s) for p, s in zip(params, model_shapes)]
+
+
+def _split_fused(module, stages, model_shapes) -> None:
+    """With ``Fused`` parameters: ``fused.split_fused_projections`` on the traced program,
+    recorded as stage ``split-fused``."""
+    if model_shapes is None or all(s is None for s in model_shapes):
+        return
+    from thunder_mlir.distributed.fused import split_fused_projections
+
+    t = time.perf_counter()
+    with module.context, ir.Location.unknown():
+        split_fused_projections(_func(module, "computation"))
+    module.operation.verify()
+    stages.append(Stage("split-fused", _asm(module), time.perf_counter() - t))
+
+
 def _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch, sharp_edges,
-                gather_specs=None, mesh=None):
+                gather_specs=None, mesh=None, model_shapes=None):
     lm = LossModule(model, loss_fn)
 
     def loss_program(params, buffers, batch):
@@ -119,6 +141,7 @@ def _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch, sharp_ed
             params = [p if g is None else prims.bind(
                 "sharding_constraint", (p,), mesh=mesh.text, spec=sharding.format_spec(g))
                 for p, g in zip(params, gather_specs)]
+        params = _as_model_holds(params, model_shapes)
         state = {f"model.{n}": p for n, p in zip(pnames, params)}
         state.update({f"model.{n}": b for n, b in zip(bnames, buffers)})
         return torch.func.functional_call(lm, state, tuple(batch), strict=False)
@@ -267,7 +290,8 @@ def _arg_index(args, v) -> int:
 
 def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
           pnames: Sequence[str], bnames: Sequence[str], params, buffers, batch,
-          param_specs, batch_specs, sharp_edges: str = "warn", gather_specs=None) -> Program:
+          param_specs, batch_specs, sharp_edges: str = "warn", gather_specs=None,
+          model_shapes=None) -> Program:
     """Trace, transform and compile the step (module docstring). ``params``/``buffers``/
     ``batch``: tensors with the global shapes (values unused); ``param_specs``: the
     sharding of each parameter (its optimizer state shares it); ``batch_specs``: of each
@@ -275,7 +299,9 @@ def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
     tensor-parallel spec; None: as stored) — a ``sharding_constraint`` on the parameter
     makes XLA all-gather it over "data" before use, as ZeRO-3 does, and (by the
     constraint's VJP) reduce its gradient in that layout, then scatter it to the stored
-    one. Raises UnsupportedInputError for programs it cannot shard."""
+    one. ``model_shapes`` (``Fused`` parameters): per parameter, the shape the model
+    holds it in where ``params`` has another (None: the same). Raises
+    UnsupportedInputError for programs it cannot shard."""
     from thunder_mlir.executors import execution_transform  # noqa: F401 (registers passes)
     from thunder_mlir.executors.extend import compiling
     from thunder_mlir.ir import implementations
@@ -287,9 +313,10 @@ def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
         t = time.perf_counter()
         with tracing_on(mesh):
             trace = _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch,
-                                sharp_edges, gather_specs, mesh)
+                                sharp_edges, gather_specs, mesh, model_shapes)
         module = trace.module
         stages.append(Stage("initial", _asm(module), time.perf_counter() - t))
+        _split_fused(module, stages, model_shapes)
         pipeline, run_pass = _pipeline(stages)
         pipeline.update(module=module, ctx=PassContext(compile_state=ext, device=trace.device))
 
@@ -360,10 +387,11 @@ def _pipeline(stages):
 
 
 def build_forward(model: torch.nn.Module, options: dict, mesh: DeviceMesh, pnames, bnames, params,
-                  buffers, inputs, param_specs, input_specs, sharp_edges: str = "warn"):
+                  buffers, inputs, param_specs, input_specs, sharp_edges: str = "warn",
+                  model_shapes=None):
     """``model(*inputs, **options)`` as an SPMD program with replicated outputs (``shard``).
     -> (Program, output tree spec, [(shape, dtype)] of the tensor outputs). Non-tensor
-    outputs are refused (UnsupportedInputError)."""
+    outputs are refused (UnsupportedInputError). ``model_shapes``: as ``build``'s."""
     from thunder_mlir.executors import execution_transform  # noqa: F401 (registers passes)
     from thunder_mlir.executors.extend import compiling
     from thunder_mlir.ir import implementations
@@ -371,7 +399,7 @@ def build_forward(model: torch.nn.Module, options: dict, mesh: DeviceMesh, pname
     from thunder_mlir.transforms.registry import PassContext
 
     def forward(params, buffers, inputs):
-        state = dict(zip(pnames, params))
+        state = dict(zip(pnames, _as_model_holds(params, model_shapes)))
         state.update(zip(bnames, buffers))
         return torch.func.functional_call(model, state, tuple(inputs), dict(options),
                                           strict=False)
@@ -394,6 +422,7 @@ def build_forward(model: torch.nn.Module, options: dict, mesh: DeviceMesh, pname
                                         "updates buffers in place; call model.eval() first")
         module = trace.module
         stages.append(Stage("initial", _asm(module), time.perf_counter() - t))
+        _split_fused(module, stages, model_shapes)
         pipeline, run_pass = _pipeline(stages)
         pipeline.update(module=module, ctx=PassContext(compile_state=ext, device=trace.device))
         in_specs = (list(param_specs) + [tuple(() for _ in b.shape) for b in buffers]

@@ -78,11 +78,15 @@ class TrainStep:
             raise UnsupportedInputError("the model has no parameter that requires grad")
         self.param_specs = {n: placement.param_spec(n, p.shape, mesh, strategy, self.tp_plan)
                             for n, p in params.items()}
-        self._params = [placement.put(p.detach(), mesh, self.param_specs[n])
-                        for n, p in params.items()]
+        # the shape each parameter is held in on the devices (fused.py: Fused entries)
+        self._stored = {n: placement.stored_shape(n, p.shape, self.tp_plan)
+                        for n, p in params.items()}
+        self._params = [placement.put(p.detach().reshape(self._stored[n]), mesh,
+                                      self.param_specs[n]) for n, p in params.items()]
         self._buffers = [placement.put(b.detach(), mesh, tuple(() for _ in b.shape))
                          for b in buffers.values()]
-        self._state = [placement.put(torch.zeros_like(p.detach()), mesh, self.param_specs[n])
+        self._state = [placement.put(torch.zeros(self._stored[n], dtype=p.dtype), mesh,
+                                     self.param_specs[n])
                        for n, p in params.items() for _ in self.rule.state_names]
         self._programs: dict = {}
         self.program: program.Program | None = None
@@ -144,10 +148,11 @@ class TrainStep:
         glob = lambda x, t: torch.empty(tuple(x.shape), dtype=t.dtype)  # noqa: E731
         prog = program.build(
             self.model, self.loss_fn, self.rule, self.mesh, self.pnames, self.bnames,
-            [p.detach() for p in params.values()], [b.detach() for b in buffers.values()],
+            [p.detach().reshape(self._stored[n]) for n, p in params.items()],
+            [b.detach() for b in buffers.values()],
             [glob(x, t) for x, t in zip(xs, batch)],
             [self.param_specs[n] for n in self.pnames], specs, self.sharp_edges,
-            gather_specs=self._gather_specs())
+            gather_specs=self._gather_specs(), model_shapes=self._model_shapes())
         pspecs = [self.param_specs[n] for n in self.pnames]
         sspecs = [s for s in pspecs for _ in self.rule.state_names]
         loss_shape = ()
@@ -156,6 +161,12 @@ class TrainStep:
             + [(self.mesh.named_sharding(s), a.shape) for s, a in zip(pspecs, self._params)]
             + [(self.mesh.named_sharding(s), a.shape) for s, a in zip(sspecs, self._state)])
         return prog
+
+    def _model_shapes(self):
+        """Per parameter, its shape in the model where the devices hold another (a
+        ``Fused`` entry: the program reshapes it before the model uses it), else None."""
+        return [None if self._stored[n] == self._meta[n][0] else self._meta[n][0]
+                for n in self.pnames]
 
     def _gather_specs(self):
         """fsdp: each parameter's layout in use, its tensor-parallel spec (None where it
@@ -179,7 +190,7 @@ class TrainStep:
         out = {}
         for k, v in self.model.state_dict(keep_vars=True).items():
             n = by_id.get(id(v))
-            out[k] = placement.gather(live[n], v.dtype) if n in live else \
+            out[k] = placement.gather(live[n], v.dtype).reshape(v.shape) if n in live else \
                 v.detach().clone()
         return out
 
@@ -194,7 +205,7 @@ class TrainStep:
                 raise UnsupportedInputError(
                     f"load_state_dict: {n} is {tuple(t.shape)}/{t.dtype}; the model's is "
                     f"{self._meta[n][0]}/{self._meta[n][1]}")
-            new.append(placement.put(t.detach(), self.mesh, spec))
+            new.append(placement.put(t.detach().reshape(self._stored[n]), self.mesh, spec))
         self._params = new
 
     # ------------------------------------------------------------------ inspection
@@ -237,8 +248,10 @@ class ShardedModule:
         self.pnames, self.bnames = list(params), list(buffers)
         self.param_specs = {n: placement.param_spec(n, p.shape, mesh, "ddp", self.tp_plan)
                             for n, p in params.items()}
-        self._params = [placement.put(p.detach(), mesh, self.param_specs[n])
-                        for n, p in params.items()]
+        self._stored = {n: placement.stored_shape(n, p.shape, self.tp_plan)
+                        for n, p in params.items()}
+        self._params = [placement.put(p.detach().reshape(self._stored[n]), mesh,
+                                      self.param_specs[n]) for n, p in params.items()]
         self._buffers = [placement.put(b.detach(), mesh, tuple(() for _ in b.shape))
                          for b in buffers.values()]
         self._programs: dict = {}
@@ -268,9 +281,12 @@ class ShardedModule:
             params, buffers = _all_state(self.model)
             self._programs[key] = program.build_forward(
                 self.model, options, self.mesh, self.pnames, self.bnames,
-                [p.detach() for p in params.values()], [b.detach() for b in buffers.values()],
+                [p.detach().reshape(self._stored[n]) for n, p in params.items()],
+                [b.detach() for b in buffers.values()],
                 [torch.empty(tuple(x.shape), dtype=t.dtype) for x, t in zip(xs, inputs)],
-                [self.param_specs[n] for n in self.pnames], specs, self.sharp_edges)
+                [self.param_specs[n] for n in self.pnames], specs, self.sharp_edges,
+                model_shapes=[None if self._stored[n] == tuple(p.shape) else tuple(p.shape)
+                              for n, p in params.items()])
         self.program = self._programs[key][0]
         return self._programs[key], xs
 
