@@ -63,13 +63,23 @@ def gpt2():
     return transformers.GPT2LMHeadModel(cfg)
 
 
-def llama():
+def llama(kv_heads=4):
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=4,
+                                   num_attention_heads=4, num_key_value_heads=kv_heads,
                                    vocab_size=VOCAB, max_position_embeddings=SEQ,
                                    bos_token_id=0, eos_token_id=0)
     return transformers.LlamaForCausalLM(cfg)
+
+
+def llama_gqa():
+    """Llama tiny with grouped-query attention: 2 KV heads, fewer than the 4-way "model"
+    axis."""
+    return llama(kv_heads=2)
+
+
+# with fewer KV heads than the "model" axis, Megatron replicates k_proj and v_proj
+LLAMA_GQA_TP = {k: v for k, v in LLAMA_TP.items() if "k_proj" not in k and "v_proj" not in k}
 
 
 def loss_fn(model, ids, labels):
@@ -210,6 +220,16 @@ def check_gpt2_fsdp_sgd():
 def check_gpt2_fsdp_tp_adamw():
     return compare("gpt2_fsdp_tp_adamw", gpt2, "adamw", "fsdp", {"data": 2, "model": 4},
                    GPT2_TP)[0]
+
+
+def check_gpt2_fsdp_tp_sgd():
+    return compare("gpt2_fsdp_tp_sgd", gpt2, "sgd", "fsdp", {"data": 2, "model": 4},
+                   GPT2_TP)[0]
+
+
+def check_llama_gqa_fsdp_tp_sgd():
+    return compare("llama_gqa_fsdp_tp_sgd", llama_gqa, "sgd", "fsdp", {"data": 2, "model": 4},
+                   LLAMA_GQA_TP)[0]
 
 
 def check_gpt2_ddp_adamw():

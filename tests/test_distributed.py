@@ -30,9 +30,11 @@ import thunder_mlir.distributed as dist
 from thunder_mlir.ir import sharding
 
 HELPER = Path(__file__).parent / "distributed_checks.py"
-CHECKS = ["gpt2_ddp_sgd", "gpt2_fsdp_sgd", "gpt2_fsdp_tp_adamw", "llama_ddp_sgd",
-          "llama_fsdp_adamw", "llama_fsdp_tp_sgd", "llama_shard_tp"]
-SGD_RUNS = ["gpt2_ddp_sgd", "gpt2_fsdp_sgd", "llama_ddp_sgd", "llama_fsdp_tp_sgd"]
+CHECKS = ["gpt2_ddp_sgd", "gpt2_fsdp_sgd", "gpt2_fsdp_tp_adamw", "gpt2_fsdp_tp_sgd",
+          "llama_ddp_sgd", "llama_fsdp_adamw", "llama_fsdp_tp_sgd", "llama_gqa_fsdp_tp_sgd",
+          "llama_shard_tp"]
+SGD_RUNS = ["gpt2_ddp_sgd", "gpt2_fsdp_sgd", "gpt2_fsdp_tp_sgd", "llama_ddp_sgd",
+            "llama_fsdp_tp_sgd", "llama_gqa_fsdp_tp_sgd"]
 ADAMW_RUNS = ["gpt2_fsdp_tp_adamw", "llama_fsdp_adamw"]
 
 
@@ -117,7 +119,7 @@ def test_fsdp_collectives(results, name):
     assert reduced == pytest.approx(r["param_bytes"], rel=0.1)
 
 
-@pytest.mark.parametrize("name", ["llama_fsdp_tp_sgd", "gpt2_fsdp_tp_adamw"])
+@pytest.mark.parametrize("name", ["llama_fsdp_tp_sgd", "gpt2_fsdp_tp_adamw", "gpt2_fsdp_tp_sgd"])
 def test_fsdp_tp_collectives(results, name):
     """fsdp x tp on {"data": 2, "model": 4} (Megatron plans; GPT-2's fused q/k/v
     ``c_attn`` as ``dist.Fused(3, ...)``): each parameter is all-gathered over "data" into
@@ -128,6 +130,19 @@ def test_fsdp_tp_collectives(results, name):
     c = r["collectives"]
     assert set(c) <= {"all-gather", "all-reduce", "reduce-scatter"}, c
     assert c["all-gather"] == pytest.approx(r["tp_param_bytes"], rel=0.1)
+
+
+def test_fewer_kv_heads_than_model_axis(results):
+    """Llama with 2 KV heads on a 4-way "model" axis, k_proj/v_proj replicated (Megatron's
+    rule when the tensor-parallel size exceeds the KV heads): each device slices its query
+    heads' KV groups locally; the backward reduces each KV head's gradient over the
+    devices sharing it. Trains as eager (test_sgd_matches_eager) with no all-to-all or
+    collective-permute; k_proj/v_proj split over "data" only."""
+    r = results["llama_gqa_fsdp_tp_sgd"]
+    assert set(r["collectives"]) <= {"all-gather", "all-reduce", "reduce-scatter"}, \
+        r["collectives"]
+    assert r["specs"]["model.layers.0.self_attn.k_proj.weight"] == "(('data',), ())"
+    assert r["specs"]["model.layers.0.self_attn.q_proj.weight"] == "(('model',), ('data',))"
 
 
 def test_fused_qkv_layout(results):
