@@ -249,25 +249,34 @@ def check_llama_fsdp_tp_sgd():
                    LLAMA_TP)[0]
 
 
-def check_llama_shard_tp():
+def _shard_tp(name, model_fn, plan):
     """Inference with Megatron tensor parallelism on a {"data": 2, "model": 4} mesh:
     logits equal eager's; the collectives are the forward's all-reduces."""
-    model = llama().eval()
+    model = model_fn().eval()
     ids, _ = batch()
-    sharded = dist.shard(model, dist.mesh({"data": 2, "model": 4}), LLAMA_TP)
+    sharded = dist.shard(model, dist.mesh({"data": 2, "model": 4}), plan)
     out = sharded(ids, use_cache=False)
     with torch.no_grad():
         ref = model(ids).logits
     import thunder_mlir
 
     exam = thunder_mlir.examine(sharded, ids, use_cache=False)
-    return {"name": "llama_shard_tp",
+    return {"name": name,
             "examine_matches": [str(c) for c in exam.collectives] ==
             [str(c) for c in sharded.collectives()] and exam.all_on_xla,
             "last_traces": [s.name for s in thunder_mlir.last_traces(sharded)],
             "max_logit_diff": (out.logits - ref).abs().max().item(),
             "collective_list": [[c.kind, c.bytes, c.groups] for c in sharded.collectives()],
             "activation_bytes": (BATCH // 2) * SEQ * 32 * 4}
+
+
+def check_llama_shard_tp():
+    return _shard_tp("llama_shard_tp", llama, LLAMA_TP)
+
+
+def check_gpt2_shard_tp():
+    """GPT-2 with the fused q/k/v c_attn as Fused(3, ...)."""
+    return _shard_tp("gpt2_shard_tp", gpt2, GPT2_TP)
 
 
 def check_multi_fsdp():

@@ -18,12 +18,14 @@ XLA's partitioner needs no resharding. ``state_dict`` reshapes the parameter bac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from torch_mlir import ir
 
 from thunder_mlir.errors import UnsupportedInputError
 from thunder_mlir.ir import sharding
 from thunder_mlir.ir.primdef import PRIMS
+from thunder_mlir.transforms.registry import ModulePass, PassContext, register_pass
 
 from thunder_mlir.distributed.mesh import normalize_spec
 
@@ -201,3 +203,20 @@ def split_fused_projections(func_op) -> int:
                 d.erase()
         done += 1
     return done
+
+
+@register_pass
+@dataclass(frozen=True)
+class SplitFusedProjections(ModulePass):
+    """``split-fused-projections``: ``split_fused_projections`` on every function of the
+    module (the ``split-fused`` stage of a distributed step with ``Fused`` parameters)."""
+
+    name: ClassVar[str] = "split-fused-projections"
+    summary: ClassVar[str] = "compute a fused projection that is split into its parts on " \
+        "the (..., parts, N) weight"
+
+    def apply(self, module: ir.Module, ctx: PassContext) -> None:
+        with module.context, ir.Location.unknown():
+            for op in module.body.operations:
+                if op.operation.name == "func.func":
+                    split_fused_projections(op.operation)

@@ -118,18 +118,14 @@ def _as_model_holds(params, model_shapes):
     return [p if s is None else p.reshape(s) for p, s in zip(params, model_shapes)]
 
 
-def _split_fused(module, stages, model_shapes) -> None:
-    """With ``Fused`` parameters: ``fused.split_fused_projections`` on the traced program,
-    recorded as stage ``split-fused``."""
+def _split_fused(run_pass, model_shapes) -> None:
+    """With ``Fused`` parameters: the ``split-fused-projections`` pass (fused.py), recorded
+    as stage ``split-fused``."""
     if model_shapes is None or all(s is None for s in model_shapes):
         return
-    from thunder_mlir.distributed.fused import split_fused_projections
+    from thunder_mlir.distributed import fused  # noqa: F401 (registers the pass)
 
-    t = time.perf_counter()
-    with module.context, ir.Location.unknown():
-        split_fused_projections(_func(module, "computation"))
-    module.operation.verify()
-    stages.append(Stage("split-fused", _asm(module), time.perf_counter() - t))
+    run_pass("split-fused", "split-fused-projections")
 
 
 def _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch, sharp_edges,
@@ -316,9 +312,9 @@ def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
                                 sharp_edges, gather_specs, mesh, model_shapes)
         module = trace.module
         stages.append(Stage("initial", _asm(module), time.perf_counter() - t))
-        _split_fused(module, stages, model_shapes)
         pipeline, run_pass = _pipeline(stages)
         pipeline.update(module=module, ctx=PassContext(compile_state=ext, device=trace.device))
+        _split_fused(run_pass, model_shapes)
 
         run_pass("grad", "grad{remat=true}")
         from thunder_mlir.transforms.grad import reached_inputs
@@ -422,9 +418,9 @@ def build_forward(model: torch.nn.Module, options: dict, mesh: DeviceMesh, pname
                                         "updates buffers in place; call model.eval() first")
         module = trace.module
         stages.append(Stage("initial", _asm(module), time.perf_counter() - t))
-        _split_fused(module, stages, model_shapes)
         pipeline, run_pass = _pipeline(stages)
         pipeline.update(module=module, ctx=PassContext(compile_state=ext, device=trace.device))
+        _split_fused(run_pass, model_shapes)
         in_specs = (list(param_specs) + [tuple(() for _ in b.shape) for b in buffers]
                     + list(input_specs))
         out_specs = [tuple(() for _ in x.tshape) for x in out_leaves]

@@ -60,6 +60,7 @@ from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
 
 from thunder_mlir.errors import PipelineError, ThunderError
+from thunder_mlir.distributed import fused  # noqa: F401 (registers split-fused-projections)
 from thunder_mlir.executors import execution_transform  # noqa: F401 (registers the pass)
 from thunder_mlir.ir import implementations
 from thunder_mlir.ir.context import get_context
