@@ -186,7 +186,8 @@ def check_gpt2_ddp_sgd():
     return out
 
 
-def _thunder_opt_reproduces(stages) -> dict:
+def _thunder_opt_reproduces(stages, chains=(("initial", ["grad", "joint"]),
+                                           ("step", ["prims", "plan"]))) -> dict:
     """thunder-opt (in this process) reruns the passes of the stages: initial -> grad,
     joint; step (shardings + constraint op parsed back) -> decompose, partition. -> {stage:
     whether the output equals the stage's text}."""
@@ -198,7 +199,7 @@ def _thunder_opt_reproduces(stages) -> dict:
 
     by = {s.name: s for s in stages}
     out = {}
-    for src, names in (("initial", ["grad", "joint"]), ("step", ["prims", "plan"])):
+    for src, names in chains:
         with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
             f.write(by[src].text)
         elements = []
@@ -223,8 +224,19 @@ def check_gpt2_fsdp_tp_adamw():
 
 
 def check_gpt2_fsdp_tp_sgd():
-    return compare("gpt2_fsdp_tp_sgd", gpt2, "sgd", "fsdp", {"data": 2, "model": 4},
-                   GPT2_TP)[0]
+    """Fused c_attn: thunder-opt reproduces the split-fused stage (and the passes after it)
+    from the initial trace; state_dict() / load_state_dict() round-trip the model's
+    (E, 3E) layout."""
+    out, step = compare("gpt2_fsdp_tp_sgd", gpt2, "sgd", "fsdp", {"data": 2, "model": 4},
+                        GPT2_TP)
+    out["thunder_opt_reproduces"] = _thunder_opt_reproduces(
+        step.program.stages, (("initial", ["split-fused", "grad", "joint"]),))
+    sd = step.state_dict()
+    step.load_state_dict(sd)
+    again = step.state_dict()
+    out["roundtrip_exact"] = all(torch.equal(sd[k], again[k]) for k in sd)
+    out["c_attn_shape"] = list(sd["transformer.h.0.attn.c_attn.weight"].shape)
+    return out
 
 
 def check_llama_gqa_fsdp_tp_sgd():

@@ -154,6 +154,10 @@ def test_fused_qkv_layout(results):
     assert r["specs"]["transformer.h.0.attn.c_attn.bias"] == "((), ('model',))"
     assert r["stage_names"][:3] == ["initial", "split-fused", "grad"]
     assert r["max_param_diff"] < 1e-3  # AdamW: 3 steps of lr 1e-2; a layout error is ~0.1
+    r = results["gpt2_fsdp_tp_sgd"]  # SGD: parameters equal eager's (test_sgd_matches_eager)
+    assert r["c_attn_shape"] == [32, 96] and r["roundtrip_exact"]
+    # thunder-opt reruns split-fused-projections (then grad, joint) to the stages' text
+    assert r["thunder_opt_reproduces"] == {"split-fused": True, "grad": True, "joint": True}
 
 
 def test_fsdp_memory_is_an_eighth_of_ddp(results):

@@ -156,8 +156,11 @@ def split_fused_projections(func_op) -> int:
     block = func_op.regions[0].blocks[0]
     uses = _uses(func_op)
     done = 0
-    for op in [o.operation for o in block.operations]:
-        if _name(op) != "ltorch.addmm" or set(op.attributes) - _PLAIN_ATTRS:
+    # the candidates first: the loop erases ops (never another candidate), and an erased
+    # op must not be looked at again
+    addmms = [o.operation for o in block.operations if _name(o.operation) == "ltorch.addmm"]
+    for op in addmms:
+        if set(op.attributes) - _PLAIN_ATTRS:
             continue
         bias, x, w = op.operands
         y = op.results[0]
@@ -175,11 +178,14 @@ def split_fused_projections(func_op) -> int:
                       if view.results[0] in list(o.operation.operands)), None)
         k = _split_parts(split, vshape) if split is not None else None
         w3 = _unfused_source(w, k) if k else None
-        if w3 is None or len(_shape(bias)) != 1:
+        if w3 is None:
             continue
         e, _, n = _shape(w3)
         m = _shape(x)[0]
         elem = ir.RankedTensorType(y.type).element_type
+        if _shape(bias) != [k * n] or any(ir.RankedTensorType(v.type).element_type != elem
+                                          for v in (bias, x, w3)):
+            continue  # a broadcast bias or mixed dtypes: addmm's composite does more
         with ir.InsertionPoint(split), split.location:
             b3 = _unfused_source(bias, k)
             if b3 is None:
