@@ -252,6 +252,10 @@ def check_llama_ddp_sgd():
     return compare("llama_ddp_sgd", llama, "sgd_nesterov", "ddp", {"data": 8})[0]
 
 
+def check_llama_ddp_adamw():
+    return compare("llama_ddp_adamw", llama, "adamw", "ddp", {"data": 8})[0]
+
+
 def check_llama_fsdp_adamw():
     return compare("llama_fsdp_adamw", llama, "adamw", "fsdp", {"data": 8})[0]
 

@@ -31,11 +31,12 @@ from thunder_mlir.ir import sharding
 
 HELPER = Path(__file__).parent / "distributed_checks.py"
 CHECKS = ["gpt2_ddp_sgd", "gpt2_fsdp_sgd", "gpt2_fsdp_tp_adamw", "gpt2_fsdp_tp_sgd",
-          "llama_ddp_sgd", "llama_fsdp_adamw", "llama_fsdp_tp_sgd", "llama_gqa_fsdp_tp_sgd",
-          "llama_shard_tp", "gpt2_shard_tp"]
+          "llama_ddp_sgd", "llama_ddp_adamw", "llama_fsdp_adamw", "llama_fsdp_tp_sgd",
+          "llama_gqa_fsdp_tp_sgd", "llama_shard_tp", "gpt2_shard_tp"]
 SGD_RUNS = ["gpt2_ddp_sgd", "gpt2_fsdp_sgd", "gpt2_fsdp_tp_sgd", "llama_ddp_sgd",
             "llama_fsdp_tp_sgd", "llama_gqa_fsdp_tp_sgd"]
-ADAMW_RUNS = ["gpt2_fsdp_tp_adamw", "llama_fsdp_adamw"]
+# with SGD_RUNS: every model x strategy, model x optimizer and strategy x optimizer pair
+ADAMW_RUNS = ["gpt2_fsdp_tp_adamw", "llama_ddp_adamw", "llama_fsdp_adamw"]
 
 
 def _env():
@@ -96,7 +97,7 @@ def test_adamw_losses_match_eager(results, name):
     assert r["losses"][-1] < r["losses"][0] - 0.1  # it trains
 
 
-@pytest.mark.parametrize("name", ["gpt2_ddp_sgd", "llama_ddp_sgd"])
+@pytest.mark.parametrize("name", ["gpt2_ddp_sgd", "llama_ddp_sgd", "llama_ddp_adamw"])
 def test_ddp_collectives(results, name):
     """ddp: one all-reduce of the gradient bytes (XLA combines them; GPT-2's tied
     embedding/LM-head gradient is reduced once per use, +7%), nothing else."""
