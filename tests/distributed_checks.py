@@ -248,6 +248,19 @@ def check_gpt2_ddp_adamw():
     return compare("gpt2_ddp_adamw", gpt2, "adamw", "ddp", {"data": 8})[0]
 
 
+def check_gpt2_fsdp_adamw():
+    return compare("gpt2_fsdp_adamw", gpt2, "adamw", "fsdp", {"data": 8})[0]
+
+
+def check_llama_fsdp_sgd():
+    return compare("llama_fsdp_sgd", llama, "sgd", "fsdp", {"data": 8})[0]
+
+
+def check_llama_fsdp_tp_adamw():
+    return compare("llama_fsdp_tp_adamw", llama, "adamw", "fsdp", {"data": 2, "model": 4},
+                   LLAMA_TP)[0]
+
+
 def check_llama_ddp_sgd():
     return compare("llama_ddp_sgd", llama, "sgd_nesterov", "ddp", {"data": 8})[0]
 

@@ -30,13 +30,13 @@ import thunder_mlir.distributed as dist
 from thunder_mlir.ir import sharding
 
 HELPER = Path(__file__).parent / "distributed_checks.py"
-CHECKS = ["gpt2_ddp_sgd", "gpt2_fsdp_sgd", "gpt2_fsdp_tp_adamw", "gpt2_fsdp_tp_sgd",
-          "llama_ddp_sgd", "llama_ddp_adamw", "llama_fsdp_adamw", "llama_fsdp_tp_sgd",
-          "llama_gqa_fsdp_tp_sgd", "llama_shard_tp", "gpt2_shard_tp"]
+# every model (GPT-2, Llama) x strategy (ddp, fsdp, fsdp x tp) x optimizer (SGD with
+# momentum, AdamW), plus Llama with fewer KV heads than the "model" axis and inference
 SGD_RUNS = ["gpt2_ddp_sgd", "gpt2_fsdp_sgd", "gpt2_fsdp_tp_sgd", "llama_ddp_sgd",
-            "llama_fsdp_tp_sgd", "llama_gqa_fsdp_tp_sgd"]
-# with SGD_RUNS: every model x strategy, model x optimizer and strategy x optimizer pair
-ADAMW_RUNS = ["gpt2_fsdp_tp_adamw", "llama_ddp_adamw", "llama_fsdp_adamw"]
+            "llama_fsdp_sgd", "llama_fsdp_tp_sgd", "llama_gqa_fsdp_tp_sgd"]
+ADAMW_RUNS = ["gpt2_ddp_adamw", "gpt2_fsdp_adamw", "gpt2_fsdp_tp_adamw", "llama_ddp_adamw",
+              "llama_fsdp_adamw", "llama_fsdp_tp_adamw"]
+CHECKS = SGD_RUNS + ADAMW_RUNS + ["llama_shard_tp", "gpt2_shard_tp"]
 
 
 def _env():
@@ -97,7 +97,7 @@ def test_adamw_losses_match_eager(results, name):
     assert r["losses"][-1] < r["losses"][0] - 0.1  # it trains
 
 
-@pytest.mark.parametrize("name", ["gpt2_ddp_sgd", "llama_ddp_sgd", "llama_ddp_adamw"])
+@pytest.mark.parametrize("name", [n for n in CHECKS if "_ddp_" in n])
 def test_ddp_collectives(results, name):
     """ddp: one all-reduce of the gradient bytes (XLA combines them; GPT-2's tied
     embedding/LM-head gradient is reduced once per use, +7%), nothing else."""
@@ -106,7 +106,7 @@ def test_ddp_collectives(results, name):
     assert r["collectives"]["all-reduce"] == pytest.approx(r["param_bytes"], rel=0.1)
 
 
-@pytest.mark.parametrize("name", ["gpt2_fsdp_sgd", "llama_fsdp_adamw"])
+@pytest.mark.parametrize("name", [n for n in CHECKS if "_fsdp_" in n and "_tp_" not in n])
 def test_fsdp_collectives(results, name):
     """fsdp: the parameters all-gathered once (the backward reuses them) and the gradients
     reduced once and scattered. XLA's CPU pipeline has no ReduceScatterCreator pass, so
@@ -120,7 +120,7 @@ def test_fsdp_collectives(results, name):
     assert reduced == pytest.approx(r["param_bytes"], rel=0.1)
 
 
-@pytest.mark.parametrize("name", ["llama_fsdp_tp_sgd", "gpt2_fsdp_tp_adamw", "gpt2_fsdp_tp_sgd"])
+@pytest.mark.parametrize("name", [n for n in CHECKS if "_fsdp_tp_" in n and "gqa" not in n])
 def test_fsdp_tp_collectives(results, name):
     """fsdp x tp on {"data": 2, "model": 4} (Megatron plans; GPT-2's fused q/k/v
     ``c_attn`` as ``dist.Fused(3, ...)``): each parameter is all-gathered over "data" into
