@@ -75,53 +75,56 @@ class Plan:
         self._jax_device = jax_device(device)
         self._on_cpu = device.type == "cpu"
         # inputs passed again unchanged (parameters, repeated arguments) keep their buffer
-        self._import = dlpack.ImportCache(self._jax_device, 2 * n_inputs)
+        self._imports = dlpack.ArgumentImports(self._jax_device, n_inputs, self._on_cpu)
         # The common case — one XLA region reading only program inputs (in any order: a
-        # module's parameters come sorted by name) and producing the outputs in order —
-        # skips the slot machinery.
+        # module's parameters come sorted by name) whose results are the outputs (in any
+        # order, one possibly twice) — skips the slot machinery.
         only = self.steps[0] if len(self.steps) == 1 else None
         self._single = (type(only) is XlaStep and all(i < n_inputs for i in only.inputs)
-                        and only.outputs == self.outputs)
+                        and all(o in only.outputs for o in self.outputs))
+        if self._single:
+            self._step = only
+            # region argument k is program input _order[k]; output j is region result
+            # _pick[j] (None: the identity)
+            self._order = None if only.inputs == tuple(range(n_inputs)) else only.inputs
+            self._pick = None if only.outputs == self.outputs else \
+                tuple(only.outputs.index(o) for o in self.outputs)
         # A program with random ops takes a seed as its last input, drawn here at each call
         # (programs without keep their run methods untouched).
-        self._order = only.inputs if self._single else ()
         if seeded:
             self.run = self._run_single_seeded if self._single else self._run_seeded
         elif self._single:
-            self.run = (self._run_single if only.inputs == tuple(range(n_inputs))
-                        else self._run_single_permuted)
+            self.run = self._run_single
 
     def _run_single(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        imp, on_cpu, to_torch = self._import, self._on_cpu, dlpack.to_torch
-        outs = self.steps[0].execute([imp(t) for t in inputs], self._jax_device)
-        return [to_torch(r, on_cpu) for r in outs]
-
-    def _run_single_permuted(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        imp, on_cpu, to_torch = self._import, self._on_cpu, dlpack.to_torch
-        outs = self.steps[0].execute([imp(inputs[i]) for i in self._order], self._jax_device)
-        return [to_torch(r, on_cpu) for r in outs]
-
-    def _seed(self):
-        # imported directly, not through the ImportCache: a new tensor at every call
-        return dlpack.to_xla(draw_seed(self.device), self._jax_device)
+        if self._order is not None:
+            inputs = [inputs[i] for i in self._order]
+        args = self._imports.buffers(inputs)
+        step = self._step
+        if step.handlers is not None:  # XlaStep.execute, inlined
+            outs = step.executable.execute_sharded(args).consume_with_handlers(step.handlers)
+        else:
+            outs = step.execute(args, self._jax_device)
+        if self._pick is not None:
+            outs = [outs[j] for j in self._pick]
+        return dlpack.to_torch_many(outs, self._on_cpu)
 
     def _run_single_seeded(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        imp, on_cpu, to_torch = self._import, self._on_cpu, dlpack.to_torch
-        seed, last = self._seed(), self.n_inputs - 1  # the seed is the last input
-        args = [seed if i == last else imp(inputs[i]) for i in self._order]
-        return [to_torch(r, on_cpu) for r in self.steps[0].execute(args, self._jax_device)]
+        # the seed, a new tensor at every call, is imported at its position
+        return self._run_single([*inputs, draw_seed(self.device)])
 
     def _run_seeded(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        return Plan.run(self, [*inputs, self._seed()])  # slots hold XLA buffers too
+        return Plan.run(self, [*inputs, draw_seed(self.device)])
 
     def run(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         slots: list = [None] * self.n_slots
         slots[:self.n_inputs] = inputs
-        dev, on_cpu = self._jax_device, self._on_cpu
+        dev, on_cpu, n_inputs = self._jax_device, self._on_cpu, self.n_inputs
+        imp = self._imports.buffer
         for step in self.steps:
             if type(step) is XlaStep:
                 args = [v if not isinstance(v, torch.Tensor) else
-                        (self._import(v) if i < self.n_inputs else dlpack.to_xla(v, dev))
+                        (imp(i, v) if i < n_inputs else dlpack.to_xla(v, dev))
                         for i, v in ((i, slots[i]) for i in step.inputs)]
                 outs = step.execute(args, dev)
             else:
