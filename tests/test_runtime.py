@@ -245,7 +245,7 @@ def test_permuted_inputs_and_outputs_take_the_single_region_path(monkeypatch):
     plan = jfn.last.plan
     step = plan.steps[0]
     assert step.inputs != (0, 1, 2) and step.outputs != plan.outputs, "not permuted: update"
-    assert plan.run == plan._run_single
+    assert plan._single and plan.run is plan._call  # the prepared single-region run
     rec = _Recorder(monkeypatch)
     c2 = torch.randn(16)
     for got, want in zip(jfn(a, b, c2), f(a, b, c2)):

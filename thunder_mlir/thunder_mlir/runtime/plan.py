@@ -89,6 +89,7 @@ class Plan:
             self._order = None if only.inputs == tuple(range(n_inputs)) else only.inputs
             self._pick = None if only.outputs == self.outputs else \
                 tuple(only.outputs.index(o) for o in self.outputs)
+        self._call = self._run_single  # the single region's run; prepared after a first run
         # A program with random ops takes a seed as its last input, drawn here at each call
         # (programs without keep their run methods untouched).
         if seeded:
@@ -99,19 +100,40 @@ class Plan:
     def _run_single(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         if self._order is not None:
             inputs = [inputs[i] for i in self._order]
-        args = self._imports.buffers(inputs)
         step = self._step
-        if step.handlers is not None:  # XlaStep.execute, inlined
-            outs = step.executable.execute_sharded(args).consume_with_handlers(step.handlers)
-        else:
-            outs = step.execute(args, self._jax_device)
+        outs = step.execute(self._imports.buffers(inputs), self._jax_device)
         if self._pick is not None:
             outs = [outs[j] for j in self._pick]
+        if step.handlers is not None:  # fixed output shapes: later calls take a closure
+            self._call = self._prepared()
+            if self.run == self._run_single:
+                self.run = self._call
         return dlpack.to_torch_many(outs, self._on_cpu)
+
+    def _prepared(self) -> Callable[[Sequence[torch.Tensor]], list[torch.Tensor]]:
+        """``_run_single`` once the region's result handlers exist, with what it looks up
+        bound beforehand (~0.4 us of a 2x2 add's ~9 us in Plan.run)."""
+        buffers, order, pick = self._imports.buffers, self._order, self._pick
+        execute, handlers = self._step.executable.execute_sharded, self._step.handlers
+        on_cpu = self._on_cpu
+        if order is None and pick is None:  # the common case
+            def run(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+                return dlpack.to_torch_many(
+                    execute(buffers(inputs)).consume_with_handlers(handlers), on_cpu)
+            return run
+
+        def run(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+            if order is not None:
+                inputs = [inputs[i] for i in order]
+            outs = execute(buffers(inputs)).consume_with_handlers(handlers)
+            if pick is not None:
+                outs = [outs[j] for j in pick]
+            return dlpack.to_torch_many(outs, on_cpu)
+        return run
 
     def _run_single_seeded(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         # the seed, a new tensor at every call, is imported at its position
-        return self._run_single([*inputs, draw_seed(self.device)])
+        return self._call([*inputs, draw_seed(self.device)])
 
     def _run_seeded(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         return Plan.run(self, [*inputs, draw_seed(self.device)])
