@@ -43,11 +43,15 @@ def to_xla(t: torch.Tensor, device):
     """Import a torch tensor as an XLA buffer on jax ``device`` (zero-copy when aligned)."""
     if t.requires_grad or not t.is_contiguous() or t.is_conj() or t.is_neg():
         t = prepare(t)
-    if t.device.type == "cuda":
-        torch.cuda.current_stream(t.device).synchronize()
+    if t.is_cpu:  # (t.device builds a torch.device: ~0.3 us of a ~5 us import)
+        dl_device_type = 1
+    else:
+        dl_device_type = _DL_DEVICE_TYPE[t.device.type]
+        if t.is_cuda:
+            torch.cuda.current_stream(t.device).synchronize()
     if _DIRECT:
         return _jax.dlpack_managed_tensor_to_buffer(
-            tdl.to_dlpack(t), device, None, None, _DL_DEVICE_TYPE[t.device.type])
+            tdl.to_dlpack(t), device, None, None, dl_device_type)
     import jax.dlpack
 
     return jax.dlpack.from_dlpack(t, device=device)

@@ -77,18 +77,19 @@ class Plan:
         # inputs passed again unchanged (parameters, repeated arguments) keep their buffer
         self._imports = dlpack.ArgumentImports(self._jax_device, n_inputs, self._on_cpu)
         # The common case — one XLA region reading only program inputs (in any order: a
-        # module's parameters come sorted by name) whose results are the outputs (in any
-        # order, one possibly twice) — skips the slot machinery.
+        # module's parameters come sorted by name) whose outputs are its results (in any
+        # order, one possibly twice) or program inputs (a training forward returns the
+        # weights its backward reads) — skips the slot machinery.
         only = self.steps[0] if len(self.steps) == 1 else None
         self._single = (type(only) is XlaStep and all(i < n_inputs for i in only.inputs)
-                        and all(o in only.outputs for o in self.outputs))
+                        and all(o in only.outputs or o < n_inputs for o in self.outputs))
         if self._single:
             self._step = only
             # region argument k is program input _order[k]; output j is region result
-            # _pick[j] (None: the identity)
+            # _pick[j] when >= 0, else program input ~_pick[j] (None: the identity)
             self._order = None if only.inputs == tuple(range(n_inputs)) else only.inputs
             self._pick = None if only.outputs == self.outputs else \
-                tuple(only.outputs.index(o) for o in self.outputs)
+                tuple(only.outputs.index(o) if o in only.outputs else ~o for o in self.outputs)
         self._call = self._run_single  # the single region's run; prepared after a first run
         # A program with random ops takes a seed as its last input, drawn here at each call
         # (programs without keep their run methods untouched).
@@ -98,17 +99,14 @@ class Plan:
             self.run = self._run_single
 
     def _run_single(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        if self._order is not None:
-            inputs = [inputs[i] for i in self._order]
         step = self._step
-        outs = step.execute(self._imports.buffers(inputs), self._jax_device)
-        if self._pick is not None:
-            outs = [outs[j] for j in self._pick]
+        args = inputs if self._order is None else [inputs[i] for i in self._order]
+        outs = step.execute(self._imports.buffers(args), self._jax_device)
         if step.handlers is not None:  # fixed output shapes: later calls take a closure
             self._call = self._prepared()
             if self.run == self._run_single:
                 self.run = self._call
-        return dlpack.to_torch_many(outs, self._on_cpu)
+        return _select(outs, inputs, self._pick, self._on_cpu)
 
     def _prepared(self) -> Callable[[Sequence[torch.Tensor]], list[torch.Tensor]]:
         """``_run_single`` once the region's result handlers exist, with what it looks up
@@ -123,12 +121,9 @@ class Plan:
             return run
 
         def run(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-            if order is not None:
-                inputs = [inputs[i] for i in order]
-            outs = execute(buffers(inputs)).consume_with_handlers(handlers)
-            if pick is not None:
-                outs = [outs[j] for j in pick]
-            return dlpack.to_torch_many(outs, on_cpu)
+            args = inputs if order is None else [inputs[i] for i in order]
+            outs = execute(buffers(args)).consume_with_handlers(handlers)
+            return _select(outs, inputs, pick, on_cpu)
         return run
 
     def _run_single_seeded(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
@@ -161,6 +156,17 @@ class Plan:
     @property
     def fallback_count(self) -> int:
         return sum(1 for s in self.steps if type(s) is TorchStep)
+
+
+def _select(outs: list, inputs: Sequence[torch.Tensor], pick: tuple[int, ...] | None,
+            on_cpu: bool) -> list[torch.Tensor]:
+    """A single-region plan's outputs: region result ``pick[j]`` (exported to torch, once
+    per use, as the slot loop does) or, where ``pick[j] < 0``, program input ``~pick[j]``
+    itself; ``pick`` None: the region results in order."""
+    if pick is None:
+        return dlpack.to_torch_many(outs, on_cpu)
+    exported = iter(dlpack.to_torch_many([outs[j] for j in pick if j >= 0], on_cpu))
+    return [next(exported) if j >= 0 else inputs[~j] for j in pick]
 
 
 def result_handlers(arrays, device) -> list | None:
