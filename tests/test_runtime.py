@@ -219,6 +219,18 @@ def test_repeated_input_reuses_its_buffer_until_modified(monkeypatch):
     assert len(rec.to_xla) == 2
 
 
+def test_inference_mode_tensors():
+    """Inference tensors have no version counter (reading ``_version`` raises): they are
+    imported like any other tensor, and an in-place update between calls is read."""
+    jfn = thunder_mlir.jit(lambda a: a * 2)
+    with torch.inference_mode():
+        x = torch.randn(16)
+        torch.testing.assert_close(jfn(x), x * 2)
+        torch.testing.assert_close(jfn(x), x * 2)
+        x.add_(1)
+        torch.testing.assert_close(jfn(x), x * 2)
+
+
 def test_reused_buffer_follows_layout_changes_without_version_bump(monkeypatch):
     """``x.data = x.data.t()`` keeps the pointer, shape (square) and version counter but
     not the strides: the cached row-major buffer must not be reused."""

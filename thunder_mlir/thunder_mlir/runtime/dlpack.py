@@ -85,8 +85,9 @@ class ArgumentImports:
     changed version counter therefore keeps the buffer (a parameter updated in place by an
     optimizer, a KV cache written by the program are not imported again). On CUDA XLA
     reads on its own stream: a changed version imports again, which synchronizes torch's
-    stream first (``to_xla``). One entry per position: at most ``n`` buffers (and the
-    tensors' memory) are kept alive.
+    stream first (``to_xla``); an inference tensor (``torch.inference_mode``: no version
+    counter) is imported at every call there. One entry per position: at most ``n`` buffers
+    (and the tensors' memory) are kept alive.
     """
 
     def __init__(self, device, n: int, on_cpu: bool):
@@ -116,6 +117,11 @@ class ArgumentImports:
     def _miss(self, k: int, t: torch.Tensor):
         buf = to_xla(t, self.device)
         ptr = t.data_ptr()
-        self._entries[k] = (weakref.ref(t), ptr, t.stride(), t.shape, buf, t._version) \
-            if buf.unsafe_buffer_pointer() == ptr else None
+        if buf.unsafe_buffer_pointer() != ptr:  # a copy: no entry
+            self._entries[k] = None
+        elif not self._version:
+            self._entries[k] = (weakref.ref(t), ptr, t.stride(), t.shape, buf)
+        else:  # an inference tensor has no version counter: imported at every call
+            self._entries[k] = None if t.is_inference() else \
+                (weakref.ref(t), ptr, t.stride(), t.shape, buf, t._version)
         return buf
