@@ -187,7 +187,8 @@ def test_seed_input_only_in_programs_with_random_ops():
     assert SEED_ATTR not in thunder_mlir.last_traces(plain)[0].text
     assert SEED_ATTR in thunder_mlir.last_traces(random)[0].text
     # the hot path of a program without random ops is the plain single-region run
-    assert not plain.last.plan.seeded and plain.last.plan.run == plain.last.plan._run_single
+    plan = plain.last.plan  # after its first run: the prepared single-region closure
+    assert not plan.seeded and plan._single and plan.run is plan._call
     assert random.last.plan.seeded
 
 

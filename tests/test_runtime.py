@@ -3,6 +3,8 @@ requires_grad, zero-copy in and out."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
@@ -133,11 +135,13 @@ def test_same_output_twice_and_input_as_output():
 
 # ---------------------------------------------------------------- zero-copy checks
 class _Recorder:
-    """Wraps dlpack.to_xla / dlpack.to_torch to record data pointers on both sides."""
+    """Wraps dlpack.to_xla / to_torch / to_torch_many to record data pointers on both
+    sides."""
 
     def __init__(self, monkeypatch):
         self.to_xla, self.to_torch = [], []
         orig_to_xla, orig_to_torch = dlpack.to_xla, dlpack.to_torch
+        orig_to_torch_many = dlpack.to_torch_many
 
         def to_xla(t, device):
             arr = orig_to_xla(t, device)
@@ -149,8 +153,15 @@ class _Recorder:
             self.to_torch.append((arr.unsafe_buffer_pointer(), t.data_ptr(), t))
             return t
 
+        def to_torch_many(arrs, on_cpu):
+            ts = orig_to_torch_many(arrs, on_cpu)
+            self.to_torch += [(a.unsafe_buffer_pointer(), t.data_ptr(), t)
+                              for a, t in zip(arrs, ts)]
+            return ts
+
         monkeypatch.setattr(dlpack, "to_xla", to_xla)
         monkeypatch.setattr(dlpack, "to_torch", to_torch)
+        monkeypatch.setattr(dlpack, "to_torch_many", to_torch_many)
 
 
 def test_outputs_share_memory_with_xla_buffers(monkeypatch):
@@ -188,19 +199,99 @@ def test_int64_input_not_copied(monkeypatch):
 
 
 def test_repeated_input_reuses_its_buffer_until_modified(monkeypatch):
-    """The same tensor passed again is not re-imported, unless it changed in place."""
+    """The same tensor passed again at the same position is not re-imported: its buffer is
+    the tensor's memory, so an in-place change is read without one. A change of its memory
+    or layout (``.data =`` keeps the version counter) or another tensor imports again."""
     jfn = thunder_mlir.jit(lambda a: a * 2)
     x = torch.randn(64)
     jfn(x)
     rec = _Recorder(monkeypatch)
     torch.testing.assert_close(jfn(x), x * 2)
     assert rec.to_xla == []  # reused the buffer of the first call
-    x.add_(1)  # bumps x._version: the cached buffer must not be trusted blindly
+    x.add_(1)  # in place: the same memory, seen through the cached buffer
+    torch.testing.assert_close(jfn(x), x * 2)
+    assert rec.to_xla == []
+    x.data = torch.randn(64)  # other memory, same version counter
     torch.testing.assert_close(jfn(x), x * 2)
     assert len(rec.to_xla) == 1
     y = x.view(8, 8).t().contiguous().view(64)  # a different tensor object
     torch.testing.assert_close(jfn(y), y * 2)
     assert len(rec.to_xla) == 2
+
+
+def test_inference_mode_tensors():
+    """Inference tensors have no version counter (reading ``_version`` raises): they are
+    imported like any other tensor, and an in-place update between calls is read."""
+    jfn = thunder_mlir.jit(lambda a: a * 2)
+    with torch.inference_mode():
+        x = torch.randn(16)
+        torch.testing.assert_close(jfn(x), x * 2)
+        torch.testing.assert_close(jfn(x), x * 2)
+        x.add_(1)
+        torch.testing.assert_close(jfn(x), x * 2)
+
+
+def test_reused_buffer_follows_layout_changes_without_version_bump(monkeypatch):
+    """``x.data = x.data.t()`` keeps the pointer, shape (square) and version counter but
+    not the strides: the cached row-major buffer must not be reused."""
+    jfn = thunder_mlir.jit(lambda a: a * 2)
+    x = torch.randn(8, 8)
+    jfn(x)
+    jfn(x)
+    rec = _Recorder(monkeypatch)
+    x.data = x.data.t()
+    torch.testing.assert_close(jfn(x), x * 2)
+    assert len(rec.to_xla) == 1
+
+
+def test_permuted_inputs_and_outputs_take_the_single_region_path(monkeypatch):
+    """A program whose one XLA region reads the inputs in another order and returns its
+    results in another order (a decode step of a model with a static cache) runs without
+    the slot machinery, imports only what changed and returns eager's values."""
+    def f(a, b, c):
+        y = (c - a).sum()
+        return a * b + y, y
+
+    jfn = thunder_mlir.jit(f)
+    a, b, c = torch.randn(16), torch.randn(16), torch.randn(16)
+    for got, want in zip(jfn(a, b, c), f(a, b, c)):
+        torch.testing.assert_close(got, want)
+    plan = jfn.last.plan
+    step = plan.steps[0]
+    assert step.inputs != (0, 1, 2) and step.outputs != plan.outputs, "not permuted: update"
+    assert plan._single and plan.run is plan._call  # the prepared single-region run
+    rec = _Recorder(monkeypatch)
+    c2 = torch.randn(16)
+    for got, want in zip(jfn(a, b, c2), f(a, b, c2)):
+        torch.testing.assert_close(got, want)
+    assert [p for p, _ in rec.to_xla] == [c2.data_ptr()]  # a and b hit their positions
+
+
+def test_training_step_keeps_parameter_buffers(monkeypatch):
+    """A training forward returns weights its backward reads (plan outputs that are program
+    inputs) and still runs as one prepared region; after ``optimizer.step()`` updated them
+    in place the parameters are not imported again, and every step matches eager."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    ref = copy.deepcopy(model)
+    jm = thunder_mlir.jit(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for step in range(3):
+        if step == 2:
+            rec = _Recorder(monkeypatch)
+        x = torch.randn(4, 8)
+        for m, o in ((jm, opt), (ref, ref_opt)):
+            m(x).square().sum().backward()
+            o.step()
+            o.zero_grad()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q)
+    plan = jm._fn.last.plan
+    assert any(j < 0 for j in plan._pick), "the forward returns no input: update test"
+    assert plan._single and plan.run is plan._call
+    imported = {ptr for ptr, _ in rec.to_xla}
+    assert imported and not imported & {p.data_ptr() for p in model.parameters()}
 
 
 def test_values_between_regions_stay_on_xla(monkeypatch):
