@@ -14,7 +14,6 @@ import torch
 from torch.nn.parameter import is_lazy
 
 from thunder_mlir.error_reporting import error_boundary
-from thunder_mlir.frontend.guards import MISSING as _MISSING
 from thunder_mlir.frontend.tracing import _local as _tracing_state
 from thunder_mlir.function import ThunderFunction
 
@@ -98,7 +97,7 @@ class _ModuleState:
         in ``read``'s dict; a value becoming or ceasing to be None makes the generated
         function return None (``current`` remakes it: another ``token``, not another
         generation)."""
-        env: dict = {"M": _MISSING}
+        env: dict = {}
         checks = []
         for i, (sub, p, b, m, np_, nb, nm) in enumerate(self._structure):
             env[f"s{i}"], env[f"p{i}"], env[f"b{i}"], env[f"m{i}"] = sub, p, b, m
@@ -114,7 +113,7 @@ class _ModuleState:
                 checks.append(f"not h{i}")
         for i, (d, k, child) in enumerate(self._children):
             env[f"c{i}"], env[f"cd{i}"] = child, d
-            checks.append(f"cd{i}.get({k!r}) is c{i}")
+            checks.append(f"cd{i}[{k!r}] is c{i}")
         # parameters and buffers in sorted name order: optree's order for the dict ``read``
         # returns, so the leaves are those of flattening (flags, state, args, kwargs)
         order = sorted(range(len(self._entries)), key=lambda j: self._entries[j][0])
@@ -123,16 +122,18 @@ class _ModuleState:
             name, d, k = self._entries[j]
             env[f"d{j}"] = d
             if d[k] is None:  # no input: must stay so
-                checks.append(f"d{j}.get({k!r}, M) is None")
+                checks.append(f"d{j}[{k!r}] is None")
             else:
                 present.append(name)
-                values.append(f"d{j}[{k!r}]")
-                checks.append(f"d{j}.get({k!r}) is not None")
+                values.append(f"v{j}")
+                checks.append(f"(v{j} := d{j}[{k!r}]) is not None")
         for i, sub in enumerate(self._flag_modules):
             env[f"f{i}"] = sub
         flags = "".join(f"f{i}.training, " for i in range(len(self._flag_modules)))
-        body = "\n        and ".join(checks) or "True"
-        src = (f"def current():\n    if not ({body}):\n        return None\n"
+        body = "\n            and ".join(checks) or "True"
+        src = (f"def current():\n    try:\n        if not ({body}):\n            return None\n"
+               f"    except KeyError:  # a child or an entry removed (and another added)\n"
+               f"        return None\n"
                f"    return ({self.generation}, {flags}), ({''.join(v + ', ' for v in values)})\n")
         exec(src, env)  # noqa: S102 - generated from the tables above
         self._current = env["current"]
