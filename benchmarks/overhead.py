@@ -110,7 +110,7 @@ def module_systems(calls: int, repeats: int, with_compile: bool) -> dict[str, fl
         out[f"  of which: guard key ({len(cache.schema)} guards)"] = per_call_us(
             cache._guard_key, calls, repeats)
         out["  of which: module state (flags, params, hooks)"] = per_call_us(
-            tm._state.read, calls, repeats)
+            tm._state.current, calls, repeats)
     return out
 
 

@@ -477,3 +477,88 @@ def test_3d_convolution_gradients_are_eagers(cls, in_shape):
         torch.testing.assert_close(xj.grad, x.grad)
         torch.testing.assert_close(mine.weight.grad, eager.weight.grad)
         torch.testing.assert_close(mine.bias.grad, eager.bias.grad)
+
+
+def test_parameter_metadata_changes_on_the_same_object_are_seen():
+    """The cache-hit path reads each parameter's metadata afresh: ``.data`` reassigned with
+    another shape or dtype, ``requires_grad_`` and an in-place resize on the same
+    Parameter object re-key the call (a re-trace or the matching entry), as eager sees
+    them; a bias set to None and back selects the programs compiled before."""
+    m = torch.nn.Linear(3, 4)
+    jm = thunder_mlir.jit(m)
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        torch.testing.assert_close(jm(x), m(x))
+        m.weight.data = torch.randn(5, 3)                       # another shape, same object
+        m.bias.data = torch.randn(5)
+        torch.testing.assert_close(jm(x), m(x))
+        assert jm(x).shape == (2, 5)
+        misses = thunder_mlir.cache_misses(jm)
+        m.bias = None                                           # an input less
+        torch.testing.assert_close(jm(x), m(x))
+        assert thunder_mlir.cache_misses(jm) == misses + 1
+        m.bias = torch.nn.Parameter(torch.randn(5))            # the earlier structure again
+        torch.testing.assert_close(jm(x), m(x))
+        assert thunder_mlir.cache_misses(jm) == misses + 1
+        m.weight.data = m.weight.data.double()                  # another dtype
+        m.bias.data = m.bias.data.double()
+        xd = x.double()
+        torch.testing.assert_close(jm(xd), m(xd))
+        m.weight.data = m.weight.data.float()
+        m.bias.data = m.bias.data.float()
+        torch.testing.assert_close(jm(x), m(x))
+    m.weight.requires_grad_(False)
+    y = jm(x)
+    assert y.requires_grad and y.grad_fn is not None
+    m.bias.requires_grad_(False)
+    y = jm(x)
+    assert not y.requires_grad                                  # as eager: no input needs grad
+    torch.testing.assert_close(y, m(x))
+    with torch.no_grad():
+        m.weight.resize_(2, 3)                                  # in place, same object
+        m.bias.resize_(2)
+        torch.testing.assert_close(jm(x), m(x))
+        assert jm(x).shape == (2, 2)
+
+
+def test_training_flag_set_to_an_int_keys_apart_from_the_bool():
+    """``module.training = 1`` is equal to True but keyed apart (by type), as any input."""
+    m = torch.nn.Dropout(0.5)
+    jm = thunder_mlir.jit(m)
+    x = torch.randn(4, 4)
+    with torch.no_grad():
+        m.eval()
+        torch.testing.assert_close(jm(x), x)
+        m.training = 0
+        torch.testing.assert_close(jm(x), x)
+    assert thunder_mlir.cache_misses(jm) == 2
+
+
+def test_removing_one_parameter_and_adding_another_is_a_new_structure():
+    """A parameter dict of the same size with another name (del, then a new one) is read
+    by name, not by position."""
+    m = torch.nn.Linear(3, 3)
+    jm = thunder_mlir.jit(m)
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        torch.testing.assert_close(jm(x), m(x))
+        del m._parameters["bias"]
+        m.register_parameter("other", torch.nn.Parameter(torch.ones(3)))
+        m.bias = None
+        torch.testing.assert_close(jm(x), x @ m.weight.T)
+        torch.testing.assert_close(jm(x), m(x))
+
+
+def test_bound_method_parameters_keep_static_shapes_with_dynamic_true():
+    """``jit(module.forward, dynamic=True)``: the parameters are inputs with static
+    shapes (only the call's arguments get symbolic sizes), as for ``jit(module)``."""
+    m = torch.nn.Linear(3, 4)
+    m.forward = thunder_mlir.jit(m.forward, dynamic=True)
+    with torch.no_grad():
+        for n in (2, 5, 7):
+            x = torch.randn(n, 3)
+            torch.testing.assert_close(m(x), x @ m.weight.T + m.bias)
+        info = thunder_mlir.cache_info(m.forward)
+    dims = [d for e in info["entries"] for d in e.get("dynamic_dims", {})]
+    assert dims and all("args" in d or "x" in d for d in dims), dims
+    assert not any("weight" in d or "bias" in d for d in dims), dims

@@ -10,6 +10,7 @@ metadata, Python values, grad mode, default dtype and guards).
 from __future__ import annotations
 
 import functools
+import operator
 import time
 import types
 from typing import Any, Callable
@@ -96,6 +97,51 @@ def _metas(leaves) -> tuple:
     return tuple(out)
 
 
+# exact types whose key metadata is (type, value): ``_metas``'s rule, without its tests
+_PLAIN = frozenset({bool, int, float, complex, str, type(None), torch.dtype, torch.device,
+                    type(Ellipsis), torch.Size, type})
+_TENSOR, _PARAMETER = torch.Tensor, torch.nn.Parameter
+
+
+def _metas_tensors(leaves) -> tuple:
+    """(``_metas(leaves)``, the tensor leaves), or (None, None) where ``_metas`` is None;
+    the common leaf types take a shortcut (the cache-hit path)."""
+    metas, tensors = [], []
+    meta, tensor = metas.append, tensors.append
+    for x in leaves:
+        t = type(x)
+        if t is _TENSOR or t is _PARAMETER:
+            meta(("tensor", x.shape, x.dtype, x.device, x.requires_grad))
+            tensor(x)
+        elif t in _PLAIN:
+            meta((t, x))
+        else:
+            m = _metas((x,))
+            if m is None:
+                return None, None
+            metas.append(m[0])
+            if isinstance(x, torch.Tensor):
+                tensors.append(x)
+    return tuple(metas), tensors
+
+
+def _flatten_inputs(args: tuple, kwargs: dict) -> tuple:
+    """(leaves, tree structure, input objects, key metadata, tensor leaves) of a call's
+    arguments (frontend/pytrees.py); raises UnsupportedInputError naming an input that is
+    not accepted."""
+    leaves, spec, nodes = pytrees.flatten_with_objects((args, kwargs))
+    metas, tensors = _metas_tensors(leaves)
+    # first sight of a pytree node class (an object, a torch pytree node)
+    while metas is None and pytrees.register_types(leaves):
+        leaves, spec, nodes = pytrees.flatten_with_objects((args, kwargs))
+        metas, tensors = _metas_tensors(leaves)
+    if metas is None:
+        paths = _paths(args, kwargs)
+        bad = next(i for i, x in enumerate(leaves) if _metas([x]) is None)
+        _unsupported(leaves[bad], paths[bad])
+    return leaves, spec, nodes, metas, tensors
+
+
 class ThunderFunction:
     """The callable ``jit`` returns: same signature as ``fn``, compiled per input metadata.
 
@@ -145,60 +191,12 @@ class ThunderFunction:
             # Fast path: only tensor positional arguments (the common case) need no pytree
             # flattening; their key is the argument count instead of a tree spec.
             if not kwargs and all(type(a) is torch.Tensor for a in args):
-                leaves, spec, nodes = args, len(args), None
+                leaves, spec, nodes, tensors = args, len(args), None, args
                 metas = tuple(("tensor", t.shape, t.dtype, t.device, t.requires_grad)
                               for t in args)
             else:
-                leaves, spec, nodes = pytrees.flatten_with_objects((args, kwargs))
-                metas = _metas(leaves)
-                # first sight of a pytree node class (an object, a torch pytree node)
-                while metas is None and pytrees.register_types(leaves):
-                    leaves, spec, nodes = pytrees.flatten_with_objects((args, kwargs))
-                    metas = _metas(leaves)
-                if metas is None:
-                    paths = _paths(args, kwargs)
-                    bad = next(i for i, x in enumerate(leaves)
-                               if _metas([x]) is None)
-                    _unsupported(leaves[bad], paths[bad])
-            cache = self.cache
-            dims = None
-            if self.dynamic.on():  # dynamic shapes: None in the key for symbolic sizes
-                dims = self.dynamic.dims([x for x in leaves if isinstance(x, torch.Tensor)])
-                metas = _dynamic.mask(metas, dims) if dims else metas
-            # user executors: their registrations so far are part of the key
-            key = cache.key((spec, tuple((e.name, e.generation) for e in self.executors))
-                            if self.executors else spec, metas)
-            entry = cache.lookup(key)
-            if entry is not None and entry.sym_check is not None:
-                entry = _dynamic_entry(entry, leaves)
-            if entry is None:
-                with COMPILE_LOCK:
-                    entry = self._compile_miss(args, kwargs, leaves, spec, key, dims, nodes)
-            else:
-                cache.hits += 1
-            self.last = entry
-            tensors = [x for x in leaves if isinstance(x, torch.Tensor)] if spec != len(args) \
-                else args
-            if entry.backward_plan is not None:
-                from thunder_mlir.runtime.autograd import run_with_autograd
-
-                outs = run_with_autograd(entry, tensors)
-            else:
-                outs = entry.plan.run(tensors)
-            if entry.mutated_inputs:
-                k = len(entry.mutated_inputs)
-                with torch.no_grad():
-                    for i, v in zip(entry.mutated_inputs, outs[-k:]):
-                        tensors[i].copy_(v)
-                outs = outs[:-k]
-            if entry.output_views:  # outputs that alias inputs: eager's views of them
-                outs = aliasing.apply(entry.output_views, outs, tensors)
-            if entry.attribute_writes:  # self.calls += 1 in forward, as eager leaves it
-                for obj, name, value in entry.attribute_writes:
-                    setattr(obj, name, value)
-            if entry.object_state is not None:  # writes to input objects, objects returned
-                return _object_results(entry, nodes, tensors, outs)
-            return entry.rebuild(outs)
+                leaves, spec, nodes, metas, tensors = _flatten_inputs(args, kwargs)
+            return self._run(leaves, spec, nodes, metas, tensors, args, kwargs)
         except Exception as e:
             shown = boundary_exception(e, self, args, kwargs)
             if shown is e:
@@ -209,6 +207,104 @@ class ThunderFunction:
             except Exception:
                 shown.__traceback__ = tb  # drop this frame, added by the raise
                 raise
+
+    def call_module(self, state, current: tuple, args: tuple, kwargs: dict):
+        """``self(flags, params, args, kwargs)`` for a module's function (``fn`` takes the
+        training flags and the {qualified name: parameter or buffer} dict of
+        ``state``, a ``module._ModuleState``, then the call's arguments), without building
+        that dict or flattening it on a cache hit: ``current`` is ``state.current()``, the
+        flags and the parameters in the order optree flattens the dict in, their tree
+        structure ``state.token``. The key holds the same metadata, leaf by leaf, as the
+        general path's; its tree-structure part is (``state.token``, the arguments'
+        structure)."""
+        if getattr(_tracing_state, "trace", None) is not None:  # inlined (__call__)
+            flags, params = state.read()
+            return self.fn(flags, params, args, kwargs)
+        try:
+            flags, values = current
+            cached_flags, flag_metas = state.flag_metas
+            # the flags' metadata of the last call, if each flag is the same object (True
+            # and 1 are equal, but key apart)
+            if len(flags) != len(cached_flags) or not all(map(operator.is_, flags,
+                                                              cached_flags)):
+                flag_metas = _metas(flags)
+                state.flag_metas = (flags, flag_metas)
+            if not kwargs and all(type(a) is torch.Tensor for a in args):
+                rest, spec, nodes, rest_tensors = args, len(args), None, args
+                rest_metas = tuple(("tensor", t.shape, t.dtype, t.device, t.requires_grad)
+                                   for t in args)
+            else:
+                rest, spec, nodes, rest_metas, rest_tensors = _flatten_inputs(args, kwargs)
+            param_metas, _ = _metas_tensors(values)
+            if param_metas is None:
+                raise UnsupportedInputError("a parameter or buffer is a tensor subclass")
+        except Exception:  # noqa: BLE001 - an input refused: the general path reports it
+            flags, params = state.read()
+            return self(flags, params, args, kwargs)
+        self.dynamic.static_tensors = len(values)  # they keep static shapes (dynamic.py)
+        try:
+            return self._run((*flags, *values, *rest), (state.token, spec), nodes,
+                             flag_metas + param_metas + rest_metas,
+                             [*values, *rest_tensors], args, kwargs, state)
+        except Exception as e:
+            flags, params = state.read()
+            shown = boundary_exception(e, self, (flags, params, args, kwargs), {})
+            if shown is e:
+                raise
+            tb = shown.__traceback__
+            try:
+                raise shown  # noqa: B904 - the cause is set (or hidden) by report()
+            except Exception:
+                shown.__traceback__ = tb  # drop this frame, added by the raise
+                raise
+
+    def _run(self, leaves, spec, nodes, metas: tuple, tensors, args, kwargs, state=None):
+        """The cache lookup (a compilation on a miss) and the run, for a call whose inputs
+        are flattened: ``leaves`` with their tree structure ``spec``, their key ``metas``,
+        the input objects ``nodes`` (frontend/pytrees.py; None for plain inputs) and the
+        tensor leaves ``tensors``. ``args``/``kwargs``: the call's arguments; with ``state``, a
+        module's call (``call_module``): the arguments after the flags and parameters, which
+        are read from ``state`` on a miss."""
+        cache = self.cache
+        dims = None
+        if self.dynamic.on():  # dynamic shapes: None in the key for symbolic sizes
+            dims = self.dynamic.dims(tensors)
+            metas = _dynamic.mask(metas, dims) if dims else metas
+        # user executors: their registrations so far are part of the key
+        key = cache.key((spec, tuple((e.name, e.generation) for e in self.executors))
+                        if self.executors else spec, metas)
+        entry = cache.lookup(key)
+        if entry is not None and entry.sym_check is not None:
+            entry = _dynamic_entry(entry, leaves)
+        if entry is None:
+            with COMPILE_LOCK:
+                if state is not None:
+                    flags, params = state.read()
+                    args, kwargs = (flags, params, args, kwargs), {}
+                entry = self._compile_miss(args, kwargs, leaves, spec, key, dims, nodes)
+        else:
+            cache.hits += 1
+        self.last = entry
+        if entry.backward_plan is not None:
+            from thunder_mlir.runtime.autograd import run_with_autograd
+
+            outs = run_with_autograd(entry, tensors)
+        else:
+            outs = entry.plan.run(tensors)
+        if entry.mutated_inputs:
+            k = len(entry.mutated_inputs)
+            with torch.no_grad():
+                for i, v in zip(entry.mutated_inputs, outs[-k:]):
+                    tensors[i].copy_(v)
+            outs = outs[:-k]
+        if entry.output_views:  # outputs that alias inputs: eager's views of them
+            outs = aliasing.apply(entry.output_views, outs, tensors)
+        if entry.attribute_writes:  # self.calls += 1 in forward, as eager leaves it
+            for obj, name, value in entry.attribute_writes:
+                setattr(obj, name, value)
+        if entry.object_state is not None:  # writes to input objects, objects returned
+            return _object_results(entry, nodes, tensors, outs)
+        return entry.rebuild(outs)
 
     def _compile_miss(self, args, kwargs, leaves, spec, key, dims, nodes):
         """Compile for a cache miss; dynamic shapes (dynamic.py): automatic dims, the

@@ -14,6 +14,7 @@ import torch
 from torch.nn.parameter import is_lazy
 
 from thunder_mlir.error_reporting import error_boundary
+from thunder_mlir.frontend.tracing import _local as _tracing_state
 from thunder_mlir.function import ThunderFunction
 
 
@@ -44,15 +45,23 @@ def _global_backward_hooks() -> bool:
     return bool(m._global_backward_hooks or m._global_backward_pre_hooks)
 
 
+def _size_is(name: str, n: int) -> str:
+    """The expression ``len(name) == n`` (``not name`` for 0: no call)."""
+    return f"len({name}) == {n}" if n else f"not {name}"
+
+
 class _ModuleState:
     """A module tree's parameters, buffers (by qualified name, duplicates kept, as
     ``named_parameters(remove_duplicate=False)``) and training flags, read on every call
     without walking the tree: ``named_parameters``/``modules`` recurse through generators
     (~30 us per call for five modules). The tree's structure — each submodule's
-    ``_parameters``/``_buffers``/``_modules`` dicts, their sizes and its children — is
-    checked on every call and the tables rebuilt when it changed, so a parameter, buffer
-    or submodule added, removed or replaced is seen; a tensor assigned to an existing
-    name is read afresh each call anyway."""
+    ``_parameters``/``_buffers``/``_modules`` dicts, their sizes, its children and its hook
+    dicts — is checked on every call and the tables rebuilt when it changed, so a parameter,
+    buffer, submodule or hook added, removed or replaced is seen; a tensor assigned to an
+    existing name is read afresh each call anyway.
+
+    The check and the reads are one generated function (``current``), remade with the
+    tables: one straight-line expression per call instead of loops over the tree."""
 
     def __init__(self, module: torch.nn.Module):
         self.module = module
@@ -80,6 +89,71 @@ class _ModuleState:
                     if sub._backward_hooks or sub._backward_pre_hooks]
         self.backward_hooks = backward or (["(global)"] if _global_backward_hooks() else [])
         self.generation += 1
+        self._make_reader()
+
+    def _make_reader(self) -> None:
+        """Generate ``current`` for the present structure and the present set of entries
+        holding None (``register_parameter('bias', None)``): such an entry is no input, as
+        in ``read``'s dict; a value becoming or ceasing to be None makes the generated
+        function return None (``current`` remakes it: another ``token``, not another
+        generation)."""
+        env: dict = {}
+        checks = []
+        for i, (sub, p, b, m, np_, nb, nm) in enumerate(self._structure):
+            env[f"s{i}"], env[f"p{i}"], env[f"b{i}"], env[f"m{i}"] = sub, p, b, m
+            checks.append(f"s{i}._parameters is p{i} and s{i}._buffers is b{i} and "
+                          f"s{i}._modules is m{i} and {_size_is(f'p{i}', np_)} and "
+                          f"{_size_is(f'b{i}', nb)} and {_size_is(f'm{i}', nm)}")
+        for i, (d, n, last) in enumerate(self._hooks):
+            env[f"h{i}"] = d
+            if n:
+                env[f"hl{i}"] = last
+                checks.append(f"len(h{i}) == {n} and next(reversed(h{i})) == hl{i}")
+            else:
+                checks.append(f"not h{i}")
+        for i, (d, k, child) in enumerate(self._children):
+            env[f"c{i}"], env[f"cd{i}"] = child, d
+            checks.append(f"cd{i}[{k!r}] is c{i}")
+        # parameters and buffers in sorted name order: optree's order for the dict ``read``
+        # returns, so the leaves are those of flattening (flags, state, args, kwargs)
+        order = sorted(range(len(self._entries)), key=lambda j: self._entries[j][0])
+        present, values = [], []
+        for j in order:
+            name, d, k = self._entries[j]
+            env[f"d{j}"] = d
+            if d[k] is None:  # no input: must stay so
+                checks.append(f"d{j}[{k!r}] is None")
+            else:
+                present.append(name)
+                values.append(f"v{j}")
+                checks.append(f"(v{j} := d{j}[{k!r}]) is not None")
+        for i, sub in enumerate(self._flag_modules):
+            env[f"f{i}"] = sub
+        flags = "".join(f"f{i}.training, " for i in range(len(self._flag_modules)))
+        body = "\n            and ".join(checks) or "True"
+        src = (f"def current():\n    try:\n        if not ({body}):\n            return None\n"
+               f"    except KeyError:  # a child or an entry removed (and another added)\n"
+               f"        return None\n"
+               f"    return ({self.generation}, {flags}), ({''.join(v + ', ' for v in values)})\n")
+        exec(src, env)  # noqa: S102 - generated from the tables above
+        self._current = env["current"]
+        # the cache-key form of the module's input structure (function.ThunderFunction
+        # .call_module): the generation and the names of the parameters and buffers given
+        self.token = (self.generation, tuple(present))
+        self.flag_metas = ((), ())  # (flags, their key metadata), cached by the caller
+
+    def current(self) -> tuple[tuple, tuple]:
+        """(structure generation and training flag of each module, the parameters and
+        buffers that are not None in sorted qualified-name order); ``token`` names the
+        structure they have."""
+        while True:
+            got = self._current()
+            if got is not None:
+                return got
+            if self._unchanged():  # only an entry became or ceased to be None
+                self._make_reader()
+            else:
+                self._build()
 
     def still_uninitialized(self) -> bool:
         """Whether a parameter or buffer is still uninitialized (a Lazy module before its
@@ -95,19 +169,19 @@ class _ModuleState:
         for d, n, last in self._hooks:
             if len(d) != n or (n and next(reversed(d)) != last):
                 return False
-        return all(d.get(k) is child for d, k, child in self._children)
+        return all(d.get(k) is child for d, k, child in self._children) and \
+            all(k in d for _, d, k in self._entries)  # (a name removed and another added)
 
     def read(self) -> tuple[tuple, dict]:
         """(structure generation and training flag of each module, {qualified name:
         parameter or buffer})."""
-        if not self._unchanged():
-            self._build()
+        flags, _ = self.current()
         state = {}
         for name, d, k in self._entries:
             v = d[k]
             if v is not None:
                 state[name] = v
-        return (self.generation, *(sub.training for sub in self._flag_modules)), state
+        return flags, state
 
     def watched(self) -> list[tuple[torch.nn.Module, str]]:
         """Every module of the tree with a description: the objects whose attribute reads
@@ -137,7 +211,7 @@ class ThunderModule(torch.nn.Module):
         return super().__call__(*args, **kwargs)
 
     def forward(self, *args, **kwargs):
-        flags, state = self._state.read()
+        current = self._state.current()
         if self._state.backward_hooks:
             raise NotImplementedError(
                 f"backward hooks on {', '.join(self._state.backward_hooks)}: thunder_mlir "
@@ -151,9 +225,7 @@ class ThunderModule(torch.nn.Module):
             # eagerly (hooks, initialization and result exactly eager's); the next ones,
             # with every parameter materialized, are compiled.
             return self._original(*args, **kwargs)
-        # parameters and buffers keep static shapes (dynamic.py): they lead the tensors
-        self._fn.dynamic.static_tensors = len(state)
-        return self._fn(flags, state, args, kwargs)
+        return self._fn.call_module(self._state, current, args, kwargs)
 
 
 def _functional_method(method, training_flags, state, args, kwargs):
@@ -184,11 +256,9 @@ class ThunderMethod:
         return self._method
 
     def __call__(self, *args, **kwargs):
-        from thunder_mlir.frontend.tracing import _local
-
-        if getattr(_local, "trace", None) is not None:  # inlined into a traced caller
+        if getattr(_tracing_state, "trace", None) is not None:  # inlined into a traced caller
             return self._method(*args, **kwargs)
-        flags, state = self._state.read()
+        current = self._state.current()
         if self._state.backward_hooks:
             raise NotImplementedError(
                 f"backward hooks on {', '.join(self._state.backward_hooks)}: thunder_mlir "
@@ -196,5 +266,5 @@ class ThunderMethod:
                 "gradients cannot run. Remove them (register_full_backward_hook).")
         if self._state.uninitialized and self._state.still_uninitialized():
             return self._method(*args, **kwargs)  # Lazy parameters: this call runs eagerly
-        return self._fn(flags, state, args, kwargs)
+        return self._fn.call_module(self._state, current, args, kwargs)
 
