@@ -562,3 +562,41 @@ def test_bound_method_parameters_keep_static_shapes_with_dynamic_true():
     dims = [d for e in info["entries"] for d in e.get("dynamic_dims", {})]
     assert dims and all("args" in d or "x" in d for d in dims), dims
     assert not any("weight" in d or "bias" in d for d in dims), dims
+
+
+def _unaligned(shape) -> torch.Tensor:
+    """A float32 tensor alone in a storage over memory owned outside torch, 4 bytes past a
+    64-byte boundary (as from_pretrained's weights over a memory-mapped safetensors file)."""
+    import numpy as np
+
+    n = torch.Size(shape).numel()
+    raw = np.zeros(4 * n + 128, dtype=np.uint8)
+    start = next(i for i in range(128) if (raw.ctypes.data + i) % 64 == 4)
+    t = torch.from_numpy(raw[start:start + 4 * n].view(np.float32).reshape(shape))
+    return t.normal_()
+
+
+def test_unaligned_parameters_moved_to_aligned_memory_when_nothing_else_holds_them():
+    # XLA's CPU client copies an unaligned tensor at every call: jit gives a parameter
+    # that no other tensor shares memory of its own (same Parameter object, same values);
+    # one whose storage is shared with a tensor the user holds keeps it (eager would show
+    # writes through that tensor), with a PerformanceWarning
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 4)
+    lin.weight = torch.nn.Parameter(_unaligned((4, 8)))
+    lin.bias = torch.nn.Parameter(_unaligned((4,)))
+    held = lin.bias.data  # the user keeps a tensor sharing the bias's storage
+    assert lin.weight.data_ptr() % 64 and lin.bias.data_ptr() % 64
+    weight, values = lin.weight, lin.weight.detach().clone()
+    x = torch.randn(3, 8)
+    expected = lin(x)
+    with pytest.warns(thunder_mlir.PerformanceWarning, match="1 parameters/buffers"):
+        jitted = thunder_mlir.jit(lin)
+    assert lin.weight is weight and lin.weight.data_ptr() % 64 == 0
+    torch.testing.assert_close(lin.weight, values, rtol=0, atol=0)
+    assert lin.bias.data_ptr() == held.data_ptr()  # still shared with `held`
+    torch.testing.assert_close(jitted(x), expected)
+    with torch.no_grad():
+        lin.weight.mul_(2)  # an update of the moved parameter is seen by the next call
+    held.add_(1)  # a write through the held alias reaches the parameter, as in eager
+    torch.testing.assert_close(jitted(x), lin(x))

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from thunder_mlir.errors import (  # noqa: F401
     CallArgumentError, CompileError, DataDependentControlFlowError, LoweringError, PassError,
-    RecompileWarning, SharpEdgeError, SharpEdgeWarning, ThunderError, TorchOpError, TraceError,
-    UnsupportedError, UnsupportedInputError)
+    PerformanceWarning, RecompileWarning, SharpEdgeError, SharpEdgeWarning, ThunderError,
+    TorchOpError, TraceError, UnsupportedError, UnsupportedInputError)
 from thunder_mlir.grad_api import grad, value_and_grad  # noqa: F401
 from thunder_mlir.function import Stage, ThunderFunction  # noqa: F401
 from thunder_mlir.jit import jit  # noqa: F401

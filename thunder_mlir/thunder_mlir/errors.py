@@ -135,6 +135,11 @@ class RecompileWarning(UserWarning):
     """A jitted function recompiled more often than its ``recompile_limit``."""
 
 
+class PerformanceWarning(UserWarning):
+    """A jitted program runs correctly but slower than it could, for a reason the user can
+    remove (the message says how)."""
+
+
 _TORCH_OP_TYPES: dict[type, type] = {
     RuntimeError: TorchOpRuntimeError, ValueError: TorchOpValueError,
     TypeError: TorchOpTypeError, IndexError: TorchOpIndexError,
