@@ -211,7 +211,7 @@ def _split(fwd, bwd, body, remat: bool) -> list[ir.Value]:
                 uses.setdefault(v, []).append((user, i))
     needed = list(uses)
     if remat and needed:
-        needed = _rematerialize(bblock, body, _saved_values(fblock, body, needed), uses)
+        needed = _rematerialize(bblock, body, _saved_values(needed), uses)
     residuals = []
     for v in needed:
         arg = bblock.add_argument(v.type, v.location)
@@ -231,7 +231,7 @@ def _recomputable(op) -> bool:
     return short in RECOMPUTABLE and len(op.results) == 1 and len(op.regions) == 0
 
 
-def _saved_values(fblock, body, needed: list) -> set:
+def _saved_values(needed: list) -> set:
     """The forward values to save so that the backward can read (or recompute) every
     value of ``needed`` with the fewest bytes saved: the minimum s-t cut of torch's
     ``min_cut_rematerialization_partition`` (torch/_functorch/partitioners.py), where each
@@ -247,23 +247,29 @@ def _saved_values(fblock, body, needed: list) -> set:
     import networkx as nx
 
     graph = nx.DiGraph()
+    graph.add_node("source")  # (no edge from it when every value is a constant's)
     index: dict[ir.Value, int] = {}
 
     def node(v, side):
         return (index.setdefault(v, len(index)), side)
 
-    for a in fblock.arguments:
-        graph.add_edge("source", node(a, "in"))
-        graph.add_edge(node(a, "in"), node(a, "out"), capacity=0)
-    for op in body:
-        recompute = _recomputable(op)
-        for r in op.results:
-            graph.add_edge(node(r, "in"), node(r, "out"), capacity=_nbytes(r.type))
-            if not recompute:
-                graph.add_edge("source", node(r, "in"))  # no capacity: infinite
-        if recompute:
-            for o in set(op.operands):
-                graph.add_edge(node(o, "out"), node(op.results[0], "in"))
+    # only the values the backward reads and what they can be recomputed from take part:
+    # walk back from them through recomputable ops (the rest cannot be in a minimum cut)
+    stack, seen = list(needed), set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        op = None if isinstance(v.owner, ir.Block) else v.owner.operation
+        cost = 0 if op is None else _nbytes(v.type)  # an input: alive anyway
+        graph.add_edge(node(v, "in"), node(v, "out"), capacity=cost)
+        if op is None or not _recomputable(op):
+            graph.add_edge("source", node(v, "in"))  # no capacity: infinite
+            continue
+        for o in set(op.operands):
+            graph.add_edge(node(o, "out"), node(v, "in"))
+            stack.append(o)
     for v in needed:
         graph.add_edge(node(v, "out"), "sink")
     _, (reachable, _) = nx.minimum_cut(graph, "source", "sink")
