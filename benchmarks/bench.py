@@ -34,6 +34,8 @@ def parse_args():
                         "intra-op pool of XLA's CPU client (jax.jit and thunder_mlir share it; "
                         "thunder_mlir sizes it to torch.get_num_threads()); 0: torch's default. "
                         "Without it: one process at 1 thread, one at the default, one table")
+    p.add_argument("--train-only", action="store_true",
+                   help="only the training-step rows (time, saved for backward, peak memory)")
     p.add_argument("--json", help=argparse.SUPPRESS)  # a child process writes its rows here
     return p.parse_args()
 
@@ -87,6 +89,8 @@ if OPTS.threads is None:  # the parent: no jax/torch imports of its own
             cmd = [sys.executable, __file__, "--threads", str(threads), "--json", out]
             if OPTS.quick:
                 cmd.append("--quick")
+            if OPTS.train_only:
+                cmd.append("--train-only")
             subprocess.run(cmd, check=True)
             with open(out) as f:
                 res = json.load(f)
@@ -270,6 +274,15 @@ def train_workloads():
                          embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=999, eos_token_id=999)
         return LMLoss(GPT2LMHeadModel(cfg).train())
 
+    def gpt2_4x512():
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        torch.manual_seed(0)
+        cfg = GPT2Config(n_layer=4, n_embd=512, n_head=8, vocab_size=1000, n_positions=256,
+                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=999,
+                         eos_token_id=999)
+        return LMLoss(GPT2LMHeadModel(cfg).train())
+
     def llama():
         return LMLoss(make_llama().train())
 
@@ -285,8 +298,10 @@ def train_workloads():
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(64, 256, generator=g), torch.randn(64, 10, generator=g)
     ids = torch.randint(0, 1000, (2, 64), generator=g)
+    ids_4x512 = torch.randint(0, 1000, (4, 128), generator=g)
     return {"MLP train step, batch 64": (mlp, (x, y), 1e-5),
             "GPT-2 tiny train step, 2x64": (gpt2, (ids,), 1e-4),
+            "GPT-2 4x512 train step, 4x128": (gpt2_4x512, (ids_4x512,), 1e-4),
             "Llama tiny train step, 2x64": (llama, (ids,), 1e-4),
             "BERT tiny train step, 2x64": (bert, (ids,), 1e-4)}
 
@@ -448,7 +463,7 @@ def main() -> int:
 
     rows, notes = [], []
     t_start = time.perf_counter()
-    for name, (fn, args, jfn, jargs, tol) in workloads().items():
+    for name, (fn, args, jfn, jargs, tol) in ({} if OPTS.train_only else workloads()).items():
         iters, repeats, unit = plan[name]
         steady, first, expected = {}, {}, None
         # counted before any system has run (afterwards the count came out 2.8x too high)
@@ -496,6 +511,7 @@ def main() -> int:
         print(f"  ... {name} done ({time.perf_counter() - t_start:.0f} s)", flush=True)
     train_plan = {"MLP train step, batch 64": (max(1, int(20 * scale)), 5),
                   "GPT-2 tiny train step, 2x64": (max(1, int(8 * scale)), 5),
+                  "GPT-2 4x512 train step, 4x128": (max(1, int(2 * scale)), 5),
                   "Llama tiny train step, 2x64": (max(1, int(8 * scale)), 5),
                   "BERT tiny train step, 2x64": (max(1, int(8 * scale)), 5)}
     for label, vals, unit in run_training(train_plan, notes, t_start):

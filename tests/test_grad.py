@@ -381,6 +381,34 @@ def test_backward_twice_accumulates():
     torch.testing.assert_close(x.grad, x2.grad, **TOL)
 
 
+def test_saved_tensors_hooks_and_residual_buffers():
+    """The residuals reach the backward as the forward's XLA buffers (runtime/autograd.py)
+    unless a saved_tensors_hooks pair is active: then the backward reads what the unpack
+    hook returns (here a copy). Both give eager's gradients; after the backward the Function
+    keeps no buffer of the residuals (a kept loss would otherwise hold them)."""
+    w, b = _r(4, 3).requires_grad_(), _r(3).requires_grad_()
+    x = _r(2, 4)
+
+    def fn(x, w, b):
+        return torch.tanh(x @ w + b).exp().sum()
+
+    jfn = thunder_mlir.jit(fn)
+    w2, b2 = w.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    fn(x, w2, b2).backward()
+    for hooks in (False, True, False):
+        w.grad = b.grad = None
+        if hooks:
+            with torch.autograd.graph.saved_tensors_hooks(lambda t: t.clone(), lambda t: t):
+                loss = jfn(x, w, b)
+        else:
+            loss = jfn(x, w, b)
+        assert (loss.grad_fn.residual_buffers is None) == hooks
+        loss.backward()
+        assert loss.grad_fn.residual_buffers is None
+        torch.testing.assert_close(w.grad, w2.grad, **TOL)
+        torch.testing.assert_close(b.grad, b2.grad, **TOL)
+
+
 def test_jit_output_feeds_eager_graph():
     """A jitted output used in further eager ops backprops through both."""
     w = _r(4, 3).requires_grad_()

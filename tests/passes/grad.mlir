@@ -202,3 +202,42 @@ module @dynamic_index {
     return %2 : tensor<5x3xf32>
   }
 }
+
+// -----
+
+// Min-cut residual choice (torch's min_cut_rematerialization_partition): GPT-2's tanh GELU
+// of h = log1p(x) (standing for a matmul, which is not recomputed). The backward reads h,
+// the GELU's halves and its tanh; the smallest set they can all be recomputed from is h
+// (with x for log1p's own VJP), so only those are saved, and the backward recomputes the
+// chain from h (the full constants cost nothing to recompute). The greedy rule this
+// replaced also saved the tanh's input: a mul by a constant had two operands not saved.
+// CHECK-LABEL: module @min_cut_gelu
+// CHECK:       func.func @forward(%[[X:[a-z0-9]+]]: tensor<4xf32>)
+// CHECK-NEXT:    %[[H:.*]] = "thunder.log1p"(%[[X]])
+// CHECK:         return %{{.*}}, %[[H]], %[[X]] : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+// CHECK:       func.func @backward(%{{[a-z0-9]+}}: tensor<4xf32>, %[[RH:[a-z0-9]+]]: tensor<4xf32>, %{{[a-z0-9]+}}: tensor<4xf32>)
+// CHECK-SAME:    thunder.num_residuals = 2
+// CHECK-NEXT:    "thunder.full"()
+// CHECK-NEXT:    "thunder.mul"(%[[RH]],
+// CHECK-NEXT:    "thunder.full"()
+// CHECK-NEXT:    "thunder.pow"(%[[RH]],
+module @min_cut_gelu {
+  func.func @computation(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %h = "thunder.log1p"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    %c0 = "thunder.full"() {value = 5.000000e-01 : f64} : () -> tensor<4xf32>
+    %0 = "thunder.mul"(%h, %c0) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %c1 = "thunder.full"() {value = 3.000000e+00 : f64} : () -> tensor<4xf32>
+    %1 = "thunder.pow"(%h, %c1) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %c2 = "thunder.full"() {value = 4.471500e-02 : f64} : () -> tensor<4xf32>
+    %2 = "thunder.mul"(%1, %c2) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %3 = "thunder.add"(%h, %2) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %c3 = "thunder.full"() {value = 0.79788456080286541 : f64} : () -> tensor<4xf32>
+    %4 = "thunder.mul"(%3, %c3) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %5 = "thunder.tanh"(%4) : (tensor<4xf32>) -> tensor<4xf32>
+    %c4 = "thunder.full"() {value = 1.000000e+00 : f64} : () -> tensor<4xf32>
+    %6 = "thunder.add"(%5, %c4) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %7 = "thunder.mul"(%0, %6) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %y = "thunder.log1p"(%7) : (tensor<4xf32>) -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}

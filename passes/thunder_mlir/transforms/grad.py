@@ -18,10 +18,10 @@ input is an integer: never differentiated.
 The backward is built by walking the forward ops in reverse and applying each prim's VJP
 rule (``PrimDef.vjp``, ``ir/prim_defs.py``), accumulating cotangents of values with several
 uses. Rules first refer to forward values directly; the split then turns every forward
-value the backward uses into a residual. Before that, **rematerialization** moves cheap ops
-(elementwise, broadcasts, reshapes, constants) into the backward whenever recomputing them
-does not increase the bytes saved — the greedy form of the min-cut rule of Thunder's and
-torch.compile's partitioners. Which inputs are differentiated: ``thunder.requires_grad``
+value the backward uses into a residual. Before that, **rematerialization** chooses the residuals
+as the minimum cut of torch.compile's partitioner (``min_cut_rematerialization_partition``):
+the fewest bytes from which cheap ops (elementwise, broadcasts, reshapes, slices, constants)
+recompute, in the backward, every forward value it reads (``_saved_values``). Which inputs are differentiated: ``thunder.requires_grad``
 on the function (an ``array<i1>``), else every floating-point input.
 """
 
@@ -49,7 +49,10 @@ WRITE_BACKS = "thunder.num_write_backs"  # set by jit: trailing results that upd
 DIFF_OUTPUTS = "thunder.diff_outputs"  # set by jit: array<i1>, the outputs that get cotangents
 BACKWARD_ERROR = "thunder.backward_error"  # on @backward: raised when the backward runs
 REACHED = "thunder.reached"  # on @backward: per differentiated input, has a gradient
-CHEAP = prim_defs.CHEAP  # prims recomputed in the backward (``PrimDef.cheap``)
+CHEAP = prim_defs.CHEAP  # cheap prims (``PrimDef.cheap``)
+# prims the backward may recompute instead of saving their results: the cheap ones and
+# slices (views, which torch's partitioner recomputes too)
+RECOMPUTABLE = CHEAP | {"slice"}
 
 
 def _func(module: ir.Module, name: str):
@@ -61,6 +64,9 @@ def _func(module: ir.Module, name: str):
 
 
 def _nbytes(t: ir.Type) -> int:
+    """Bytes of a value of type ``t`` (0 for a value that is not a ranked tensor)."""
+    if not isinstance(t, ir.RankedTensorType) and not ir.RankedTensorType.isinstance(t):
+        return 0
     return math.prod(ir.RankedTensorType(t).shape) * \
         torch.empty((), dtype=dtypes.torch_dtype(t)).element_size()
 
@@ -186,8 +192,9 @@ def _inline_composites_without_rules(block) -> None:
 
 
 def _split(fwd, bwd, body, remat: bool) -> list[ir.Value]:
-    """Rematerialize cheap values (if ``remat``), then turn remaining forward values into
-    residuals.
+    """Choose the residuals (the min cut of ``_saved_values`` if ``remat``, else every
+    forward value the backward reads), clone the ops between them and the values the
+    backward reads into the backward, and make the residuals arguments of ``@backward``.
 
     ``uses`` maps each forward value the backward reads to its (op, operand index) sites,
     built once and kept up to date, so each rewrite touches only its own uses.
@@ -203,31 +210,8 @@ def _split(fwd, bwd, body, remat: bool) -> list[ir.Value]:
             if v in forward_values:
                 uses.setdefault(v, []).append((user, i))
     needed = list(uses)
-    changed = remat
-    while changed:
-        changed = False
-        for v in list(needed):
-            d = v.owner
-            if isinstance(d, ir.Block):
-                continue
-            d = d.operation
-            short = d.name[len("thunder."):] if d.name.startswith("thunder.") else d.name
-            if short not in CHEAP or len(d.results) != 1:
-                continue
-            extra = [o for o in set(d.operands) if o not in uses]
-            if sum(_nbytes(o.type) for o in extra) > _nbytes(v.type):
-                continue
-            first = next(iter(bblock.operations)).operation
-            clone = d.clone(ip=ir.InsertionPoint(first))
-            for op, i in uses.pop(v):
-                op.operands[i] = clone.results[0]
-            needed.remove(v)
-            for j, o in enumerate(clone.operands):
-                if o not in uses:
-                    uses[o] = []
-                    needed.append(o)
-                uses[o].append((clone, j))
-            changed = True
+    if remat and needed:
+        needed = _rematerialize(bblock, body, _saved_values(needed), uses)
     residuals = []
     for v in needed:
         arg = bblock.add_argument(v.type, v.location)
@@ -240,6 +224,90 @@ def _split(fwd, bwd, body, remat: bool) -> list[ir.Value]:
     bwd.attributes["thunder.num_residuals"] = ir.IntegerAttr.get(
         ir.IntegerType.get_signless(64), len(residuals))
     return residuals
+
+
+def _recomputable(op) -> bool:
+    short = op.name[len("thunder."):] if op.name.startswith("thunder.") else op.name
+    return short in RECOMPUTABLE and len(op.results) == 1 and len(op.regions) == 0
+
+
+def _saved_values(needed: list) -> set:
+    """The forward values to save so that the backward can read (or recompute) every
+    value of ``needed`` with the fewest bytes saved: the minimum s-t cut of torch's
+    ``min_cut_rematerialization_partition`` (torch/_functorch/partitioners.py), where each
+    value is an edge ``in -> out`` whose capacity is its bytes (element size times
+    elements, so a bool mask costs a quarter of its float source and a broadcast more than
+    its operand), the source feeds the inputs and every op that is not ``RECOMPUTABLE``
+    (dots, reductions, random bits, composites, region ops: computed once, in the
+    forward), a recomputable op's operands feed it, and every value the backward reads
+    feeds the sink. The cut edges are the saved values; the recomputable ops between
+    them and the sink are recomputed in the backward. Inputs cost 0: the caller keeps
+    them alive anyway (parameters), so saving one adds no memory. Unlike torch's, no
+    1.1**distance weight is added (ties go to networkx's max-flow order)."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    graph.add_node("source")  # (no edge from it when every value is a constant's)
+    index: dict[ir.Value, int] = {}
+
+    def node(v, side):
+        return (index.setdefault(v, len(index)), side)
+
+    # only the values the backward reads and what they can be recomputed from take part:
+    # walk back from them through recomputable ops (the rest cannot be in a minimum cut)
+    stack, seen = list(needed), set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        op = None if isinstance(v.owner, ir.Block) else v.owner.operation
+        cost = 0 if op is None else _nbytes(v.type)  # an input: alive anyway
+        graph.add_edge(node(v, "in"), node(v, "out"), capacity=cost)
+        if op is None or not _recomputable(op):
+            graph.add_edge("source", node(v, "in"))  # no capacity: infinite
+            continue
+        for o in set(op.operands):
+            graph.add_edge(node(o, "out"), node(v, "in"))
+            stack.append(o)
+    for v in needed:
+        graph.add_edge(node(v, "out"), "sink")
+    _, (reachable, _) = nx.minimum_cut(graph, "source", "sink")
+    return {v for v, i in index.items()
+            if (i, "in") in reachable and (i, "out") not in reachable}
+
+
+def _rematerialize(bblock, body, saved: set, uses: dict) -> list[ir.Value]:
+    """Clone into the backward (before its first op, in forward order) the ops computing
+    the values of ``uses`` that are not ``saved`` from the saved ones; ``uses`` is updated
+    (recomputed values drop out, the clones' reads of saved values come in). Returns the
+    saved values in the order the backward first reads them."""
+    order = [v for v in uses if v in saved]
+    recompute, stack = set(), [v for v in uses if v not in saved]
+    while stack:
+        v = stack.pop()
+        if v in recompute:
+            continue
+        recompute.add(v)
+        stack.extend(o for o in v.owner.operation.operands if o not in saved)
+    first = next(iter(bblock.operations)).operation
+    clones: dict[ir.Value, ir.Value] = {}
+    for op in body:
+        if not any(r in recompute for r in op.results):
+            continue
+        clone = op.clone(ip=ir.InsertionPoint(first))
+        for j, o in enumerate(clone.operands):
+            if o in clones:
+                clone.operands[j] = clones[o]
+            else:  # a saved value
+                if o not in uses:
+                    uses[o] = []
+                    order.append(o)
+                uses[o].append((clone, j))
+        clones[op.results[0]] = clone.results[0]
+        for user, i in uses.pop(op.results[0], []):
+            user.operands[i] = clone.results[0]
+    return order
 
 
 def reached_inputs(module: ir.Module) -> list[bool]:

@@ -222,9 +222,10 @@ class Decompose(ModulePass):
 @dataclass(frozen=True)
 class Grad(ModulePass):
     """``grad{remat=true}``: reverse-mode AD, ``@computation`` -> ``@forward`` (outputs, then
-    residuals) + ``@backward`` (grad.py). ``remat``: recompute cheap ops (``grad.CHEAP``)
-    in the backward where that saves no more bytes than keeping their results
-    (rematerialization); false saves every forward value the backward reads."""
+    residuals) + ``@backward`` (grad.py). ``remat``: save the fewest bytes from
+    which the backward can recompute what it reads (the min cut over cheap ops,
+    ``grad.RECOMPUTABLE``; rematerialization); false saves every forward value the
+    backward reads."""
 
     name: ClassVar[str] = grad.NAME
     summary: ClassVar[str] = "reverse-mode AD: @computation -> @forward + @backward"
