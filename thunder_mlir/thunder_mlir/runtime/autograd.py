@@ -117,9 +117,9 @@ class ThunderAutogradFunction(torch.autograd.Function):
         if layout is None or _single_xla_step(entry.backward_plan) is None or _hooks_active():
             outs = plan.run(tensors)
         else:
-            imp = plan._import  # parameters passed again unchanged keep their buffer
-            outs, arrays = _execute(plan, layout, {i: imp(tensors[i]) for i in layout[0].inputs},
-                                    tensors)
+            imp = plan._imports.buffer  # an argument passed again unchanged keeps its buffer
+            outs, arrays = _execute(plan, layout,
+                                    {i: imp(i, tensors[i]) for i in layout[0].inputs}, tensors)
             # per residual: (its XLA buffer, the data pointer of its torch tensor), or None
             # for an input saved as it is; the backward checks the pointer
             ctx.residual_buffers = [None if a is None else (a, t.data_ptr())
@@ -163,11 +163,11 @@ class ThunderAutogradFunction(torch.autograd.Function):
             in_grads = entry.backward_plan.run(cots + list(saved))
         else:
             plan = entry.backward_plan
-            dev, imp = plan._jax_device, plan._import
+            dev, imp = plan._jax_device, plan._imports.buffer
             args = [dlpack.to_xla(g, dev) for g in cots]  # fresh tensors: not cached
             for t, b in zip(saved, buffers):
                 if b is None:  # an input of the forward (a parameter): cached import
-                    args.append(imp(t))
+                    args.append(imp(len(args), t))
                 else:
                     args.append(b[0] if t.data_ptr() == b[1] else dlpack.to_xla(t, dev))
             in_grads, _ = _execute(plan, _single_xla_step(plan), args, cots + list(saved))
