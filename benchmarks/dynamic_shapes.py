@@ -52,6 +52,10 @@ def main():
 
     import thunder_mlir
 
+    # every compile is a real one: the persistent cache would serve the shapes an earlier
+    # run compiled from disk (a new length then costs ~5% of a first call, not the ~35%
+    # of a shape no process has seen)
+    thunder_mlir.set_compile_cache_dir(None)
     torch.manual_seed(0)
     cfg = transformers.BertConfig(vocab_size=1000, hidden_size=opts.hidden,
                                   num_hidden_layers=opts.layers, num_attention_heads=4,
