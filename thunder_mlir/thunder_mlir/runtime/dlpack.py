@@ -96,13 +96,13 @@ class ArgumentImports:
     every input's shape and dtype): ``buffers`` then skips comparing shapes (~0.2 us per
     argument; same object, data pointer and strides still decide a hit). On the CPU such a
     position that misses at three calls in a row (a new tensor at every call: a decode
-    step's input ids and attention mask) gets a staging tensor of its own, at most ``STAGING_BYTES``, imported
-    once: a later miss there copies the argument into it (``copy_``, ~1 us) instead of
-    importing it (~5 us, more with cold caches). XLA reads the staging memory only during
-    the call (``buffers``'s caller runs the program and exports its results before it
-    returns: the CPU client runs computations inline, and an export waits for the
-    result anyway), and only the thread that made a staging tensor fills it, so two
-    threads' calls never share one. ``buffer`` (one position) never stages.
+    step's input ids and attention mask) gets a staging tensor of its own, at most
+    ``STAGING_BYTES``, imported once: a later miss there copies the argument into it
+    (``copy_``, ~1 us) instead of importing it (~5 us, more with cold caches). XLA reads
+    the staging memory only during the call (``buffers``'s caller runs the program and
+    exports its results before it returns: the CPU client runs computations inline, and an
+    export waits for the result anyway), and only the thread that made a staging tensor
+    fills it, so two threads' calls never share one. ``buffer`` (one position) never stages.
     """
 
     def __init__(self, device, n: int, on_cpu: bool, fixed_shapes: bool = False):
