@@ -278,3 +278,29 @@ def test_threads_with_different_shapes_get_correct_results():
     info = thunder_mlir.cache_info(jf)
     assert info["hits"] + info["misses"] == 160
     assert len(info["entries"]) == len(shapes)
+
+
+def test_last_hit_shortcut_follows_the_cache():
+    """``FunctionCache.lookup`` checks the entry of the last hit first: an entry that
+    replaced it under the same key (a failed shape guard recompiles with the key of the
+    entry it replaces) and alternating keys give the dict's entry, never the shortcut's
+    stale one; a disabled cache has no hits."""
+    from thunder_mlir.cache import CacheEntry, FunctionCache
+
+    def entry():
+        return CacheEntry(plan=None, out_spec=None, out_consts=[], out_tensor_positions=[],
+                          stages=[])
+
+    cache = FunctionCache("f")
+    a, b = cache.key("spec", (("tensor", (2,)),)), cache.key("spec", (("tensor", (3,)),))
+    first, other = entry(), entry()
+    cache.insert(a, first, [], [])
+    cache.insert(b, other, [], [])
+    assert cache.lookup(a) is first and cache.lookup(a) is first
+    assert cache.lookup(b) is other and cache.lookup(a) is first
+    again = entry()
+    cache.insert(a, again, [], [])  # same key, a new entry
+    assert cache.lookup(a) is again and cache.lookup(b) is other
+    disabled = FunctionCache("g", enabled=False)
+    disabled.insert(a, first, [], [])
+    assert disabled.lookup(a) is None

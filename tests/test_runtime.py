@@ -4,6 +4,7 @@ requires_grad, zero-copy in and out."""
 from __future__ import annotations
 
 import copy
+import threading
 
 import pytest
 import torch
@@ -217,6 +218,39 @@ def test_repeated_input_reuses_its_buffer_until_modified(monkeypatch):
     y = x.view(8, 8).t().contiguous().view(64)  # a different tensor object
     torch.testing.assert_close(jfn(y), y * 2)
     assert len(rec.to_xla) == 2
+
+
+def test_new_small_input_at_every_call_is_copied_into_a_staging_tensor(monkeypatch):
+    """A position given a new tensor at three calls in a row (a decode step's input ids) gets
+    a staging tensor, imported once; later calls copy into it and read their own values, as
+    eager. Results of earlier calls keep theirs (``a * 1``: XLA may return the parameter
+    itself), a transposed argument is read as eager reads it, a large one is imported, and
+    another thread never fills a staging tensor it did not make."""
+    jfn = thunder_mlir.jit(lambda a, w: (a * 1, a * 2 + w))
+    w = torch.randn(8, 8)
+    for i in range(3):
+        jfn(torch.full((8, 8), float(i)), w)
+    assert jfn.last.plan._imports._staging[0] is not None
+    rec = _Recorder(monkeypatch)
+    xs = [torch.randn(8, 8) for _ in range(3)] + [torch.randn(8, 8).t()]
+    outs = [jfn(x, w) for x in xs]
+    assert rec.to_xla == []  # copied into the staging tensor, nothing imported
+    for x, (same, y) in zip(xs, outs):
+        torch.testing.assert_close(same, x, rtol=0, atol=0)
+        torch.testing.assert_close(y, x * 2 + w)
+    res = []
+    x = torch.randn(8, 8)
+    worker = threading.Thread(target=lambda: res.append(jfn(x, w)))
+    worker.start()
+    worker.join()
+    torch.testing.assert_close(res[0][1], x * 2 + w)
+    assert len(rec.to_xla) == 1  # imported: the staging tensor is the first thread's
+    big = thunder_mlir.jit(lambda a: a * 2)
+    n = dlpack.STAGING_BYTES // 4 + 1
+    for _ in range(3):
+        x = torch.randn(n)
+        torch.testing.assert_close(big(x), x * 2)
+    assert len(rec.to_xla) == 4  # one import per call
 
 
 def test_inference_mode_tensors():

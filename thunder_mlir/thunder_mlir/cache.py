@@ -167,21 +167,34 @@ class FunctionCache:
         self.reasons: collections.deque[str] = collections.deque(maxlen=MAX_REASONS)
         self._last_key = None
         self._last_paths: list[str] = []
+        self._hit: tuple | None = None  # (key, entry) of the last hit (``lookup``)
 
     def key(self, spec, metas: tuple) -> tuple:
         return (spec, metas, torch.is_grad_enabled(), torch.get_default_dtype(),
                 self._guard_key(), autocast.state_key() if _any_autocast() else None)
 
     def lookup(self, key) -> CacheEntry | None:
+        """The entry of ``key``, None on a miss. The entry of the last hit is checked first,
+        by ``==`` alone: the dict lookup would hash the whole key (~60 tensor metadata tuples
+        for a decode step) and then compare it as well. ``insert``, through which alone
+        ``entries`` changes (a new entry, a replaced one, the clear of a grown guard
+        schema), forgets it."""
         if not self.enabled:
             return None
+        hit = self._hit
+        if hit is not None and hit[0] == key:
+            return hit[1]
         try:
-            return self.entries.get(key)
+            entry = self.entries.get(key)
         except TypeError:  # an unhashable Python value among the inputs
             return None
+        if entry is not None:
+            self._hit = (key, entry)
+        return entry
 
     def insert(self, key, entry: CacheEntry, paths: list[str], guards: list[tuple[Guard, Any]]):
         """Record a compiled entry; extends the guard schema with new sources."""
+        self._hit = None
         self.misses += 1
         if self.misses > 1:
             reason = self._why(key, paths)

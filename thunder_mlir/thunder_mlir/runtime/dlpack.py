@@ -14,6 +14,7 @@ path is written for correctness but untested here (no GPU in CI).
 
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Sequence
 
@@ -28,6 +29,7 @@ except ImportError:  # pragma: no cover
     _DIRECT = False
 
 _DL_DEVICE_TYPE = {"cpu": 1, "cuda": 2}
+STAGING_BYTES = 1 << 16  # the largest argument ArgumentImports copies into a staging tensor
 
 
 def prepare(t: torch.Tensor) -> torch.Tensor:
@@ -88,12 +90,30 @@ class ArgumentImports:
     stream first (``to_xla``); an inference tensor (``torch.inference_mode``: no version
     counter) is imported at every call there. One entry per position: at most ``n`` buffers
     (and the tensors' memory) are kept alive.
+
+    ``fixed_shapes``: the caller guarantees that the tensor at each position always has the
+    same shape and dtype (a plan of static shapes, reached only through a cache key holding
+    every input's shape and dtype): ``buffers`` then skips comparing shapes (~0.2 us per
+    argument; same object, data pointer and strides still decide a hit). On the CPU such a
+    position that misses at three calls in a row (a new tensor at every call: a decode
+    step's input ids and attention mask) gets a staging tensor of its own, at most
+    ``STAGING_BYTES``, imported once: a later miss there copies the argument into it
+    (``copy_``, ~1 us) instead of importing it (~5 us, more with cold caches). XLA reads
+    the staging memory only during the call (``buffers``'s caller runs the program and
+    exports its results before it returns: the CPU client runs computations inline, and an
+    export waits for the result anyway), and only the thread that made a staging tensor
+    fills it, so two threads' calls never share one. ``buffer`` (one position) never stages.
     """
 
-    def __init__(self, device, n: int, on_cpu: bool):
+    def __init__(self, device, n: int, on_cpu: bool, fixed_shapes: bool = False):
         self.device = device
         self._entries: list = [None] * n
         self._version = not on_cpu
+        self._fixed = fixed_shapes
+        self._calls = 0  # calls of ``buffers`` so far
+        # per position: (the call of its last miss, the misses in a row up to it)
+        self._missed: list = [(-2, 0)] * n
+        self._staging: list = [None] * n  # (tensor, its buffer, the owning thread's ident)
 
     def buffers(self, tensors: Sequence[torch.Tensor]) -> list:
         """The buffers of ``tensors``, the arguments at positions 0, 1, ... in order."""
@@ -102,6 +122,12 @@ class ArgumentImports:
             return [e[4] if (e := entries[k]) is not None and e[0]() is t
                     and e[1] == t.data_ptr() and e[2] == t.stride() and e[3] == t.shape
                     and e[5] == t._version else miss(k, t) for k, t in enumerate(tensors)]
+        if self._fixed:
+            miss = self._fresh
+            self._calls += 1
+            return [e[4] if (e := entries[k]) is not None and e[0]() is t
+                    and e[1] == t.data_ptr() and e[2] == t.stride()
+                    else miss(k, t) for k, t in enumerate(tensors)]
         return [e[4] if (e := entries[k]) is not None and e[0]() is t
                 and e[1] == t.data_ptr() and e[2] == t.stride() and e[3] == t.shape
                 else miss(k, t) for k, t in enumerate(tensors)]
@@ -112,6 +138,28 @@ class ArgumentImports:
         if e is not None and e[0]() is t and e[1] == t.data_ptr() and e[2] == t.stride() \
                 and e[3] == t.shape and (not self._version or e[5] == t._version):
             return e[4]
+        return self._miss(k, t)
+
+    def _fresh(self, k: int, t: torch.Tensor):
+        """A miss of ``buffers`` with fixed shapes on the CPU: the staging tensor of
+        position ``k`` filled with ``t``, where it has one (made when ``k`` missed at the
+        previous two calls too)."""
+        st = self._staging[k]
+        if st is not None:
+            if st[2] == threading.get_ident() and st[0].dtype == t.dtype \
+                    and not t.requires_grad:
+                st[0].copy_(t)
+                return st[1]
+        elif self._missed[k] == (self._calls - 1, 2) and t.is_cpu and not t.requires_grad \
+                and t.numel() * t.element_size() <= STAGING_BYTES:
+            staged = torch.empty(t.shape, dtype=t.dtype)
+            buf = to_xla(staged, self.device)
+            if buf.unsafe_buffer_pointer() == staged.data_ptr():  # zero-copy: its memory
+                self._staging[k] = (staged, buf, threading.get_ident())
+                staged.copy_(t)
+                return buf
+        last, run = self._missed[k]
+        self._missed[k] = (self._calls, run + 1 if last == self._calls - 1 else 1)
         return self._miss(k, t)
 
     def _miss(self, k: int, t: torch.Tensor):

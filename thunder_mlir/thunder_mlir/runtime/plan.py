@@ -74,8 +74,11 @@ class Plan:
         self.seeded = seeded
         self._jax_device = jax_device(device)
         self._on_cpu = device.type == "cpu"
-        # inputs passed again unchanged (parameters, repeated arguments) keep their buffer
-        self._imports = dlpack.ArgumentImports(self._jax_device, n_inputs, self._on_cpu)
+        # inputs passed again unchanged (parameters, repeated arguments) keep their buffer;
+        # without symbolic sizes every input's shape is fixed by the cache key of the plan
+        fixed = not any(type(s) is XlaStep and type(s.executable) is ShapeSpecializedExecutable
+                        for s in self.steps)
+        self._imports = dlpack.ArgumentImports(self._jax_device, n_inputs, self._on_cpu, fixed)
         # The common case — one XLA region reading only program inputs (in any order: a
         # module's parameters come sorted by name) whose outputs are its results (in any
         # order, one possibly twice) or program inputs (a training forward returns the

@@ -37,7 +37,14 @@ def start_backends() -> None:
     CPUs while the clients are created and then restored, for it and for every thread the
     clients started (threads inherit the mask; restoring it leaves them free to run
     anywhere). Where jax's backends already exist (the user ran jax first) or the platform
-    has no affinity API, the clients are used as they are."""
+    has no affinity API, the clients are used as they are.
+
+    The CPU client is made synchronous (``jax_cpu_enable_async_dispatch`` False, jax's
+    option: "run computations inline without async dispatch"): a plan exports every result
+    right after ``execute``, so asynchronous dispatch only adds a hand-off to a worker
+    thread and back (~15 us of a ~75 us decode step of examples/generate.py's tiny GPT-2,
+    benchmarks/decode.py). A user's ``JAX_CPU_ENABLE_ASYNC_DISPATCH`` is kept, and so is
+    the option of backends that already exist."""
     global _backends_started
     if _backends_started:
         return
@@ -45,7 +52,14 @@ def start_backends() -> None:
     from jax._src import xla_bridge
     from jax.extend import backend
 
-    if xla_bridge.backends_are_initialized() or not hasattr(os, "sched_getaffinity"):
+    if xla_bridge.backends_are_initialized():
+        return
+    if "JAX_CPU_ENABLE_ASYNC_DISPATCH" not in os.environ:
+        import jax
+
+        jax.config.update("jax_cpu_enable_async_dispatch", False)
+    if not hasattr(os, "sched_getaffinity"):
+        backend.backends()
         return
     mask = os.sched_getaffinity(0)
     n = torch.get_num_threads()
