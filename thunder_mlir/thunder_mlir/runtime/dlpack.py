@@ -87,13 +87,15 @@ class ArgumentImports:
     reads on its own stream: a changed version imports again, which synchronizes torch's
     stream first (``to_xla``); an inference tensor (``torch.inference_mode``: no version
     counter) is imported at every call there. One entry per position: at most ``n`` buffers
-    (and the tensors' memory) are kept alive.
+    (and the tensors' memory) are kept alive. Positions in ``uncached`` (arguments an
+    executable donates: a run deletes their buffer) are imported at every call.
     """
 
-    def __init__(self, device, n: int, on_cpu: bool):
+    def __init__(self, device, n: int, on_cpu: bool, uncached=frozenset()):
         self.device = device
         self._entries: list = [None] * n
         self._version = not on_cpu
+        self._uncached = frozenset(uncached)
 
     def buffers(self, tensors: Sequence[torch.Tensor]) -> list:
         """The buffers of ``tensors``, the arguments at positions 0, 1, ... in order."""
@@ -117,7 +119,7 @@ class ArgumentImports:
     def _miss(self, k: int, t: torch.Tensor):
         buf = to_xla(t, self.device)
         ptr = t.data_ptr()
-        if buf.unsafe_buffer_pointer() != ptr:  # a copy: no entry
+        if k in self._uncached or buf.unsafe_buffer_pointer() != ptr:  # a copy: no entry
             self._entries[k] = None
         elif not self._version:
             self._entries[k] = (weakref.ref(t), ptr, t.stride(), t.shape, buf)
