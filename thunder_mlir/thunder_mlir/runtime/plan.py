@@ -199,19 +199,22 @@ def draw_seed(device: torch.device) -> torch.Tensor:
     return torch.empty((), dtype=torch.int64, device=device).random_()
 
 
-DONOR_ATTR = "jax.buffer_donor"  # StableHLO argument attribute read by jaxlib/XLA
+# StableHLO argument attributes read by jaxlib/XLA: the argument's buffer may hold any
+# result of its byte size (HloBufferDonorConfig) / holds result k (HloInputOutputAliasConfig)
+DONOR_ATTR = "jax.buffer_donor"
+ALIAS_ATTR = "tf.aliasing_output"
 
 
 def donated_arguments(func) -> tuple[int, ...]:
     """The argument positions of ``func`` (a ``func.func`` op) carrying ``DONOR_ATTR``
-    = true: XLA may alias their buffers with results of the same byte size
-    (``HloBufferDonorConfig``; PJRT deletes a donated jax array when it runs)."""
+    = true or ``ALIAS_ATTR``: XLA may write results into their buffers, and PJRT deletes
+    a jax array passed there when it runs."""
     func = func.operation
     if "arg_attrs" not in func.attributes:
         return ()
     return tuple(k for k, d in enumerate(ir.ArrayAttr(func.attributes["arg_attrs"]))
-                 if DONOR_ATTR in ir.DictAttr(d)
-                 and ir.BoolAttr(ir.DictAttr(d)[DONOR_ATTR]).value)
+                 if ALIAS_ATTR in ir.DictAttr(d) or (DONOR_ATTR in ir.DictAttr(d)
+                 and ir.BoolAttr(ir.DictAttr(d)[DONOR_ATTR]).value))
 
 
 def region_module_text(module: ir.Module, name: str) -> str:
