@@ -105,9 +105,9 @@ def mark_donated_residuals(module: ir.Module, forward_plan, n_outputs: int,
     argument's buffer holds temporaries once the argument is dead; an argument that no
     result matches is not reused, and where a result is written before the argument's last
     read XLA copies the argument first (measured: GPT-2 4x512's backward aliases 22 MB of
-    its 54 MB of results and its temporaries grow by 14 MB). CPU only: there PJRT copies a donated buffer that torch
-    still references (a residual imported back from a saved_tensors_hooks unpack) instead
-    of failing, as PJRT's GPU client does."""
+    its 54 MB of results and its temporaries grow by 14 MB). CPU only: there PJRT copies a
+    donated buffer that torch still references (a residual imported back from a
+    saved_tensors_hooks unpack) instead of failing, as PJRT's GPU client does."""
     layout = _single_xla_step(forward_plan)
     if layout is None or not forward_plan._on_cpu:
         return
