@@ -409,6 +409,59 @@ def test_saved_tensors_hooks_and_residual_buffers():
         torch.testing.assert_close(b.grad, b2.grad, **TOL)
 
 
+def test_donated_residuals():
+    """Residuals only the backward reads are donated to the backward executable
+    (runtime/autograd.py ``mark_donated_residuals``): XLA writes a gradient of the same
+    size into their memory. Gradients match eager at every step; an output the user holds
+    that is also a residual is not donated and keeps its values; retain_graph=True keeps
+    the residuals for a second backward (eager's accumulated .grad) and a third backward
+    raises torch's error; with a saved_tensors_hooks pair whose pack keeps the tensor
+    itself, the backward's donation never writes into the saved torch tensors."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 16),
+                                torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    ref = copy.deepcopy(model)
+
+    class Net(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, x):
+            h = self.m[1](self.m[0](x))  # returned and a residual (tanh' reads it)
+            return self.m[4](self.m[3](self.m[2](h))), h
+
+    jm, em = thunder_mlir.jit(Net(model)), Net(ref)
+    x = _r(16, 8)
+
+    def grads(m, n_backward=1, hooks=False):
+        for p in m.parameters():
+            p.grad = None
+        if hooks:
+            with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+                out, h = m(x)
+        else:
+            out, h = m(x)
+        h_before = h.detach().clone()
+        loss = out.square().sum() + h.sum()
+        for k in range(n_backward):
+            loss.backward(retain_graph=k < n_backward - 1)
+        torch.testing.assert_close(h, h_before, rtol=0, atol=0)
+        return [p.grad.clone() for p in m.parameters()], loss
+
+    for n_backward, hooks in ((1, False), (1, False), (2, False), (2, True), (1, False)):
+        got, loss = grads(jm, n_backward, hooks)
+        want, _ = grads(em, n_backward)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, **TOL)
+    step = jm._fn.last.backward_plan.steps[0]
+    assert step.donated, "no residual donated: update the test"
+    assert step.executable.get_compiled_memory_stats().alias_size_in_bytes > 0
+    got, loss = grads(jm, 2)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()
+
+
 def test_jit_output_feeds_eager_graph():
     """A jitted output used in further eager ops backprops through both."""
     w = _r(4, 3).requires_grad_()

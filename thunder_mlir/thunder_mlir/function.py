@@ -629,7 +629,12 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     if needs_grad and not joint:
         from thunder_mlir.transforms.grad import residual_bytes
 
+        from thunder_mlir.runtime.autograd import mark_donated_residuals
+
         plan, texts = build_plan(module, trace.device, "forward")
+        # residuals only the backward reads: donated to it (their memory holds gradients)
+        mark_donated_residuals(module, plan, sum(type(x) is TensorProxy for x in out_leaves)
+                               + len(state_outs) + len(trace.mutated_inputs))
         bwd, btexts = build_plan(module, trace.device, "backward")
         texts.update(btexts)
     else:

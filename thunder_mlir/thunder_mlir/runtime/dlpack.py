@@ -89,7 +89,9 @@ class ArgumentImports:
     reads on its own stream: a changed version imports again, which synchronizes torch's
     stream first (``to_xla``); an inference tensor (``torch.inference_mode``: no version
     counter) is imported at every call there. One entry per position: at most ``n`` buffers
-    (and the tensors' memory) are kept alive.
+    (and the tensors' memory) are kept alive. Positions in ``uncached`` (arguments an
+    executable donates: a run deletes their buffer) are imported at every call and never
+    staged.
 
     ``fixed_shapes``: the caller guarantees that the tensor at each position always has the
     same shape and dtype (a plan of static shapes, reached only through a cache key holding
@@ -105,10 +107,12 @@ class ArgumentImports:
     fills it, so two threads' calls never share one. ``buffer`` (one position) never stages.
     """
 
-    def __init__(self, device, n: int, on_cpu: bool, fixed_shapes: bool = False):
+    def __init__(self, device, n: int, on_cpu: bool, fixed_shapes: bool = False,
+                 uncached=frozenset()):
         self.device = device
         self._entries: list = [None] * n
         self._version = not on_cpu
+        self._uncached = frozenset(uncached)
         self._fixed = fixed_shapes
         self._calls = 0  # calls of ``buffers`` so far
         # per position: (the call of its last miss, the misses in a row up to it)
@@ -150,7 +154,8 @@ class ArgumentImports:
                     and not t.requires_grad:
                 st[0].copy_(t)
                 return st[1]
-        elif self._missed[k] == (self._calls - 1, 2) and t.is_cpu and not t.requires_grad \
+        elif self._missed[k] == (self._calls - 1, 2) and k not in self._uncached \
+                and t.is_cpu and not t.requires_grad \
                 and t.numel() * t.element_size() <= STAGING_BYTES:
             staged = torch.empty(t.shape, dtype=t.dtype)
             buf = to_xla(staged, self.device)
@@ -165,7 +170,7 @@ class ArgumentImports:
     def _miss(self, k: int, t: torch.Tensor):
         buf = to_xla(t, self.device)
         ptr = t.data_ptr()
-        if buf.unsafe_buffer_pointer() != ptr:  # a copy: no entry
+        if k in self._uncached or buf.unsafe_buffer_pointer() != ptr:  # a copy: no entry
             self._entries[k] = None
         elif not self._version:
             self._entries[k] = (weakref.ref(t), ptr, t.stride(), t.shape, buf)

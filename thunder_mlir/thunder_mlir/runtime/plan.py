@@ -29,6 +29,9 @@ class XlaStep:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     handlers: list | None = None  # jaxlib result handlers, set by the first run
+    # the executable's arguments marked ``jax.buffer_donor`` (DONOR_ATTR): XLA may write
+    # its results into their memory, and the jax arrays passed there are deleted by a run
+    donated: tuple[int, ...] = ()
 
     def execute(self, args: list, device) -> list:
         """Run the executable on XLA buffers ``args``; its output arrays. The first run
@@ -74,11 +77,16 @@ class Plan:
         self.seeded = seeded
         self._jax_device = jax_device(device)
         self._on_cpu = device.type == "cpu"
-        # inputs passed again unchanged (parameters, repeated arguments) keep their buffer;
-        # without symbolic sizes every input's shape is fixed by the cache key of the plan
+        # inputs passed again unchanged (parameters, repeated arguments) keep their buffer,
+        # except at a donated argument (its buffer is deleted by the run). Positions are
+        # program inputs (``run``) or region arguments (``_run_single``): both are excluded.
+        # Without symbolic sizes every input's shape is fixed by the cache key of the plan.
         fixed = not any(type(s) is XlaStep and type(s.executable) is ShapeSpecializedExecutable
                         for s in self.steps)
-        self._imports = dlpack.ArgumentImports(self._jax_device, n_inputs, self._on_cpu, fixed)
+        donated = {p for s in self.steps if type(s) is XlaStep
+                   for p in (*s.donated, *(s.inputs[k] for k in s.donated))}
+        self._imports = dlpack.ArgumentImports(self._jax_device, n_inputs, self._on_cpu, fixed,
+                                               uncached=donated)
         # The common case — one XLA region reading only program inputs (in any order: a
         # module's parameters come sorted by name) whose outputs are its results (in any
         # order, one possibly twice) or program inputs (a training forward returns the
@@ -194,6 +202,24 @@ def draw_seed(device: torch.device) -> torch.Tensor:
     return torch.empty((), dtype=torch.int64, device=device).random_()
 
 
+# StableHLO argument attributes read by jaxlib/XLA: the argument's buffer may hold any
+# result of its byte size (HloBufferDonorConfig) / holds result k (HloInputOutputAliasConfig)
+DONOR_ATTR = "jax.buffer_donor"
+ALIAS_ATTR = "tf.aliasing_output"
+
+
+def donated_arguments(func) -> tuple[int, ...]:
+    """The argument positions of ``func`` (a ``func.func`` op) carrying ``DONOR_ATTR``
+    = true or ``ALIAS_ATTR``: XLA may write results into their buffers, and PJRT deletes
+    a jax array passed there when it runs."""
+    func = func.operation
+    if "arg_attrs" not in func.attributes:
+        return ()
+    return tuple(k for k, d in enumerate(ir.ArrayAttr(func.attributes["arg_attrs"]))
+                 if ALIAS_ATTR in ir.DictAttr(d) or (DONOR_ATTR in ir.DictAttr(d)
+                 and ir.BoolAttr(ir.DictAttr(d)[DONOR_ATTR]).value))
+
+
 def region_module_text(module: ir.Module, name: str) -> str:
     """The StableHLO of region ``name`` as a standalone module with entry ``@main``."""
     with module.context, ir.Location.unknown():
@@ -245,7 +271,10 @@ def build_plan(module: ir.Module, device: torch.device,
                 # symbolic sizes: compiled per concrete input shape at run time (refine.py)
                 exe = ShapeSpecializedExecutable(text, device) if has_symbolic_sizes(text) \
                     else compile_stablehlo(text, device)
-                steps.append(XlaStep(callee, exe, ins, outs))
+                steps.append(XlaStep(callee, exe, ins, outs, donated=donated_arguments(
+                    next(o for o in module.body.operations
+                         if o.operation.name == "func.func" and ir.StringAttr(
+                             o.operation.attributes["sym_name"]).value == callee))))
             elif op.name == "thunder.executor_call":
                 callee = ir.StringAttr(op.attributes["callee"]).value
                 steps.append(TorchStep(callee, implementation_of(op), ins, outs))
