@@ -639,8 +639,11 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         texts.update(btexts)
     else:
         plan, texts = build_plan(module, trace.device)
-    stages.append(Stage("xla-compile", f"// {len(texts)} region(s) compiled",
-                        time.perf_counter() - t))
+    compiled = f"// {len(texts)} region(s) compiled"
+    if needs_grad and not joint and "jax.buffer_donor" in "".join(btexts.values()):
+        # the backward's donated residuals: the module as compiled, donor attributes shown
+        compiled += "; the module as compiled:\n" + _asm(module)
+    stages.append(Stage("xla-compile", compiled, time.perf_counter() - t))
     positions = [i for i, x in enumerate(out_leaves) if type(x) is TensorProxy]
     consts = [None if type(x) is TensorProxy else x for x in out_leaves]
     entry = CacheEntry(plan, out_spec, consts, positions, stages, list(trace.fallbacks),
