@@ -1,8 +1,9 @@
 """XLA's CPU intra-op pool gets the threads torch uses (runtime/xla.py ``start_backends``):
 ``torch.set_num_threads(1)`` before the first compile gives one pool thread; torch's default
-gives one per CPU the process may use; and no thread is left pinned to fewer CPUs. Each
-case is a fresh process (the pool is made once per process); results are checked against
-eager."""
+gives one per CPU the process may use; and no thread is left pinned to fewer CPUs. Programs
+with little work per kernel run on a second CPU client with a one-thread pool
+(runtime/plan.py ``place_small_programs``), large ones on the main pool. Each case is a
+fresh process (the pools are made once per process); results are checked against eager."""
 
 from __future__ import annotations
 
@@ -43,4 +44,46 @@ def test_xla_pool_follows_torch_threads():
         res[arg] = json.loads(out.strip().splitlines()[-1])
     assert res["1"]["pool"] == 1 and res["1"]["pinned"] == 0, res
     d = res["default"]
-    assert d["pool"] == min(d["torch"], d["cpus"]) and d["pinned"] == 0, res
+    n = min(d["torch"], d["cpus"])
+    # a 64x64 matmul is a small program: the one-thread client is made too (beside n > 1)
+    assert d["pool"] == n + (n > 1) and d["pinned"] == 0, res
+
+
+PLACEMENT = textwrap.dedent("""
+    import json, torch
+    import thunder_mlir
+    torch.manual_seed(0)
+    small = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    x = torch.randn(8, 16)
+    js = thunder_mlir.jit(small)
+    for _ in range(2):  # the second call reuses the imported parameter buffers
+        out = js(x)
+        out.sum().backward()
+        grads = [p.grad for p in small.parameters()]
+        small.zero_grad(set_to_none=True)
+        ref = small(x)
+        ref.sum().backward()
+        torch.testing.assert_close(out, ref)
+        for g, p in zip(grads, small.parameters()):
+            torch.testing.assert_close(g, p.grad, rtol=1e-6, atol=1e-6)
+        small.zero_grad(set_to_none=True)
+    a = torch.randn(512, 512)
+    jb = thunder_mlir.jit(lambda u, v: torch.tanh(u @ v))
+    torch.testing.assert_close(jb(a, a), torch.tanh(a @ a), rtol=1e-4, atol=1e-4)
+    print(json.dumps({"small": thunder_mlir.last_traces(js)[-1].text,
+                      "big": thunder_mlir.last_traces(jb)[-1].text}))
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and 2 or more CPUs (the main pool then has 2+ threads)")
+def test_small_programs_run_on_a_one_thread_client():
+    """A tiny module's forward and backward (a few hundred FLOP per kernel) run on the
+    one-thread client, a 512x512 matmul (2.7e8 FLOP in one kernel) on the main pool; both
+    equal eager, gradients included."""
+    p = subprocess.run([sys.executable, "-c", PLACEMENT], text=True, capture_output=True,
+                       timeout=240, env={**os.environ, "THUNDER_MLIR_CACHE_DIR": "0"})
+    assert p.returncode == 0, p.stderr
+    notes = json.loads(p.stdout.strip().splitlines()[-1])
+    assert notes["small"].endswith("FLOP/kernel: 1-thread CPU client"), notes
+    assert "1-thread" not in notes["big"] and notes["big"].endswith("-thread CPU client"), notes

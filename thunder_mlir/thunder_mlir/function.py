@@ -553,7 +553,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     from thunder_mlir.transforms.grad import DIFF_OUTPUTS, backward_error, reached_inputs
     from thunder_mlir.transforms.registry import PassContext, parse_element, pipeline_string
 
-    from thunder_mlir.runtime.plan import build_plan
+    from thunder_mlir.runtime.plan import build_plan, place_small_programs
 
     stages: list[Stage] = []
     t0 = time.perf_counter()
@@ -628,10 +628,12 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         plan, texts = build_plan(module, trace.device, "forward")
         bwd, btexts = build_plan(module, trace.device, "backward")
         texts.update(btexts)
+        placement = place_small_programs([plan, bwd], texts)
     else:
         plan, texts = build_plan(module, trace.device)
-    stages.append(Stage("xla-compile", f"// {len(texts)} region(s) compiled",
-                        time.perf_counter() - t))
+        placement = place_small_programs([plan], texts)
+    stages.append(Stage("xla-compile", f"// {len(texts)} region(s) compiled" +
+                        (f"; {placement}" if placement else ""), time.perf_counter() - t))
     positions = [i for i, x in enumerate(out_leaves) if type(x) is TensorProxy]
     consts = [None if type(x) is TensorProxy else x for x in out_leaves]
     entry = CacheEntry(plan, out_spec, consts, positions, stages, list(trace.fallbacks),
