@@ -56,34 +56,39 @@ PLACEMENT = textwrap.dedent("""
     small = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
     x = torch.randn(8, 16)
     js = thunder_mlir.jit(small)
-    for _ in range(2):  # the second call reuses the imported parameter buffers
-        out = js(x)
-        out.sum().backward()
-        grads = [p.grad for p in small.parameters()]
-        small.zero_grad(set_to_none=True)
-        ref = small(x)
-        ref.sum().backward()
-        torch.testing.assert_close(out, ref)
-        for g, p in zip(grads, small.parameters()):
-            torch.testing.assert_close(g, p.grad, rtol=1e-6, atol=1e-6)
-        small.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        for _ in range(2):  # the second call reuses the imported parameter buffers
+            torch.testing.assert_close(js(x), small(x))
+    notes = {"small": thunder_mlir.last_traces(js)[-1].text}
+    out = js(x)  # a training step: forward and backward stay on the main pool
+    out.sum().backward()
+    grads = [p.grad for p in small.parameters()]
+    small.zero_grad(set_to_none=True)
+    ref = small(x)
+    ref.sum().backward()
+    torch.testing.assert_close(out, ref)
+    for g, p in zip(grads, small.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=1e-6, atol=1e-6)
+    notes["train"] = thunder_mlir.last_traces(js)[-1].text
     a = torch.randn(512, 512)
     jb = thunder_mlir.jit(lambda u, v: torch.tanh(u @ v))
-    torch.testing.assert_close(jb(a, a), torch.tanh(a @ a), rtol=1e-4, atol=1e-4)
-    print(json.dumps({"small": thunder_mlir.last_traces(js)[-1].text,
-                      "big": thunder_mlir.last_traces(jb)[-1].text}))
+    with torch.no_grad():
+        torch.testing.assert_close(jb(a, a), torch.tanh(a @ a), rtol=1e-4, atol=1e-4)
+    notes["big"] = thunder_mlir.last_traces(jb)[-1].text
+    print(json.dumps(notes))
 """)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs Linux and 2 or more CPUs (the main pool then has 2+ threads)")
-def test_small_programs_run_on_a_one_thread_client():
-    """A tiny module's forward and backward (a few hundred FLOP per kernel) run on the
-    one-thread client, a 512x512 matmul (2.7e8 FLOP in one kernel) on the main pool; both
-    equal eager, gradients included."""
+def test_small_inference_programs_run_on_a_one_thread_client():
+    """A tiny module's forward (a few hundred FLOP per kernel) runs on the one-thread
+    client; its training step, and a 512x512 matmul (2.7e8 FLOP in one kernel), on the main
+    pool; all equal eager, gradients included."""
     p = subprocess.run([sys.executable, "-c", PLACEMENT], text=True, capture_output=True,
                        timeout=240, env={**os.environ, "THUNDER_MLIR_CACHE_DIR": "0"})
     assert p.returncode == 0, p.stderr
     notes = json.loads(p.stdout.strip().splitlines()[-1])
     assert notes["small"].endswith("FLOP/kernel: 1-thread CPU client"), notes
+    assert notes["train"].endswith("region(s) compiled"), notes  # no placement decided
     assert "1-thread" not in notes["big"] and notes["big"].endswith("-thread CPU client"), notes

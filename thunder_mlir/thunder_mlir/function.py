@@ -628,10 +628,11 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         plan, texts = build_plan(module, trace.device, "forward")
         bwd, btexts = build_plan(module, trace.device, "backward")
         texts.update(btexts)
-        placement = place_small_programs([plan, bwd], texts)
     else:
         plan, texts = build_plan(module, trace.device)
-        placement = place_small_programs([plan], texts)
+    # inference programs only: a training step's forward and backward stay on the main pool
+    # (runtime/plan.py place_small_programs says why)
+    placement = None if needs_grad else place_small_programs([plan], texts)
     stages.append(Stage("xla-compile", f"// {len(texts)} region(s) compiled" +
                         (f"; {placement}" if placement else ""), time.perf_counter() - t))
     positions = [i for i, x in enumerate(out_leaves) if type(x) is TensorProxy]
