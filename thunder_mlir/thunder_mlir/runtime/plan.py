@@ -17,9 +17,8 @@ from torch_mlir import ir
 
 from thunder_mlir.frontend.torch_fallback import implementation_of
 from thunder_mlir.ir.dialect import SEED_ATTR
-from thunder_mlir.runtime import dlpack
+from thunder_mlir.runtime import dlpack, xla
 from thunder_mlir.runtime.refine import ShapeSpecializedExecutable, has_symbolic_sizes
-from thunder_mlir.runtime import xla
 from thunder_mlir.runtime.xla import compile_stablehlo, jax_device
 
 
@@ -158,7 +157,7 @@ class Plan:
         """Run on jax device ``dev`` (arguments imported there); before the first run, and
         with every XLA step's executable already loaded on ``dev``'s client."""
         if any(type(s) is XlaStep and s.handlers is not None for s in self.steps):
-            raise RuntimeError("internal: a plan changes its device before its first run")
+            raise RuntimeError("internal: a plan changes its device after its first run")
         self._jax_device = dev
         self._imports = dlpack.ArgumentImports(dev, self.n_inputs, self._on_cpu)
 

@@ -30,11 +30,12 @@ _single_thread_client = None  # a second CPU client with a 1-thread pool (small 
 
 #: A program whose XLA cost analysis gives fewer floating-point operations per kernel (the
 #: top-level instructions of its optimized entry computation: fusions, library dots, copies)
-#: than this runs on a CPU client with a one-thread intra-op pool. Measured on 2 cores
-#: (benchmarks/bench.py): Hugging Face tiny models (1.2e6 to 2.0e6 FLOP per kernel, 70-300
-#: kernels) ran 10-25% slower on a 2-thread pool than on one thread, the hand-offs of many
-#: small kernels across threads costing more than the parallel work saves; the MLP forward
-#: (1.1e7), the real MiniLM (1.2e7) and GPT-2 4x512 training (9.9e7) ran faster on 2.
+#: than this runs on a CPU client with a one-thread intra-op pool (runtime/plan.py
+#: ``place_small_programs``). On 2 cores (benchmarks/README.md's table of 2026-11-25, quiet
+#: machine) the tiny GPT-2 and Llama forwards (2.0e6 and 1.6e6 FLOP per kernel, ~75
+#: kernels) ran 9% and 24% slower on the 2-thread pool than on one thread, the hand-offs of
+#: many small kernels between threads costing more than the parallel work saves, while the
+#: MLP forward (1.1e7 FLOP per kernel) and the real MiniLM (1.2e7) ran 1.8x and 1.3x faster.
 SMALL_KERNEL_FLOPS = 4e6
 
 
