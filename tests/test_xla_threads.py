@@ -2,8 +2,10 @@
 ``torch.set_num_threads(1)`` before the first compile gives one pool thread; torch's default
 gives one per CPU the process may use; and no thread is left pinned to fewer CPUs. The CPU
 client runs computations inline (jax's ``jax_cpu_enable_async_dispatch`` off), unless the
-user's environment sets that option. Each case is a fresh process (the pool is made once per
-process); results are checked against eager."""
+user's environment sets that option. Programs with little work per kernel run on a second
+CPU client with a one-thread pool (runtime/plan.py ``place_small_programs``), large ones on
+the main pool. Each case is a fresh process (the pools are made once per process); results
+are checked against eager."""
 
 from __future__ import annotations
 
@@ -53,4 +55,51 @@ def test_xla_pool_follows_torch_threads():
     assert res["1"]["async"] is False and res["default"]["async"] is False, res
     assert res["user"]["async"] is True and res["user"]["pool"] == 1, res
     d = res["default"]
-    assert d["pool"] == min(d["torch"], d["cpus"]) and d["pinned"] == 0, res
+    n = min(d["torch"], d["cpus"])
+    # a 64x64 matmul is a small program: the one-thread client is made too (beside n > 1)
+    assert d["pool"] == n + (n > 1) and d["pinned"] == 0, res
+
+
+PLACEMENT = textwrap.dedent("""
+    import json, torch
+    import thunder_mlir
+    torch.manual_seed(0)
+    small = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    x = torch.randn(8, 16)
+    js = thunder_mlir.jit(small)
+    with torch.no_grad():
+        for _ in range(2):  # the second call reuses the imported parameter buffers
+            torch.testing.assert_close(js(x), small(x))
+    notes = {"small": thunder_mlir.last_traces(js)[-1].text}
+    out = js(x)  # a training step: forward and backward stay on the main pool
+    out.sum().backward()
+    grads = [p.grad for p in small.parameters()]
+    small.zero_grad(set_to_none=True)
+    ref = small(x)
+    ref.sum().backward()
+    torch.testing.assert_close(out, ref)
+    for g, p in zip(grads, small.parameters()):
+        torch.testing.assert_close(g, p.grad, rtol=1e-6, atol=1e-6)
+    notes["train"] = thunder_mlir.last_traces(js)[-1].text
+    a = torch.randn(512, 512)
+    jb = thunder_mlir.jit(lambda u, v: torch.tanh(u @ v))
+    with torch.no_grad():
+        torch.testing.assert_close(jb(a, a), torch.tanh(a @ a), rtol=1e-4, atol=1e-4)
+    notes["big"] = thunder_mlir.last_traces(jb)[-1].text
+    print(json.dumps(notes))
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and 2 or more CPUs (the main pool then has 2+ threads)")
+def test_small_inference_programs_run_on_a_one_thread_client():
+    """A tiny module's forward (a few hundred FLOP per kernel) runs on the one-thread
+    client; its training step, and a 512x512 matmul (2.7e8 FLOP in one kernel), on the main
+    pool; all equal eager, gradients included."""
+    p = subprocess.run([sys.executable, "-c", PLACEMENT], text=True, capture_output=True,
+                       timeout=240, env={**os.environ, "THUNDER_MLIR_CACHE_DIR": "0"})
+    assert p.returncode == 0, p.stderr
+    notes = json.loads(p.stdout.strip().splitlines()[-1])
+    assert notes["small"].endswith("FLOP/kernel: 1-thread CPU client"), notes
+    assert notes["train"].endswith("region(s) compiled"), notes  # no placement decided
+    assert "1-thread" not in notes["big"] and notes["big"].endswith("-thread CPU client"), notes

@@ -557,7 +557,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     from thunder_mlir.transforms.grad import DIFF_OUTPUTS, backward_error, reached_inputs
     from thunder_mlir.transforms.registry import PassContext, parse_element, pipeline_string
 
-    from thunder_mlir.runtime.plan import build_plan
+    from thunder_mlir.runtime.plan import build_plan, place_small_programs
 
     stages: list[Stage] = []
     t0 = time.perf_counter()
@@ -640,6 +640,11 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     else:
         plan, texts = build_plan(module, trace.device)
     compiled = f"// {len(texts)} region(s) compiled"
+    # inference programs only: a training step's forward and backward stay on the main pool
+    # (runtime/plan.py place_small_programs says why)
+    placement = None if needs_grad else place_small_programs([plan], texts)
+    if placement:
+        compiled += f"; {placement}"
     if needs_grad and not joint and "jax.buffer_donor" in "".join(btexts.values()):
         # the backward's donated residuals: the module as compiled, donor attributes shown
         compiled += "; the module as compiled:\n" + _asm(module)

@@ -122,14 +122,8 @@ def load(key: bytes, device, device_list, options):
     except OSError:
         stats["misses"] += 1
         return None
-    head = len(FORMAT) + _HEADER.size
-    if len(data) < head or not data.startswith(FORMAT):
-        stats["rejected"] += 1
-        return None
-    stored_key, digest, length = _HEADER.unpack_from(data, len(FORMAT))
-    payload = data[head:]
-    if stored_key != key or length != len(payload) or \
-            hashlib.sha256(payload).digest() != digest:
+    payload = _payload(data, key)
+    if payload is None:
         stats["rejected"] += 1
         return None
     try:
@@ -139,6 +133,33 @@ def load(key: bytes, device, device_list, options):
         return None
     stats["hits"] += 1
     return exe
+
+
+def read_payload(key: bytes) -> bytes | None:
+    """The serialized executable stored under ``key`` when its entry passes the checks,
+    else None (not counted in ``stats``)."""
+    directory = compile_cache_dir()
+    if directory is None:
+        return None
+    try:
+        with open(_path(directory, key), "rb") as f:
+            return _payload(f.read(), key)
+    except OSError:
+        return None
+
+
+def _payload(data: bytes, key: bytes) -> bytes | None:
+    """The payload of entry file contents ``data`` when its format tag, key, length and
+    checksum match, else None."""
+    head = len(FORMAT) + _HEADER.size
+    if len(data) < head or not data.startswith(FORMAT):
+        return None
+    stored_key, digest, length = _HEADER.unpack_from(data, len(FORMAT))
+    payload = data[head:]
+    if stored_key != key or length != len(payload) or \
+            hashlib.sha256(payload).digest() != digest:
+        return None
+    return payload
 
 
 def store(key: bytes, device, executable) -> None:

@@ -9,6 +9,7 @@ serialized executables on disk for later processes.
 from __future__ import annotations
 
 import os
+import re
 import threading
 
 import torch
@@ -18,10 +19,44 @@ from thunder_mlir.runtime import compile_cache
 
 _LOCK = threading.Lock()
 _EXECUTABLES: dict[tuple[str, str], object] = {}
+# keys of _EXECUTABLES deserialized from the persistent cache (compile_stablehlo_for)
+_FROM_DISK: set[tuple[str, str]] = set()
 _MAX_EXECUTABLES = 512
 
 
 _backends_started = False
+_cpu_pool_threads: int | None = None  # the main CPU client's intra-op threads, once known
+_single_thread_client = None  # a second CPU client with a 1-thread pool (small programs)
+
+#: A program whose XLA cost analysis gives fewer floating-point operations per kernel (the
+#: top-level instructions of its optimized entry computation: fusions, library dots, copies)
+#: than this runs on a CPU client with a one-thread intra-op pool (runtime/plan.py
+#: ``place_small_programs``). On 2 cores (benchmarks/README.md's table of 2026-11-25, quiet
+#: machine) the tiny GPT-2 and Llama forwards (2.0e6 and 1.6e6 FLOP per kernel, ~75
+#: kernels) ran 9% and 24% slower on the 2-thread pool than on one thread, the hand-offs of
+#: many small kernels between threads costing more than the parallel work saves, while the
+#: MLP forward (1.1e7 FLOP per kernel) and the real MiniLM (1.2e7) ran 1.8x and 1.3x faster.
+SMALL_KERNEL_FLOPS = 4e6
+
+
+def _create_with_affinity(n: int, create):
+    """``create()`` run with the calling thread's CPU affinity narrowed to ``n`` CPUs, so
+    that the XLA CPU client it makes sizes its thread pools to ``n`` (tsl
+    ``port::MaxParallelism`` reads ``sched_getaffinity``); the mask is then restored for
+    this thread and for every thread the call started (they inherited the narrow mask)."""
+    mask = os.sched_getaffinity(0)
+    tasks = "/proc/self/task"
+    before = set(os.listdir(tasks)) if os.path.isdir(tasks) else set()
+    os.sched_setaffinity(0, set(sorted(mask)[:max(n, 1)]))
+    try:
+        return create()
+    finally:
+        os.sched_setaffinity(0, mask)
+        for tid in (set(os.listdir(tasks)) - before) if before else ():
+            try:
+                os.sched_setaffinity(int(tid), mask)
+            except OSError:  # a thread that has exited since
+                pass
 
 
 def start_backends() -> None:
@@ -45,7 +80,7 @@ def start_backends() -> None:
     thread and back (~15 us of a ~75 us decode step of examples/generate.py's tiny GPT-2,
     benchmarks/decode.py). A user's ``JAX_CPU_ENABLE_ASYNC_DISPATCH`` is kept, and so is
     the option of backends that already exist."""
-    global _backends_started
+    global _backends_started, _cpu_pool_threads
     if _backends_started:
         return
     _backends_started = True
@@ -53,6 +88,8 @@ def start_backends() -> None:
     from jax.extend import backend
 
     if xla_bridge.backends_are_initialized():
+        _cpu_pool_threads = len(os.sched_getaffinity(0)) \
+            if hasattr(os, "sched_getaffinity") else None
         return
     if "JAX_CPU_ENABLE_ASYNC_DISPATCH" not in os.environ:
         import jax
@@ -61,23 +98,37 @@ def start_backends() -> None:
     if not hasattr(os, "sched_getaffinity"):
         backend.backends()
         return
+        return
     mask = os.sched_getaffinity(0)
     n = torch.get_num_threads()
+    _cpu_pool_threads = min(max(n, 1), len(mask))
     if n >= len(mask):
         backend.backends()
         return
-    tasks = "/proc/self/task"
-    before = set(os.listdir(tasks)) if os.path.isdir(tasks) else set()
-    os.sched_setaffinity(0, set(sorted(mask)[:max(n, 1)]))
-    try:
-        backend.backends()
-    finally:
-        os.sched_setaffinity(0, mask)
-        for tid in (set(os.listdir(tasks)) - before) if before else ():
-            try:
-                os.sched_setaffinity(int(tid), mask)
-            except OSError:  # a thread that has exited since
-                pass
+    _create_with_affinity(n, backend.backends)
+
+
+def single_thread_cpu_device():
+    """The jax Device of a CPU client whose intra-op pool has one thread (for programs
+    below ``SMALL_KERNEL_FLOPS``), made on first use the way ``start_backends`` sizes the
+    main client; None where the main CPU client has one thread already (torch at one
+    thread) or its size is unknown (no affinity API). Its buffers and executables are its
+    own: an executable of one client cannot read the other's buffers (XLA refuses:
+    "Buffer passed to Execute() ... is on device cpu:0, but replica is assigned to device
+    cpu:0")."""
+    global _single_thread_client
+    start_backends()
+    if _cpu_pool_threads is None or _cpu_pool_threads <= 1:
+        return None
+    with _LOCK:
+        if _single_thread_client is None:
+            import jax
+            from jax._src.lib import xla_client as xc
+
+            asynchronous = bool(jax.config.values.get("jax_cpu_enable_async_dispatch", True))
+            _single_thread_client = _create_with_affinity(
+                1, lambda: xc.make_cpu_client(asynchronous=asynchronous))
+    return _single_thread_client.devices()[0]
 
 
 def jax_device(device: torch.device):
@@ -118,6 +169,7 @@ def compile_stablehlo(text: str, device: torch.device):
     if compile_cache.compile_cache_dir() is not None:
         disk_key = compile_cache.entry_key(text, options.SerializeAsString(), dev)
         exe = compile_cache.load(disk_key, dev, devices, options)
+    from_disk = exe is not None
     if exe is None:
         try:
             exe = client.compile_and_load(text, devices, options)
@@ -126,10 +178,7 @@ def compile_stablehlo(text: str, device: torch.device):
                 from None
         if disk_key is not None:
             compile_cache.store(disk_key, dev, exe)
-    with _LOCK:
-        if len(_EXECUTABLES) >= _MAX_EXECUTABLES:
-            _EXECUTABLES.pop(next(iter(_EXECUTABLES)))
-        _EXECUTABLES[key] = exe
+    _remember(key, exe, from_disk)
     return exe
 
 
@@ -138,3 +187,73 @@ def clear_memory_cache() -> None:
     kept): the next compile of a text loads it from disk or compiles it again."""
     with _LOCK:
         _EXECUTABLES.clear()
+        _FROM_DISK.clear()
+
+
+def kernel_count(executable) -> int:
+    """The top-level instructions of ``executable``'s optimized entry computation that do
+    work (fusions, library calls, copies, loops: not parameters, constants, tuples,
+    get-tuple-element or bitcasts), read from XLA's HLO text; at least 1."""
+    text = executable.hlo_modules()[0].to_string()
+    start = text.find("\nENTRY ")
+    body = text[start:text.find("\n}", start)] if start >= 0 else ""
+    n = 0
+    for line in body.splitlines()[1:]:
+        m = _OPCODE.search(line)
+        if m is not None and m.group(1) not in _NO_WORK:
+            n += 1
+    return max(n, 1)
+
+
+_OPCODE = re.compile(r" = .*?\s([a-z][\w-]*)\(")
+_NO_WORK = frozenset(("parameter", "constant", "tuple", "get-tuple-element", "bitcast"))
+
+
+def flops(executable) -> float:
+    """Floating-point operations of one run of ``executable`` (XLA's ``HloCostAnalysis``,
+    ``cost_analysis()["flops"]``); 0 where the client gives none."""
+    try:
+        return float(executable.cost_analysis().get("flops", 0.0))
+    except Exception:  # noqa: BLE001 - a client without cost analysis
+        return 0.0
+
+
+def compile_stablehlo_for(text: str, device: torch.device, dev):
+    """``compile_stablehlo(text, device)``'s executable loaded on jax device ``dev`` of
+    another client of the same platform (the one-thread CPU client) through jaxlib's
+    ``serialize_executable`` / ``deserialize_executable``: about 1 ms, no recompile (the
+    machine code does not depend on the client's thread pool). An executable that was
+    itself deserialized from the persistent cache is loaded from its entry's bytes instead:
+    jaxlib cannot serialize such an executable again (the copy fails at run time with
+    "NOT_FOUND: Function ... not found"). Cached per (text, client)."""
+    from jax._src.lib import xla_client as xc
+
+    key = (text, f"{device}@{id(dev.client)}")
+    exe = _EXECUTABLES.get(key)
+    if exe is not None:
+        return exe
+    main = compile_stablehlo(text, device)
+    options = _compile_options(xc)
+    payload = None
+    if (text, str(device)) not in _FROM_DISK:
+        payload = main.client.serialize_executable(main)
+    elif compile_cache.compile_cache_dir() is not None:
+        payload = compile_cache.read_payload(
+            compile_cache.entry_key(text, options.SerializeAsString(), jax_device(device)))
+    devices = xc.DeviceList((dev,))
+    if payload is not None:
+        exe = dev.client.deserialize_executable(payload, devices, options)
+    else:  # the entry has gone since: compile again, on this client
+        exe = dev.client.compile_and_load(text, devices, options)
+    _remember(key, exe)
+    return exe
+
+
+def _remember(key: tuple[str, str], exe, from_disk: bool = False) -> None:
+    with _LOCK:
+        if len(_EXECUTABLES) >= _MAX_EXECUTABLES:
+            _FROM_DISK.discard(old := next(iter(_EXECUTABLES)))
+            _EXECUTABLES.pop(old)
+        _EXECUTABLES[key] = exe
+        if from_disk:
+            _FROM_DISK.add(key)
