@@ -77,16 +77,7 @@ class Plan:
         self.seeded = seeded
         self._jax_device = jax_device(device)
         self._on_cpu = device.type == "cpu"
-        # inputs passed again unchanged (parameters, repeated arguments) keep their buffer,
-        # except at a donated argument (its buffer is deleted by the run). Positions are
-        # program inputs (``run``) or region arguments (``_run_single``): both are excluded.
-        # Without symbolic sizes every input's shape is fixed by the cache key of the plan.
-        fixed = not any(type(s) is XlaStep and type(s.executable) is ShapeSpecializedExecutable
-                        for s in self.steps)
-        donated = {p for s in self.steps if type(s) is XlaStep
-                   for p in (*s.donated, *(s.inputs[k] for k in s.donated))}
-        self._imports = dlpack.ArgumentImports(self._jax_device, n_inputs, self._on_cpu, fixed,
-                                               uncached=donated)
+        self._imports = self._argument_imports()
         # The common case — one XLA region reading only program inputs (in any order: a
         # module's parameters come sorted by name) whose outputs are its results (in any
         # order, one possibly twice) or program inputs (a training forward returns the
@@ -170,7 +161,20 @@ class Plan:
         if any(type(s) is XlaStep and s.handlers is not None for s in self.steps):
             raise RuntimeError("internal: a plan changes its device after its first run")
         self._jax_device = dev
-        self._imports = dlpack.ArgumentImports(dev, self.n_inputs, self._on_cpu)
+        self._imports = self._argument_imports()
+
+    def _argument_imports(self) -> dlpack.ArgumentImports:
+        """The per-position import cache of the plan's inputs, on ``_jax_device``."""
+        # inputs passed again unchanged (parameters, repeated arguments) keep their buffer,
+        # except at a donated argument (its buffer is deleted by the run). Positions are
+        # program inputs (``run``) or region arguments (``_run_single``): both are excluded.
+        # Without symbolic sizes every input's shape is fixed by the cache key of the plan.
+        fixed = not any(type(s) is XlaStep and type(s.executable) is ShapeSpecializedExecutable
+                        for s in self.steps)
+        donated = {p for s in self.steps if type(s) is XlaStep
+                   for p in (*s.donated, *(s.inputs[k] for k in s.donated))}
+        return dlpack.ArgumentImports(self._jax_device, self.n_inputs, self._on_cpu, fixed,
+                                      uncached=donated)
 
     @property
     def fallback_count(self) -> int:

@@ -98,7 +98,6 @@ def start_backends() -> None:
     if not hasattr(os, "sched_getaffinity"):
         backend.backends()
         return
-        return
     mask = os.sched_getaffinity(0)
     n = torch.get_num_threads()
     _cpu_pool_threads = min(max(n, 1), len(mask))
