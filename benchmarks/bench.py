@@ -37,6 +37,8 @@ def parse_args():
     p.add_argument("--train-only", action="store_true",
                    help="only the training-step rows (time, saved for backward, peak memory)")
     p.add_argument("--json", help=argparse.SUPPRESS)  # a child process writes its rows here
+    # a child measuring one system's peak step memory alone: "workload|system"
+    p.add_argument("--peak-of", help=argparse.SUPPRESS)
     return p.parse_args()
 
 
@@ -341,6 +343,36 @@ def peak_step_bytes(step, args) -> int:
         return -1
 
 
+def peak_in_fresh_process(name: str, system: str) -> int:
+    """``peak_step_bytes`` of workload ``name`` under ``system`` in a new process (same
+    threads), after 3 warm-up steps: the resident-set growth of a step depends on what the
+    process ran before (the allocator's free lists; measured after another system in one
+    process, the tiny rows read up to ~1 MB higher), so each system gets a process of its
+    own. -1 where the child fails."""
+    import json
+    import subprocess
+
+    cmd = [sys.executable, __file__, "--threads", str(OPTS.threads), "--peak-of",
+           f"{name}|{system}"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        return -1
+    return json.loads(p.stdout.strip().splitlines()[-1])["peak"]
+
+
+def _peak_child() -> int:
+    """The ``--peak-of`` child: print {"peak": bytes} of one workload and system."""
+    import json
+
+    name, system = OPTS.peak_of.split("|")
+    factory, args, _ = train_workloads()[name]
+    step, _ = train_step_fn(system, factory())
+    for _ in range(3):
+        step(*args)
+    print(json.dumps({"peak": peak_step_bytes(step, args)}))
+    return 0
+
+
 def train_step_fn(system: str, module: torch.nn.Module):
     """A callable running one forward + backward + AdamW step; returns the loss."""
     model = {"eager": lambda m: m, "torch.compile": torch.compile,
@@ -375,7 +407,7 @@ def run_training(plan, notes, t_start):
                 module = factory()
                 step, model = train_step_fn(system, module)
                 f, s, _ = measure(step, args, iters, repeats)
-                peak[system] = peak_step_bytes(step, args)
+                peak[system] = peak_in_fresh_process(name, system)
                 # first-step loss vs eager's, from fresh copies of the same initialization
                 module2 = factory()
                 step2, model2 = train_step_fn(system, module2)
@@ -443,6 +475,8 @@ def main() -> int:
     from thunder_mlir.runtime.xla import start_backends
 
     start_backends()
+    if OPTS.peak_of:
+        return _peak_child()
     # a fresh Inductor cache, so torch.compile's first call is a cold compile like the others
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-inductor-")
     torch.manual_seed(0)
