@@ -645,7 +645,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     placement = None if needs_grad else place_small_programs([plan], texts)
     if placement:
         compiled += f"; {placement}"
-    if needs_grad and not joint and "jax.buffer_donor" in "".join(btexts.values()):
+    if needs_grad and not joint and any(getattr(s, "donated", ()) for s in bwd.steps):
         # the backward's donated residuals: the module as compiled, donor attributes shown
         compiled += "; the module as compiled:\n" + _asm(module)
     stages.append(Stage("xla-compile", compiled, time.perf_counter() - t))

@@ -235,7 +235,7 @@ def place_small_programs(plans: Sequence[Plan], texts: dict[str, str]) -> str | 
     per_kernel = sum(xla.flops(s.executable) for s in steps) / \
         sum(xla.kernel_count(s.executable) for s in steps)
     if per_kernel >= xla.SMALL_KERNEL_FLOPS:
-        return f"{per_kernel:.2g} FLOP/kernel: {xla._cpu_pool_threads}-thread CPU client"
+        return f"{per_kernel:.2g} FLOP/kernel: {xla.cpu_pool_threads()}-thread CPU client"
     p_device = plans[0].device
     for s in steps:
         s.executable = xla.compile_stablehlo_for(texts[s.name], p_device, dev)

@@ -31,11 +31,11 @@ _single_thread_client = None  # a second CPU client with a 1-thread pool (small 
 #: A program whose XLA cost analysis gives fewer floating-point operations per kernel (the
 #: top-level instructions of its optimized entry computation: fusions, library dots, copies)
 #: than this runs on a CPU client with a one-thread intra-op pool (runtime/plan.py
-#: ``place_small_programs``). On 2 cores (benchmarks/README.md's table of 2026-11-25, quiet
-#: machine) the tiny GPT-2 and Llama forwards (2.0e6 and 1.6e6 FLOP per kernel, ~75
-#: kernels) ran 9% and 24% slower on the 2-thread pool than on one thread, the hand-offs of
-#: many small kernels between threads costing more than the parallel work saves, while the
-#: MLP forward (1.1e7 FLOP per kernel) and the real MiniLM (1.2e7) ran 1.8x and 1.3x faster.
+#: ``place_small_programs``). On 2 cores (a quiet make bench, 2026-11-25 04:48 UTC) the tiny
+#: GPT-2 and Llama forwards (2.0e6 and 1.6e6 FLOP per kernel, ~75 kernels) ran 9% and 24%
+#: slower on the 2-thread pool than on one thread, the hand-offs of many small kernels
+#: between threads costing more than the parallel work saves, while the MLP forward (1.1e7
+#: FLOP per kernel) and the real MiniLM (1.2e7) ran 1.8x and 1.3x faster.
 SMALL_KERNEL_FLOPS = 4e6
 
 
@@ -105,6 +105,13 @@ def start_backends() -> None:
         backend.backends()
         return
     _create_with_affinity(n, backend.backends)
+
+
+def cpu_pool_threads() -> int | None:
+    """The intra-op threads of the main CPU client (``start_backends``); None where unknown
+    (no affinity API)."""
+    start_backends()
+    return _cpu_pool_threads
 
 
 def single_thread_cpu_device():
