@@ -25,8 +25,6 @@ import sys
 import tempfile
 import time
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_cpu_multi_thread_eigen=false").strip()  # 1 thread
 # an Inductor cache of this run's own (the shared /tmp/torchinductor_<user> may hold a
 # half-written artifact of an interrupted run, which then fails to import)
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="generate_inductor_"))
