@@ -336,3 +336,26 @@ def test_index_copy_and_index_add_in_place_are_compiled():
     torch.testing.assert_close(jfn(xj, i, s), fn(xe, i, s))
     torch.testing.assert_close(xj, xe)
     assert thunder_mlir.fallback_ops(jfn) == []
+
+
+@pytest.mark.parametrize("index", [0, 2, 4])
+def test_index_copy_of_one_position_and_its_gradients(index):
+    """A one-element index (a KV-cache write) is a select, not a scatter between transposes
+    (scatter.py ``_copy_one_index``): values at the first, a middle and the last position
+    of a middle dim, and the gradients of the input and the source, against eager."""
+    def fn(x, i, s):
+        return (x.index_copy(2, i, s) * torch.arange(5.0).view(5, 1)).sum(-1)
+
+    i = torch.tensor([index])
+    x, s = torch.randn(2, 3, 5, 4, requires_grad=True), torch.randn(2, 3, 1, 4,
+                                                                     requires_grad=True)
+    jfn = thunder_mlir.jit(fn)
+    out = jfn(x, i, s)
+    ref = fn(x, i, s)
+    torch.testing.assert_close(out, ref)
+    g = torch.randn_like(ref)
+    got = torch.autograd.grad(out, (x, s), g)
+    want = torch.autograd.grad(ref, (x, s), g)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    assert thunder_mlir.fallback_ops(jfn) == []

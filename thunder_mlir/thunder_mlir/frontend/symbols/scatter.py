@@ -145,6 +145,24 @@ def _back(x, d):
     return prims.transpose(x, inv)
 
 
+def _copy_one_index(input, d, idx, source):
+    """``input.index_copy(d, idx, source)`` for a one-element (wrapped) ``idx``: a select
+    of ``source``, broadcast along ``d``, where the iota along ``d`` equals the index.
+
+    The same result as the scatter below, out-of-range indices included (no position
+    matches: ``input`` unchanged), without moving ``d`` to the front and back: a KV-cache
+    write (``StaticCache.update``: ``keys.index_copy_(2, cache_position, k)``, one position
+    per decode step) is then one elementwise loop XLA fuses with the cache's other uses,
+    instead of two transposes around a scatter (the tiny GPT-2 decode step of
+    examples/generate.py: 83 -> 67 kernels)."""
+    shape = input.tshape
+    at = prims.broadcast_in_dim(prims.reshape(idx, ()), shape, [])
+    hit = prims.elementwise("eq", prims.iota(shape, torch.int64, d), at)
+    src = prims.broadcast_in_dim(prims.convert_element_type(source, input.tdtype), shape,
+                                 list(range(len(shape))))
+    return prims.where(hit, src, input)
+
+
 def _index_op(input, dim, index, source, reduce, include_self=True, alpha=1):
     r = len(input.tshape)
     if r == 0:  # a 0-d tensor indexes like a 1-element vector
@@ -158,6 +176,8 @@ def _index_op(input, dim, index, source, reduce, include_self=True, alpha=1):
     k = idx.tshape[0]
     if k == 0:
         return input
+    if reduce == "set" and type(k) is int and k == 1 and len(source.tshape) == r:
+        return _copy_one_index(input, d, idx, source)
     x = _front(input, d)
     src = source
     if len(src.tshape) == 0:
