@@ -374,8 +374,12 @@ def dim_text(s) -> str:
     return str(s.expr) if type(s) is SymInt else str(int(s))
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_dim(text: str) -> sympy.Expr:
-    """A dimension expression from its attribute text."""
+    """A dimension expression from its attribute text. Cached by the text (sympy's parser
+    takes ~0.7 ms a call, and the lowering of a symbolic program reads the same few
+    expressions at every op: 744 parses, 0.5 s of a 6-layer BERT's first call); the
+    expressions are immutable, and ``s<k>`` always names the same symbol."""
     return sympy.sympify(text, locals={n: symbol(int(n[1:])) for n in _names(text)})
 
 
