@@ -15,18 +15,16 @@ run, reported as ratios to eager.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
 
+import jax
+import jax.numpy as jnp
+import torch
+from torch._higher_order_ops.scan import scan
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import torch  # noqa: E402
-from torch._higher_order_ops.scan import scan  # noqa: E402
-
-import thunder_mlir  # noqa: E402
+import thunder_mlir
 
 T, B, H = 64, 8, 128
 
