@@ -359,3 +359,24 @@ def test_index_copy_of_one_position_and_its_gradients(index):
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b)
     assert thunder_mlir.fallback_ops(jfn) == []
+
+
+def test_index_copy_of_one_position_keeps_eagers_shape_errors_and_symbols():
+    """The select of ``_copy_one_index`` would broadcast a source with a size-1 dim that
+    eager refuses: such a call raises eager's error. With dynamic shapes the shortcut is
+    kept, its size equalities guarded: one trace for three batch sizes."""
+    def fn(x, i, s):
+        return x.index_copy(2, i, s)
+
+    x, i = torch.randn(2, 3, 5, 4), torch.tensor([1])
+    with pytest.raises(RuntimeError, match="same slice shapes"):
+        fn(x, i, torch.randn(2, 1, 1, 4))
+    with pytest.raises(RuntimeError, match="same slice shapes"):
+        thunder_mlir.jit(fn)(x, i, torch.randn(2, 1, 1, 4))
+
+    jfn = thunder_mlir.jit(fn, dynamic=True)
+    for n in (2, 3, 6):
+        x, s = torch.randn(n, 3, 5, 4), torch.randn(n, 3, 1, 4)
+        torch.testing.assert_close(jfn(x, i, s), fn(x, i, s), rtol=0, atol=0)
+    assert thunder_mlir.cache_misses(jfn) == 1
+    assert thunder_mlir.fallback_ops(jfn) == []

@@ -146,15 +146,17 @@ def _back(x, d):
 
 
 def _copy_one_index(input, d, idx, source):
-    """``input.index_copy(d, idx, source)`` for a one-element (wrapped) ``idx``: a select
-    of ``source``, broadcast along ``d``, where the iota along ``d`` equals the index.
+    """``input.index_copy(d, idx, source)`` for a one-element (wrapped) ``idx`` and a
+    ``source`` of ``input``'s shape with size 1 at ``d`` (any other shape takes the scatter
+    below, whose shape check gives eager's error): a select of ``source``, broadcast along
+    ``d``, where the iota along ``d`` equals the index.
 
     The same result as the scatter below, out-of-range indices included (no position
     matches: ``input`` unchanged), without moving ``d`` to the front and back: a KV-cache
     write (``StaticCache.update``: ``keys.index_copy_(2, cache_position, k)``, one position
     per decode step) is then one elementwise loop XLA fuses with the cache's other uses,
-    instead of two transposes around a scatter (the tiny GPT-2 decode step of
-    examples/generate.py: 83 -> 67 kernels)."""
+    instead of two transposes around a scatter (the tiny GPT-2 batch-4 decode step of
+    examples/generate.py: 83 -> 67 XLA kernels)."""
     shape = input.tshape
     at = prims.broadcast_in_dim(prims.reshape(idx, ()), shape, [])
     hit = prims.elementwise("eq", prims.iota(shape, torch.int64, d), at)
@@ -176,7 +178,10 @@ def _index_op(input, dim, index, source, reduce, include_self=True, alpha=1):
     k = idx.tshape[0]
     if k == 0:
         return input
-    if reduce == "set" and type(k) is int and k == 1 and len(source.tshape) == r:
+    if reduce == "set" and type(k) is int and k == 1 and len(source.tshape) == r and \
+            source.tshape[d] == 1 and all(source.tshape[j] == input.tshape[j]
+                                          for j in range(r) if j != d):
+        # (symbolic sizes: each == holds at the traced call and is recorded as a guard)
         return _copy_one_index(input, d, idx, source)
     x = _front(input, d)
     src = source
