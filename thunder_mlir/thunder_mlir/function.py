@@ -88,7 +88,8 @@ def _metas(leaves) -> tuple:
         if isinstance(x, torch.Tensor):
             if type(x) is not torch.Tensor and not isinstance(x, torch.nn.Parameter):
                 return None  # a subclass: its methods would not run in the compiled program
-            out.append(("tensor", x.shape, x.dtype, x.device, x.requires_grad))
+            out.append(("tensor", x.shape, x.dtype, _CPU if x.is_cpu else x.device,
+                        x.requires_grad))
         elif isinstance(x, _ACCEPTED) or type(x) is ThunderFunction:
             # slices are unhashable before Python 3.12: key them by their fields
             out.append((type(x), (x.start, x.stop, x.step) if type(x) is slice else x))
@@ -101,6 +102,9 @@ def _metas(leaves) -> tuple:
 _PLAIN = frozenset({bool, int, float, complex, str, type(None), torch.dtype, torch.device,
                     type(Ellipsis), torch.Size, type})
 _TENSOR, _PARAMETER = torch.Tensor, torch.nn.Parameter
+# a CPU tensor's device in key metadata: equal to ``t.device``, read through ``t.is_cpu``
+# (~70 ns, against ~150 ns for building a torch.device per tensor) and compared by identity
+_CPU = torch.device("cpu")
 
 
 def _metas_tensors(leaves) -> tuple:
@@ -111,7 +115,8 @@ def _metas_tensors(leaves) -> tuple:
     for x in leaves:
         t = type(x)
         if t is _TENSOR or t is _PARAMETER:
-            meta(("tensor", x.shape, x.dtype, x.device, x.requires_grad))
+            meta(("tensor", x.shape, x.dtype, _CPU if x.is_cpu else x.device,
+                  x.requires_grad))
             tensor(x)
         elif t in _PLAIN:
             meta((t, x))
@@ -192,8 +197,8 @@ class ThunderFunction:
             # flattening; their key is the argument count instead of a tree spec.
             if not kwargs and all(type(a) is torch.Tensor for a in args):
                 leaves, spec, nodes, tensors = args, len(args), None, args
-                metas = tuple(("tensor", t.shape, t.dtype, t.device, t.requires_grad)
-                              for t in args)
+                metas = tuple(("tensor", t.shape, t.dtype, _CPU if t.is_cpu else t.device,
+                               t.requires_grad) for t in args)
             else:
                 leaves, spec, nodes, metas, tensors = _flatten_inputs(args, kwargs)
             return self._run(leaves, spec, nodes, metas, tensors, args, kwargs)
@@ -231,8 +236,8 @@ class ThunderFunction:
                 state.flag_metas = (flags, flag_metas)
             if not kwargs and all(type(a) is torch.Tensor for a in args):
                 rest, spec, nodes, rest_tensors = args, len(args), None, args
-                rest_metas = tuple(("tensor", t.shape, t.dtype, t.device, t.requires_grad)
-                                   for t in args)
+                rest_metas = tuple(("tensor", t.shape, t.dtype, _CPU if t.is_cpu else t.device,
+                                    t.requires_grad) for t in args)
             else:
                 rest, spec, nodes, rest_metas, rest_tensors = _flatten_inputs(args, kwargs)
             param_metas, _ = _metas_tensors(values)

@@ -157,13 +157,14 @@ class _ModuleState:
             checks.append(f"s{i}._parameters is p{i} and s{i}._buffers is b{i} and "
                           f"s{i}._modules is m{i} and {_size_is(f'p{i}', np_)} and "
                           f"{_size_is(f'b{i}', nb)} and {_size_is(f'm{i}', nm)}")
+        # the hook dicts empty now (nearly all of them): one C-level any() over a tuple
+        # instead of a test each (140 in the tiny GPT-2 of examples/generate.py)
+        env["empty_hooks"] = tuple(d for d, n, _ in self._hooks if not n)
+        checks.append("not any(empty_hooks)")
         for i, (d, n, last) in enumerate(self._hooks):
-            env[f"h{i}"] = d
             if n:
-                env[f"hl{i}"] = last
+                env[f"h{i}"], env[f"hl{i}"] = d, last
                 checks.append(f"len(h{i}) == {n} and next(reversed(h{i})) == hl{i}")
-            else:
-                checks.append(f"not h{i}")
         for i, (d, k, child) in enumerate(self._children):
             env[f"c{i}"], env[f"cd{i}"] = child, d
             checks.append(f"cd{i}[{k!r}] is c{i}")
