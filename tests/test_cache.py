@@ -57,6 +57,20 @@ def test_new_dtype_retraces():
     assert _state(jfn, fn) == (2, 3, 3)
 
 
+def test_key_metadata_holds_each_tensors_device():
+    """A tensor's device is part of the cache key: a CPU tensor's is read through
+    ``is_cpu`` (a shared torch.device), any other tensor's is its own (a meta tensor stands
+    for a GPU one here, where CI has none). Every key path builds its tensor metadata with
+    ``_metas`` or ``_metas_tensors``."""
+    from thunder_mlir.function import _metas, _metas_tensors
+
+    for t in (torch.ones(2), torch.ones(2, device="meta"),
+              torch.nn.Parameter(torch.ones(2, device="meta"))):
+        assert _metas_tensors([t])[0][0][3] == t.device
+        assert _metas([t])[0][3] == t.device
+    assert _metas_tensors([torch.ones(2)])[0] != _metas_tensors([torch.ones(2, device="meta")])[0]
+
+
 def test_python_scalar_value_retraces():
     fn = Counted(lambda a, s: a * s)
     jfn = thunder_mlir.jit(fn)

@@ -197,8 +197,7 @@ class ThunderFunction:
             # flattening; their key is the argument count instead of a tree spec.
             if not kwargs and all(type(a) is torch.Tensor for a in args):
                 leaves, spec, nodes, tensors = args, len(args), None, args
-                metas = tuple(("tensor", t.shape, t.dtype, _CPU if t.is_cpu else t.device,
-                               t.requires_grad) for t in args)
+                metas, _ = _metas_tensors(args)
             else:
                 leaves, spec, nodes, metas, tensors = _flatten_inputs(args, kwargs)
             return self._run(leaves, spec, nodes, metas, tensors, args, kwargs)
@@ -236,8 +235,7 @@ class ThunderFunction:
                 state.flag_metas = (flags, flag_metas)
             if not kwargs and all(type(a) is torch.Tensor for a in args):
                 rest, spec, nodes, rest_tensors = args, len(args), None, args
-                rest_metas = tuple(("tensor", t.shape, t.dtype, _CPU if t.is_cpu else t.device,
-                                    t.requires_grad) for t in args)
+                rest_metas, _ = _metas_tensors(args)
             else:
                 rest, spec, nodes, rest_metas, rest_tensors = _flatten_inputs(args, kwargs)
             param_metas, _ = _metas_tensors(values)
