@@ -94,7 +94,7 @@ def _not_implemented_message(out: torch.Tensor, leaves: list[torch.Tensor]) -> s
 
 # errors torch's autograd raises where eager would (replayed on meta tensors)
 _AUTOGRAD_ERRORS = ("requires grad", "leaf Variable", "Inference tensors",
-                    "inference tensor")
+                    "inference tensor", "is being modified inplace")
 
 
 class _Replay:
@@ -175,14 +175,40 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
 
 
 def _mutates_a_twin(func, args) -> bool:
-    """An in-place op on a tensor whose meta twin is in an autograd graph: replayed so the
-    twin's version counter moves as eager's does."""
-    if not args or type(args[0]) is not TensorProxy or \
-            getattr(args[0], "_mirror_of", None) is None:
+    """An in-place op on a tensor whose meta twin is in an autograd graph, or on a view of
+    such a tensor (the view's twin is made from the base's): replayed so the twins' version
+    counters move as eager's do."""
+    if not args or type(args[0]) is not TensorProxy:
         return False
     name = getattr(func, "__name__", "")
-    return (name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or \
-        (name.startswith("__i") and name.endswith("__"))
+    if not ((name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or
+            (name.startswith("__i") and name.endswith("__"))):
+        return False
+    return getattr(args[0], "_mirror_of", None) is not None or _twin_of_view(args[0])
+
+
+def _twin_of_view(p: TensorProxy) -> bool:
+    """Give the view ``p`` a twin: its chain of views replayed, on meta tensors under the
+    grad mode each step was made in, from the nearest base whose twin is current (a buffer
+    that a differentiated op saved: ``buf[1].add_(1)`` must bump its version). False when
+    no base has one."""
+    from thunder_mlir.frontend.aliasing import _VIEW_OF, replay_step
+
+    chain, q = [], p
+    while getattr(q, "_mirror_of", None) is None or not q._mirror_of == q.value:
+        made = getattr(q, _VIEW_OF, None)
+        if made is None:
+            return False
+        chain.append(made)
+        q = made[1][0]
+    m = q._mirror
+    for step in reversed(chain):
+        with torch.set_grad_enabled(step[5]):
+            m = replay_step(step, m)
+        if m is None:
+            return False
+    p._mirror, p._mirror_of = m, p.value
+    return True
 
 
 def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
