@@ -884,3 +884,12 @@ def _conv3d(op, x, y, g):
                               impl=impl)
     grads = [bt.make_proxy(v) for v in unpermute(list(call.operation.results), out_order)]
     return grads + [None] * (len(x) - len(grads))
+
+
+@composite_rule("ltorch.no_grad_write")
+def _no_grad_write(op, x, y, g):
+    """A write made under ``no_grad()`` into a tensor that requires grad
+    (frontend/functionalization.py): the value is the written one, and the gradient flows
+    to the tensor as it was before the write, as eager's autograd graph, which the write
+    does not enter, sends it."""
+    return [g[0] if n == "base" else None for n in _names(op)]

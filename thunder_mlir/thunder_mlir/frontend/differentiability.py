@@ -108,6 +108,15 @@ class _Replay:
         self.tensors, self.metas = tensors, metas  # the meta outputs and inputs
 
 
+def _grad_fn(t: torch.Tensor):
+    """``t.grad_fn``; None for a view made under no_grad() and written in place since,
+    whose grad_fn torch refuses to rebuild (eager's user never asks for it there)."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return None
+
+
 def _replay(func: Callable, args, kwargs, inputs: list[TensorProxy]) -> _Replay | None:
     (m_args, m_kwargs), metas = _meta_inputs(args, kwargs, inputs)
     leaves = list(metas.values())
@@ -129,12 +138,13 @@ def _replay(func: Callable, args, kwargs, inputs: list[TensorProxy]) -> _Replay 
     except Exception:  # noqa: BLE001 - no meta kernel: the caller applies the plain rule
         return None
     outs = [o for o in optree.tree_leaves(out, none_is_leaf=True) if isinstance(o, torch.Tensor)]
+    fns = [_grad_fn(o) for o in outs]
     errors = [_not_implemented_message(o, leaves)
-              if o.requires_grad and type(o.grad_fn).__name__ == "NotImplemented" else None
-              for o in outs]
+              if o.requires_grad and type(f).__name__ == "NotImplemented" else None
+              for o, f in zip(outs, fns)]
     # a view made under no_grad() of a tensor that requires grad requires grad too, but has
     # no grad_fn: no gradient flows through it (a stop-gradient whose flag stays True)
-    flows = [o.grad_fn is not None or not o._is_view() for o in outs]
+    flows = [f is not None or not o._is_view() for o, f in zip(outs, fns)]
     return _Replay([o.requires_grad for o in outs],
                    {k: m.requires_grad for k, m in metas.items()}, errors, outs, metas, flows)
 
@@ -227,15 +237,8 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
         if p.value == v or not is_inexact(p.tdtype):
             continue
         if not grad_on:
-            if p.requires_grad:
-                from thunder_mlir.frontend.locations import describe_frame, user_frame
-
-                raise NotImplementedError(
-                    f"{describe_frame(user_frame())}\n  an in-place update under no_grad() of "
-                    "a tensor that requires grad: eager keeps its gradient path while "
-                    "changing its value, which thunder_mlir cannot express. Update a "
-                    "detached copy, or compute the new value out of place.")
-            p.value = prims.stop_gradient(p).value
+            if not p.requires_grad:  # (one that does keeps its gradient path, as eager's:
+                p.value = prims.stop_gradient(p).value  # functionalization's no_grad_write)
         elif replay is not None:
             _set_requires_grad(p, replay.inputs_after.get(id(p), True))
         else:
