@@ -221,6 +221,21 @@ def _twin_of_view(p: TensorProxy) -> bool:
     return True
 
 
+def _base_requires_grad(p: TensorProxy) -> None:
+    """A tensor written with a value that requires grad: its base and every view of the
+    base require grad from then on, as eager's (the base's grad_fn becomes CopySlices)."""
+    root = getattr(p, "_alias_root", None)
+    root = p if root is None else root
+    if not is_inexact(root.tdtype):
+        return
+    if not root.requires_grad:
+        _set_requires_grad(root, True)
+    for ref in getattr(root, "_views", ()):
+        v = ref()
+        if v is not None and is_inexact(v.tdtype) and not v.requires_grad:
+            _set_requires_grad(v, True)
+
+
 def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
     if not any(p.requires_grad for p in inputs) and not _mutates_a_twin(func, args):
         return call()
@@ -243,6 +258,8 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
             _set_requires_grad(p, replay.inputs_after.get(id(p), True))
         else:
             _set_requires_grad(p, True)
+        if p.requires_grad and grad_on:
+            _base_requires_grad(p)
     new = [o for o in _proxies(out) if not any(o is p for p in inputs)]
     mirrors = {}
     if replay is not None and len(replay.outs) == len(_proxies(out)):

@@ -15,7 +15,7 @@ from typing import Callable
 import optree
 import torch
 
-from thunder_mlir.errors import TraceError
+from thunder_mlir.errors import Fallback, TraceError
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.functionalization import check_overlap, write_inplace
 from thunder_mlir.frontend.symbol import Symbol
@@ -136,7 +136,12 @@ def register_inplace(functional: Symbol, *torch_fns: Callable) -> None:
         if type(self) is not TensorProxy:
             raise TypeError(f"{functional.name}_: expected a tensor, got {type(self).__name__}")
         check_overlap(self, (args, kwargs))
-        return write_inplace(self, functional(self, *args, **kwargs), functional.name + "_")
+        out = functional(self, *args, **kwargs)
+        if self.requires_grad and out.tdtype is torch.bool and self.tdtype is not torch.bool:
+            # eager's x.le_(y) of a tensor that requires grad has a zero derivative
+            # (derivatives.yaml), where the bool result has none: ATen runs it
+            raise Fallback(f"{functional.name}_ of a tensor that requires grad")
+        return write_inplace(self, out, functional.name + "_")
 
     inplace = _Inline(functional.name + "_", impl)
     for fn in torch_fns:
