@@ -408,3 +408,12 @@ def test_a_value_computed_from_random_numbers_is_never_stale():
             assert "random" in str(e)
             continue
         _same(out, x + 1 if r > 0.5 else x - 1)
+
+
+def test_values_of_tensors_made_from_python_numbers_need_no_guard():
+    def f(x):
+        n = int(torch.div(x.shape[0], 2, rounding_mode="trunc"))
+        return x[:n] + torch.tensor(3).item()
+    jfn = _calls(f, [(torch.randn(4),), (torch.randn(4),)])
+    info = thunder_mlir.cache_info(jfn)
+    assert info["misses"] == 1 and "value_guards" not in info["entries"][0]

@@ -161,6 +161,7 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
     with trace.location_of_user_line():
         out = user_op(func, args, kwargs, run)
     record_view(func, args, kwargs, out)  # outputs that are views return eager's view
+    value_guards.note_constant(func, args, kwargs, out)  # torch.tensor(3): its value
     return out
 
 

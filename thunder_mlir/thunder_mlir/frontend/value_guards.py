@@ -158,9 +158,39 @@ def python_value(func: Callable, args: tuple, kwargs: dict):
             return func(*a, **k)
 
     tensors = [leaves[i] for i in positions]
+    constants = [getattr(p, CONSTANT, None) for p in tensors]
+    if all(c is not None for c in constants):  # made from Python numbers alone: no guard
+        return compute(*constants)
     k, value = query(trace, tensors, compute, what)
     emit_guard(trace, k, tensors, compute, value, what)
     return value
+
+
+# Tensors made from Python values alone by a deterministic factory
+# (``int(torch.div(n, 2, rounding_mode="trunc"))``, ``torch.tensor(3).item()``): their value
+# is computed eagerly at trace time and kept on the proxy, so asking for it needs neither a
+# program prefix nor a guard.
+CONSTANT = "_thunder_constant"
+_CONSTANT_FACTORIES = {torch.tensor, torch.as_tensor, torch.scalar_tensor, torch.div,
+                       torch.floor_divide, torch.true_divide, torch.remainder, torch.mul,
+                       torch.add, torch.sub, torch.full, torch.zeros, torch.ones}
+
+
+def note_constant(func: Callable, args: tuple, kwargs: dict, out) -> None:
+    """Attach to ``out`` (a proxy) the eager value of ``func(*args, **kwargs)`` when
+    ``func`` is a deterministic factory given no tensors (``CONSTANT``)."""
+    if func not in _CONSTANT_FACTORIES or type(out) is not TensorProxy:
+        return
+    leaves = optree.tree_leaves((args, kwargs), none_is_leaf=True)
+    if any(isinstance(x, torch.Tensor) for x in leaves):
+        return
+    try:
+        with torch._C.DisableTorchFunction():
+            value = func(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - no shortcut: asked of the program as any value
+        return
+    if isinstance(value, torch.Tensor) and value.numel() <= 64:
+        setattr(out, CONSTANT, value)
 
 
 def emit_guard(trace, index: int, tensors: Sequence[TensorProxy], compute: Callable,
