@@ -417,3 +417,41 @@ def test_values_of_tensors_made_from_python_numbers_need_no_guard():
     jfn = _calls(f, [(torch.randn(4),), (torch.randn(4),)])
     info = thunder_mlir.cache_info(jfn)
     assert info["misses"] == 1 and "value_guards" not in info["entries"][0]
+
+
+# ----------------------------------- transformers' eager experts path (torch.where per expert)
+def _mixtral_eager_experts():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    cfg = transformers.MixtralConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, num_local_experts=4,
+        num_experts_per_tok=2, max_position_embeddings=64)
+    cfg._experts_implementation = "eager"  # the loop over experts with torch.where(mask)
+    torch.manual_seed(0)
+    return transformers.MixtralForCausalLM(cfg)
+
+
+def test_mixtral_eager_experts_forward_and_grads_match_eager():
+    model = _mixtral_eager_experts()
+    assert model.config._experts_implementation == "eager"
+    jm = thunder_mlir.jit(model)
+    for seed in (0, 1, 2, 0):
+        ids = torch.randint(0, 64, (1, 6), generator=torch.Generator().manual_seed(seed))
+        model.zero_grad()
+        want = model(ids).logits
+        want.pow(2).mean().backward()
+        want_grads = {n: p.grad.clone() for n, p in model.named_parameters()
+                      if p.grad is not None}
+        model.zero_grad()
+        got = jm(ids).logits
+        got.pow(2).mean().backward()
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        for n, p in model.named_parameters():
+            if n in want_grads:
+                torch.testing.assert_close(p.grad, want_grads[n], rtol=1e-4, atol=1e-6,
+                                           msg=n)
+    info = thunder_mlir.cache_info(jm)
+    assert info["misses"] >= 2, info["misses"]  # the routing (the sizes) changed
+    sites = [s for e in info["entries"] for s in e["value_guards"]]
+    assert any("the output size of torch.where" in s for s in sites), sites
