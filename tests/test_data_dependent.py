@@ -455,3 +455,10 @@ def test_mixtral_eager_experts_forward_and_grads_match_eager():
     assert info["misses"] >= 2, info["misses"]  # the routing (the sizes) changed
     sites = [s for e in info["entries"] for s in e["value_guards"]]
     assert any("the output size of torch.where" in s for s in sites), sites
+
+
+def test_examine_refuses_a_value_with_a_clear_error():
+    # examine traces without running anything: it names the line instead of guessing
+    with pytest.raises(thunder_mlir.DataDependentControlFlowError,
+                       match="bool\\(tensor\\) needs the tensor's data"):
+        thunder_mlir.examine(branch, torch.ones(3))

@@ -28,8 +28,8 @@ from thunder_mlir.error_reporting import argument_paths as _paths, boundary_exce
     check_tensor_inputs, unsupported_tensor
 from thunder_mlir import dynamic as _dynamic, value_specialization
 from thunder_mlir.dynamic import DynamicPolicy
-from thunder_mlir.errors import DynamicShapeFallback, TraceError, UnsupportedError, \
-    UnsupportedInputError
+from thunder_mlir.errors import DataDependentControlFlowError, DynamicShapeFallback, \
+    TraceError, UnsupportedError, UnsupportedInputError
 from thunder_mlir.ir import symbolic
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.sharp_edges import SharpEdgeMonitor, freeze_containers
@@ -457,7 +457,7 @@ def _program_device(tensors) -> torch.device:
 
 def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                    grad_inputs: list[bool] | None = None, watch=(), dynamic_dims=None,
-                   known_values=()):
+                   known_values=None):
     """Trace ``fn`` on proxies for the tensor leaves (requiring grad as the tensors do, or
     as ``grad_inputs`` says per tensor).
 
@@ -466,14 +466,16 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     ``dynamic_dims``: tensor index -> {dim: reason} traced as size symbols
     (``trace.shape_env``, ir/symbolic.py). ``known_values``: the Python values of tensors
     the trace asks for, in order (frontend/value_guards.py); one more raises
-    ``ValueNeeded`` with ``need.trace`` the program prefix returning its tensors.
+    ``ValueNeeded`` with ``need.trace`` the program prefix returning its tensors. None (a
+    caller that cannot compute them: examine, distributed programs):
+    DataDependentControlFlowError instead.
     """
     compat.install()
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
     trace = Trace(_program_device(tensors))
     monitor = SharpEdgeMonitor(fn, sharp_edges)
     trace.monitor = monitor
-    trace.known_values = list(known_values)
+    trace.known_values = list(known_values or ())
     for obj, owner in watch:  # objects whose attribute reads are guarded (guards.py)
         monitor.recorder.watch(obj, owner)
     env = trace.shape_env = symbolic.ShapeEnv()
@@ -510,6 +512,11 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
             with monitor:
                 out = fn(*args, **kwargs)
         except ValueNeeded as need:  # the prefix up to the value: returns its tensors
+            if known_values is None:
+                raise DataDependentControlFlowError(
+                    f"{need.where}\n  {need.what} needs the tensor's data, which this "
+                    "entry point does not compute while tracing (jit does). Use tensor ops "
+                    "instead (torch.where, masking), or torch.cond.") from None
             trace.finish([p.value for p in need.tensors])
             need.trace = trace
             raise
