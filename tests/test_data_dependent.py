@@ -462,3 +462,21 @@ def test_examine_refuses_a_value_with_a_clear_error():
     with pytest.raises(thunder_mlir.DataDependentControlFlowError,
                        match="bool\\(tensor\\) needs the tensor's data"):
         thunder_mlir.examine(branch, torch.ones(3))
+
+
+# ------------------------------------------------- two ops Longformer uses (fixed here)
+def test_tensor_where_method_takes_self_as_the_input():
+    # x.where(cond, other) is torch.where(cond, x, other) (it was traced as where(x, ...))
+    def f(x, m):
+        return x.where(m, -x), x.where(m, 0.5)
+    x, m = torch.randn(3, 4), torch.rand(3, 4) > 0.5
+    _calls(f, [(x, m)])
+
+
+def test_new_ones_with_size_keyword():
+    def f(x):
+        return x.new_ones(size=x.size()) + x.new_zeros(size=(2, 1)).sum(), \
+            x.new_ones((2,), dtype=torch.int64)
+    _calls(f, [(torch.randn(2, 3),)])
+    with pytest.raises(TypeError):
+        thunder_mlir.jit(lambda x: x.new_ones(shape=(2,)))(torch.randn(2))
