@@ -480,3 +480,11 @@ def test_new_ones_with_size_keyword():
     _calls(f, [(torch.randn(2, 3),)])
     with pytest.raises(TypeError):
         thunder_mlir.jit(lambda x: x.new_ones(shape=(2,)))(torch.randn(2))
+
+
+def test_a_constant_written_in_place_is_asked_of_the_program():
+    def f(x):
+        t = torch.tensor(3.0)
+        t.add_(x.sum())  # no longer the constant 3
+        return x * t.item()
+    _calls(f, [(torch.ones(2),), (torch.zeros(2),)])

@@ -158,7 +158,7 @@ def python_value(func: Callable, args: tuple, kwargs: dict):
             return func(*a, **k)
 
     tensors = [leaves[i] for i in positions]
-    constants = [getattr(p, CONSTANT, None) for p in tensors]
+    constants = [_constant(p) for p in tensors]
     if all(c is not None for c in constants):  # made from Python numbers alone: no guard
         return compute(*constants)
     k, value = query(trace, tensors, compute, what)
@@ -190,7 +190,14 @@ def note_constant(func: Callable, args: tuple, kwargs: dict, out) -> None:
     except Exception:  # noqa: BLE001 - no shortcut: asked of the program as any value
         return
     if isinstance(value, torch.Tensor) and value.numel() <= 64:
-        setattr(out, CONSTANT, value)
+        setattr(out, CONSTANT, (out.value, value))  # (the SSA value it is the value of)
+
+
+def _constant(p: TensorProxy) -> torch.Tensor | None:
+    """The eager value ``note_constant`` attached to ``p``, unless ``p`` was written in
+    place since (an in-place op rebinds ``p.value``)."""
+    held = getattr(p, CONSTANT, None)
+    return held[1] if held is not None and held[0] == p.value else None
 
 
 def emit_guard(trace, index: int, tensors: Sequence[TensorProxy], compute: Callable,
