@@ -107,6 +107,19 @@ def _at_top_level(trace) -> bool:
     return trace._ips[0].block == trace.entry
 
 
+def _returnable(trace, v) -> bool:
+    """Whether the program prefix can return ``v``: an argument or a top-level result of
+    the function, or an argument of a composite's decomposition (its operand outside)."""
+    from torch_mlir import ir
+
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return owner == trace.entry or (owner.owner is not None and
+                                        COMPOSITE_HOLDER in owner.owner.attributes)
+    parent = owner.operation.parent
+    return parent is not None and parent.name == "func.func"
+
+
 def query(trace, tensors: Sequence[TensorProxy], compute: Callable, what: str,
           refuse: str | None = None) -> tuple[int, Any]:
     """(query index, value) of the next value the trace asks for; raises ``ValueNeeded``
@@ -117,11 +130,13 @@ def query(trace, tensors: Sequence[TensorProxy], compute: Callable, what: str,
     if k < len(trace.known_values):
         trace.value_sites.append((what, where))
         return k, trace.known_values[k]
-    if not _at_top_level(trace) or k >= MAX_QUERIES:
+    if not _at_top_level(trace) or k >= MAX_QUERIES or \
+            not all(_returnable(trace, p.value) for p in tensors):
         why = ("inside torch.cond, torch.while_loop or checkpoint, whose regions run inside "
-               "one XLA program" if k < MAX_QUERIES else
+               "one XLA program" if not _at_top_level(trace) else
                f"after {MAX_QUERIES} other such values in one program (each is computed by "
-               "compiling the program up to it)")
+               "compiling the program up to it)" if k >= MAX_QUERIES else
+               "of a tensor computed inside the decomposition of another op")
         raise DataDependentControlFlowError(
             f"{where}\n  {what} needs the tensor's data {why}. Use tensor ops instead "
             "(torch.where, masking), or torch.cond for control flow that depends on tensor "
