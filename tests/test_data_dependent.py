@@ -488,3 +488,10 @@ def test_a_constant_written_in_place_is_asked_of_the_program():
         t.add_(x.sum())  # no longer the constant 3
         return x * t.item()
     _calls(f, [(torch.ones(2),), (torch.zeros(2),)])
+
+
+def test_item_of_several_elements_raises_eagers_error():
+    with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
+        torch.ones(3).item()
+    with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
+        thunder_mlir.jit(lambda x: x * x.item())(torch.ones(3))

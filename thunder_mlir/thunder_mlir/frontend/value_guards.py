@@ -157,8 +157,9 @@ def python_value(func: Callable, args: tuple, kwargs: dict):
     t = args[0]
     what = PYTHON_VALUES[func]
     if func in _SCALAR_ONLY and type(t.numel()) is int and t.numel() != 1:
-        with torch._C.DisableTorchFunction():  # eager's own error message
-            func(torch.zeros(t.shape, dtype=t.dtype, device="meta"), *args[1:], **kwargs)
+        if t.numel() <= 1 << 16:
+            with torch._C.DisableTorchFunction():  # eager's own error message
+                func(torch.zeros(t.shape, dtype=t.dtype), *args[1:], **kwargs)
         raise RuntimeError(f"{what} of a tensor of {t.numel()} elements")
 
     leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
