@@ -150,11 +150,14 @@ def test_inplace_on_a_view_writes_its_base_as_eager():
     assert "thunder.writes" in thunder_mlir.last_traces(jfn)[0].text
 
 
-def test_unknown_op_with_data_dependent_shape_raises():
-    # no meta kernel: traced by a trial run on zeros (shape (0, 1)), refused when a real
-    # run gives another shape
-    with pytest.raises(RuntimeError, match="nonzero.*depends on the input values"):
-        thunder_mlir.jit(lambda a: torch.nonzero(a))(torch.randn(4))
+def test_op_with_data_dependent_shape_is_specialized_on_the_size_seen():
+    # no meta kernel: its output size at this call comes from the real values (the program
+    # prefix run on the inputs, frontend/value_guards.py), guarded at every run
+    jfn = thunder_mlir.jit(lambda a: torch.nonzero(a))
+    for a in (torch.tensor([0., 1, 0, 2]), torch.tensor([3., 1, 0, 2]),
+              torch.tensor([0., 1, 0, 2])):
+        assert torch.equal(jfn(a), torch.nonzero(a))
+    assert thunder_mlir.cache_misses(jfn) == 2
 
 
 def test_ops_without_meta_kernels_run_on_the_fallback_by_a_trial_run():
@@ -183,9 +186,13 @@ def test_a_trial_run_leaves_torchs_generator_as_it_was():
 
 
 def test_python_results_are_not_taken_from_a_trial_run():
-    # allclose computed on zeros would be True whatever the inputs: refused at trace time
-    with pytest.raises(thunder_mlir.TraceError, match="allclose"):
-        thunder_mlir.jit(lambda a, b: torch.allclose(a, b))(torch.randn(3), torch.randn(3))
+    # allclose computed on zeros would be True whatever the inputs: it is computed from
+    # the real inputs and guarded (frontend/value_guards.py)
+    jfn = thunder_mlir.jit(lambda a, b: torch.allclose(a, b))
+    a = torch.randn(3)
+    assert jfn(a, a.clone()) is True
+    assert jfn(a, a + 1) is False
+    assert jfn(a, a.clone()) is True
 
 
 # ------------------------------------------------------------------------ errors
@@ -193,7 +200,7 @@ _THIS_FILE = os.path.basename(__file__)
 
 
 def _data_dependent(a):
-    if a.sum() > 0:  # the line the error must name
+    if a.numpy().sum() > 0:  # the line the error must name
         return a
     return -a
 
@@ -204,20 +211,31 @@ def test_data_dependent_control_flow_names_line_and_torch_cond():
         thunder_mlir.jit(_data_dependent)(torch.randn(3))
     msg = str(info.value)
     assert f"{_THIS_FILE}:{line}" in msg, msg
-    assert "if a.sum() > 0" in msg
+    assert "if a.numpy().sum() > 0" in msg
     assert "torch.cond" in msg
     assert isinstance(info.value, thunder_mlir.TraceError)
 
 
 @pytest.mark.parametrize("body", [
-    lambda a: a.item(),
-    lambda a: float(a.sum()),
-    lambda a: a.tolist(),
-    lambda a: int(a[0]),
-], ids=["item", "float", "tolist", "int"])
+    lambda a: a.numpy(),
+    lambda a: a.data_ptr(),
+    lambda a: a.untyped_storage(),
+], ids=["numpy", "data_ptr", "storage"])
 def test_data_dependent_values_raise(body):
     with pytest.raises(thunder_mlir.DataDependentControlFlowError, match=_THIS_FILE):
         thunder_mlir.jit(body)(torch.randn(3))
+
+
+@pytest.mark.parametrize("body", [
+    lambda a: a.sum().item() * a,
+    lambda a: float(a.sum()) * a,
+    lambda a: a * len(a.tolist()) + a.tolist()[0],
+    lambda a: a[:int(a[0] > 0) + 1],
+], ids=["item", "float", "tolist", "int"])
+def test_data_dependent_values_are_specialized_and_guarded(body):
+    jfn = thunder_mlir.jit(body)
+    for a in (torch.randn(3), torch.randn(3), -torch.rand(3)):
+        torch.testing.assert_close(jfn(a), body(a))
 
 
 GLOBAL_TENSOR = torch.randn(3)

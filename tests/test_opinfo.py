@@ -476,19 +476,11 @@ def _check_random(spec: RandomOp, jfn, tensors, sample, actual, expected, op) ->
 # ------------------------------------------------------------------ allowlists
 # Ops that jit refuses (status ``error``) with the reason, asserted exactly by the tests
 # below: an op that starts raising, or a listed op that stops raising, fails the test.
-_DATA_DEPENDENT = ("data-dependent output shape: the torch fallback's trial run on zeros "
-                   "gives another shape than the real run, and a compiled program has static "
-                   "shapes (the error says so and names the op)")
-_PYTHON_VALUE = ("returns a Python bool computed from the data: nothing to compile (the "
-                 "fallback refuses it at trace time)")
+# (Data-dependent sizes and Python values of tensors — masked_select, argwhere,
+# tensor_split by tensor, bincount, one_hot(num_classes=-1), item, allclose, equal — run
+# since value guards: frontend/value_guards.py.)
 _SPARSE = "a sparse CSR input: jit takes strided tensors only (UnsupportedInputError)"
 F32_ERRORS: dict[str, str] = {
-    "allclose": _PYTHON_VALUE,
-    "equal": _PYTHON_VALUE,
-    "item": "Tensor.item() needs the data while tracing (DataDependentControlFlowError)",
-    "argwhere": _DATA_DEPENDENT,
-    "masked_select": _DATA_DEPENDENT,
-    "tensor_split": "split indices given as a tensor: " + _DATA_DEPENDENT,
     "chalf": "complex32 is not a supported dtype (UnsupportedDtypeError)",
     "hash_tensor": "its result is uint64, not a supported dtype (UnsupportedDtypeError)",
     "sparse.mm.reduce": _SPARSE,
@@ -498,9 +490,6 @@ ALL_DTYPES = None
 # op -> (reason, the OTHER_DTYPES it errors in; ALL_DTYPES: every dtype it runs in)
 OTHER_ERRORS: dict[str, tuple[str, tuple | None]] = {
     **{op: (why, ALL_DTYPES) for op, why in F32_ERRORS.items()},
-    "bincount": ("its length is max(input) + 1: " + _DATA_DEPENDENT, ALL_DTYPES),
-    "nn.functional.one_hot": ("num_classes=-1 is max(input) + 1: " + _DATA_DEPENDENT,
-                              ALL_DTYPES),
     "complex": ("float16 parts make complex32, not a supported dtype", (torch.float16,)),
     "view_as_complex": ("a float16 view is complex32, not a supported dtype",
                         (torch.float16,)),

@@ -561,27 +561,32 @@ def test_global_write_is_reported_and_undone():
 # ---------------------------------------------------------- data-dependent control flow
 def test_data_dependent_control_flow_names_line_and_torch_cond():
     def f(x):
-        if x.sum() > 0:
+        if x.numpy().sum() > 0:
             return x
         return -x
 
     with pytest.raises(DataDependentControlFlowError) as e:
         thunder_mlir.jit(f)(torch.ones(2))
     assert str(e.value) == (
-        f"{os.path.abspath(__file__)}:{_line(f, 'if x.sum()')}: if x.sum() > 0:\n"
-        "  bool(tensor) needs the tensor's data, which is not known while tracing. Use tensor "
+        f"{os.path.abspath(__file__)}:{_line(f, 'if x.numpy()')}: if x.numpy().sum() > 0:\n"
+        "  tensor.numpy() needs the tensor's data, which is not known while tracing. Use tensor "
         "ops instead (torch.where, masking), or torch.cond for control flow that depends on "
         "tensor values.")
 
 
-def test_data_dependent_item_names_line():
-    def f(x):
+def test_data_dependent_item_inside_torch_cond_names_line():
+    # an .item() is specialized and guarded at the top level (tests/test_data_dependent.py),
+    # not inside a torch.cond branch, which runs inside one XLA program
+    def branch(x):
         n = int(x.max().item())
         return x * n
 
+    def f(x):
+        return torch.cond(x.sum() > 0, branch, lambda x: x.clone(), (x,))
+
     with pytest.raises(DataDependentControlFlowError) as e:
         thunder_mlir.jit(f)(torch.ones(2))
-    assert f"{_where(f, 'x.max().item()')} n = int(x.max().item())" in str(e.value)
+    assert f"{_where(branch, 'x.max().item()')} n = int(x.max().item())" in str(e.value)
     assert "torch.cond" in str(e.value)
 
 

@@ -74,13 +74,18 @@ def cache_info(jfn) -> dict:
     shapes, ``dynamic_dims`` (input dim -> its size symbol and why it is symbolic, a shape
     of ``None`` in ``inputs``) and ``shape_guards``, or ``static_because``) and ``dynamic``
     (the function's ``dynamic=`` option, the dims made dynamic automatically, and why
-    symbols were turned off for it, if they were)."""
+    symbols were turned off for it, if they were), ``value_guards`` ("bool(tensor) at
+    file:line: source" -> how many calls that value guard failed: the program branched
+    on, or sized an output by, a tensor's value; each entry's ``value_guards`` holds the
+    values it was traced with)."""
     f = _function(jfn)
     c, policy = f.cache, f.dynamic
     return {"hits": c.hits, "misses": c.misses, "recompile_reasons": list(c.reasons),
             "guards": [g.describe() for g in c.schema],
             "entries": [x.specialization() for e in c.entries.values()
-                        for x in [e] + e.alternatives],
+                        for x in [e] + e.alternatives +
+                        [v for v in e.value_group if v is not e]],
+            "value_guards": dict(c.value_guard_misses),
             "dynamic": {"dynamic": policy.dynamic,
                         "automatic": {f"tensor {i}": {d: why for d, why in ds.items()}
                                       for i, ds in policy.auto.items()},

@@ -77,6 +77,12 @@ class CacheEntry:
     alternatives: list = field(default_factory=list)
     dynamic_dims: dict = field(default_factory=dict)
     dynamic_fallback: str | None = None
+    # value guards (frontend/value_guards.py): the Python values of tensors this entry was
+    # traced with, in query order, (what, where) of each, and the entries of the same key
+    # traced with other values (one list, shared by them)
+    value_path: list = field(default_factory=list)
+    value_sites: list = field(default_factory=list)
+    value_group: list = field(default_factory=list)
 
     def failed_guards(self, leaves) -> list[str]:
         """The shape guards (or the size >= 2 rule) this call's sizes break."""
@@ -144,6 +150,9 @@ class CacheEntry:
         if self.dynamic_dims:  # dynamic shapes: the symbolic dims and the shape guards
             spec["dynamic_dims"] = dict(self.dynamic_dims)
             spec["shape_guards"] = list(self.shape_guards)
+        if self.value_sites:  # "bool(tensor) at f.py:3: ..." -> the value traced with
+            spec["value_guards"] = {f"{what} at {where}": value for (what, where), value
+                                    in zip(self.value_sites, self.value_path)}
         if self.dynamic_fallback is not None:
             spec["static_because"] = self.dynamic_fallback
         if self.key[5] is not None:  # compiled inside a torch.autocast region
@@ -168,6 +177,8 @@ class FunctionCache:
         self._last_key = None
         self._last_paths: list[str] = []
         self._hit: tuple | None = None  # (key, entry) of the last hit (``lookup``)
+        # value guards (frontend/value_guards.py): "what at where" -> misses at that guard
+        self.value_guard_misses: dict[str, int] = {}
 
     def key(self, spec, metas: tuple) -> tuple:
         return (spec, metas, torch.is_grad_enabled(), torch.get_default_dtype(),

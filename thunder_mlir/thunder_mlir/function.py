@@ -26,13 +26,14 @@ from thunder_mlir.cache import CacheEntry, FunctionCache
 from thunder_mlir.ir.context import COMPILE_LOCK
 from thunder_mlir.error_reporting import argument_paths as _paths, boundary_exception, \
     check_tensor_inputs, unsupported_tensor
-from thunder_mlir import dynamic as _dynamic
+from thunder_mlir import dynamic as _dynamic, value_specialization
 from thunder_mlir.dynamic import DynamicPolicy
-from thunder_mlir.errors import DynamicShapeFallback, TraceError, UnsupportedError, \
-    UnsupportedInputError
+from thunder_mlir.errors import DataDependentControlFlowError, DynamicShapeFallback, \
+    TraceError, UnsupportedError, UnsupportedInputError
 from thunder_mlir.ir import symbolic
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.sharp_edges import SharpEdgeMonitor, freeze_containers
+from thunder_mlir.frontend.value_guards import ValueGuardFailed, ValueNeeded
 from thunder_mlir.frontend.tracing import Trace, _local as _tracing_state
 
 _SCALARS = (bool, int, float, complex, str, type(None), torch.dtype, torch.device,
@@ -288,12 +289,18 @@ class ThunderFunction:
         else:
             cache.hits += 1
         self.last = entry
-        if entry.backward_plan is not None:
-            from thunder_mlir.runtime.autograd import run_with_autograd
+        try:
+            if entry.backward_plan is not None:
+                from thunder_mlir.runtime.autograd import run_with_autograd
 
-            outs = run_with_autograd(entry, tensors)
-        else:
-            outs = entry.plan.run(tensors)
+                outs = run_with_autograd(entry, tensors)
+            else:
+                outs = entry.plan.run(tensors)
+        except ValueGuardFailed as failed:  # another value than traced: another entry
+            entry, outs = value_specialization.guard_failed(
+                self, entry, failed, leaves, spec, key, dims, nodes, tensors, args, kwargs,
+                state)
+            self.last = entry
         if entry.mutated_inputs:
             k = len(entry.mutated_inputs)
             if torch.is_grad_enabled():
@@ -313,14 +320,17 @@ class ThunderFunction:
             return _object_results(entry, nodes, tensors, outs)
         return entry.rebuild(outs)
 
-    def _compile_miss(self, args, kwargs, leaves, spec, key, dims, nodes):
+    def _compile_miss(self, args, kwargs, leaves, spec, key, dims, nodes, known_values=()):
         """Compile for a cache miss; dynamic shapes (dynamic.py): automatic dims, the
         symbolic compile, and the static compile when symbols cannot be used. ``nodes``:
-        the input objects of the call (frontend/pytrees.py), None for plain inputs."""
+        the input objects of the call (frontend/pytrees.py), None for plain inputs.
+        ``known_values``: Python values of tensors known for this call (a failed value
+        guard: value_specialization.py)."""
         cache, policy = self.cache, self.dynamic
         tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
         automatic = None
-        if policy.dynamic is None and policy.disabled is None and cache.entries:
+        if policy.dynamic is None and policy.disabled is None and cache.entries \
+                and not known_values:
             # automatic dynamic: a size that changed since an earlier compilation
             before = {i: set(ds) for i, ds in policy.auto.items()}
             if any(policy.observe(k[1], key[1]) for k in list(cache.entries)
@@ -348,7 +358,8 @@ class ThunderFunction:
         if dims:
             try:
                 entry = compile_function(*compile_args,
-                                         dynamic_dims=policy.reasons(tensors, dims))
+                                         dynamic_dims=policy.reasons(tensors, dims),
+                                         known_values=known_values)
             except Exception as e:  # noqa: BLE001 - any failure: compile for static shapes
                 # (a DynamicShapeFallback names what needs a concrete size; another error
                 # is the static compile's to report, if it fails there too)
@@ -358,7 +369,7 @@ class ThunderFunction:
                 policy.disabled = fallback
                 key = key[:1] + (_static_metas(key[1], tensors),) + key[2:]
         if not dims or fallback is not None:
-            entry = compile_function(*compile_args)
+            entry = compile_function(*compile_args, known_values=known_values)
             if fallback is None and policy.on() and _dynamic.needs_grad(tensors):
                 fallback = _dynamic.GRAD_REASON  # (dims() chose no symbols for this call)
             entry.dynamic_fallback = fallback
@@ -445,20 +456,26 @@ def _program_device(tensors) -> torch.device:
 
 
 def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
-                   grad_inputs: list[bool] | None = None, watch=(), dynamic_dims=None):
+                   grad_inputs: list[bool] | None = None, watch=(), dynamic_dims=None,
+                   known_values=None):
     """Trace ``fn`` on proxies for the tensor leaves (requiring grad as the tensors do, or
     as ``grad_inputs`` says per tensor).
 
     Returns (trace, out_spec, out_leaves, monitor). Raises TraceError subclasses naming the
     user's line; a program that escapes the functional contract raises SharpEdgeError.
     ``dynamic_dims``: tensor index -> {dim: reason} traced as size symbols
-    (``trace.shape_env``, ir/symbolic.py).
+    (``trace.shape_env``, ir/symbolic.py). ``known_values``: the Python values of tensors
+    the trace asks for, in order (frontend/value_guards.py); one more raises
+    ``ValueNeeded`` with ``need.trace`` the program prefix returning its tensors. None (a
+    caller that cannot compute them: examine, distributed programs):
+    DataDependentControlFlowError instead.
     """
     compat.install()
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
     trace = Trace(_program_device(tensors))
     monitor = SharpEdgeMonitor(fn, sharp_edges)
     trace.monitor = monitor
+    trace.known_values = list(known_values or ())
     for obj, owner in watch:  # objects whose attribute reads are guarded (guards.py)
         monitor.recorder.watch(obj, owner)
     env = trace.shape_env = symbolic.ShapeEnv()
@@ -491,8 +508,18 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
         # input objects (a KV cache): their copies, to find the program's writes to them
         objects = pytrees.ObjectState(tree, trace.inputs)
         args, kwargs = freeze_containers(tree)
-        with monitor:
-            out = fn(*args, **kwargs)
+        try:
+            with monitor:
+                out = fn(*args, **kwargs)
+        except ValueNeeded as need:  # the prefix up to the value: returns its tensors
+            if known_values is None:
+                raise DataDependentControlFlowError(
+                    f"{need.where}\n  {need.what} needs the tensor's data, which this "
+                    "entry point does not compute while tracing (jit does). Use tensor ops "
+                    "instead (torch.where, masking), or torch.cond.") from None
+            trace.finish([p.value for p in need.tensors])
+            need.trace = trace
+            raise
         # torch's pytree: it knows the containers libraries register with torch
         # (Hugging Face ModelOutput, torch.return_types), which outputs often are.
         # a torch.Size is a value, not a container: kept whole so it comes back as a Size
@@ -534,14 +561,15 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
 
 def compile_function(fn: Callable, args, kwargs, leaves, spec,
                      sharp_edges: str = "warn", executors=(), joint: str | None = None,
-                     watch=(), dynamic_dims=None) -> CacheEntry:
+                     watch=(), dynamic_dims=None, known_values=()) -> CacheEntry:
     """Trace, transform, lower and compile ``fn`` for these inputs (under COMPILE_LOCK).
     ``executors``: user executors (thunder_mlir.extend), in priority order. ``joint``:
     "grad" or "value_and_grad" compiles the gradient program of ``thunder_mlir.grad``
     (passes/joint.py) instead of the function. ``watch``: (object, description) pairs
     whose attribute reads become guards (guards.py). ``dynamic_dims``: tensor index ->
     {dim: reason} traced as size symbols (dynamic.py); raises DynamicShapeFallback when
-    the program cannot be compiled with them."""
+    the program cannot be compiled with them. ``known_values``: Python values of tensors
+    already known, in query order (value_specialization.py computes the others)."""
     from thunder_mlir.executors.extend import compiling
     from thunder_mlir.ir import implementations
 
@@ -549,13 +577,15 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
     # the implementations this compilation registers live as long as its cache entry, so
     # that every stage's symbols resolve while the function lives (ir/implementations.py)
     with compiling(executors) as ext, implementations.holding() as held:
-        entry = _compile(fn, leaves, spec, sharp_edges, ext, joint, watch, dynamic_dims)
+        entry = _compile(fn, leaves, spec, sharp_edges, ext, joint, watch, dynamic_dims,
+                         known_values)
     entry.implementations = held
     return entry
 
 
 def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
-             joint: str | None = None, watch=(), dynamic_dims=None) -> CacheEntry:
+             joint: str | None = None, watch=(), dynamic_dims=None,
+             known_values=()) -> CacheEntry:
     from thunder_mlir.executors import execution_transform  # noqa: F401 (registers it)
     from thunder_mlir.transforms.grad import DIFF_OUTPUTS, backward_error, reached_inputs
     from thunder_mlir.transforms.registry import PassContext, parse_element, pipeline_string
@@ -568,9 +598,15 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     floats = [t.is_floating_point() or t.is_complex() for t in tensors]
     # joint: the gradient of every floating-point input (thunder_mlir.grad)
     wrt = floats if joint else [t.requires_grad and f for t, f in zip(tensors, floats)]
-    trace, out_spec, out_leaves, monitor = trace_function(
-        fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None, watch=watch,
-        dynamic_dims=dynamic_dims)
+    known = list(known_values)
+    while True:  # each Python value of a tensor the trace needs: its prefix computes it
+        try:
+            trace, out_spec, out_leaves, monitor = trace_function(
+                fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None,
+                watch=watch, dynamic_dims=dynamic_dims, known_values=known)
+            break
+        except ValueNeeded as need:
+            known.append(value_specialization.prefix_value(need, ext, tensors))
     module = trace.module
     env = trace.shape_env
     # (before the passes rewrite the values the proxies hold)
@@ -662,6 +698,9 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                        guards=monitor.guards + monitor.recorder.guards,
                        attribute_writes=monitor.recorder.replay())
     entry.output_views = output_views
+    if trace.value_sites:  # value guards (frontend/value_guards.py)
+        entry.value_path, entry.value_sites = known, list(trace.value_sites)
+        entry.value_group = [entry]
     if trace.objects:
         if joint:
             raise UnsupportedError("thunder_mlir.grad of a function that writes tensors to "

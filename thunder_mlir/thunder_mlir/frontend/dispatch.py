@@ -17,7 +17,7 @@ import torch
 
 from thunder_mlir.errors import DataDependentControlFlowError, DynamicShapeFallback, \
     Fallback, SharpEdgeError
-from thunder_mlir.frontend import autocast
+from thunder_mlir.frontend import autocast, value_guards
 from thunder_mlir.frontend.aliasing import record_view
 from thunder_mlir.frontend.autograd_attributes import handle as handle_autograd_attribute
 from thunder_mlir.frontend.differentiability import user_op
@@ -125,6 +125,9 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
         with torch._C.DisableTorchFunctionSubclass():
             return func(*args, **kwargs)
     trace = current_trace()
+    if func in value_guards.PYTHON_VALUES and args and type(args[0]) is TensorProxy:
+        with trace.location_of_user_line():  # specialized, with a value guard
+            return value_guards.python_value(func, args, kwargs)
     if func in _DATA_DEPENDENT:
         f, lib = user_frame(), library_frame()
         inside = f"\n  (in {describe_frame(lib)})" if lib is not None and lib is not f else ""
@@ -143,6 +146,8 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
         sym, a, k = SYMBOLS.get(func), args, kwargs
         if autocast.enabled(trace):  # eager's autocast casts (thunder_mlir/autocast.py)
             sym, a, k = autocast.prepare(trace, func, sym, a, k)
+        if sym is not None and value_guards.is_data_dependent(func, a, k):
+            sym = None  # its sizes depend on the values: the torch fallback, guarded
         if sym is not None:
             try:
                 if sym.name not in COMPLEX_SYMBOLS and involves_complex(a, k):
@@ -156,6 +161,7 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
     with trace.location_of_user_line():
         out = user_op(func, args, kwargs, run)
     record_view(func, args, kwargs, out)  # outputs that are views return eager's view
+    value_guards.note_constant(func, args, kwargs, out)  # torch.tensor(3): its value
     return out
 
 

@@ -21,6 +21,7 @@ from thunder_mlir.ir.dialect import CompositeOp, YieldOp, fits_in_runs, segment_
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.differentiability import user_op
 from thunder_mlir.frontend.tracing import current_trace
+from thunder_mlir.frontend.value_guards import COMPOSITE_HOLDER, ValueNeeded
 
 
 def to_attribute(value: Any) -> ir.Attribute | None:
@@ -116,6 +117,7 @@ def emit_composite(sym: Symbol, args: tuple, kwargs: dict, required: bool = Fals
         return sym.impl(*args, **kwargs)  # too many type runs: record the decomposition only
 
     holder = ir.Operation.create("thunder_internal.holder", regions=1, ip=False)
+    holder.attributes[COMPOSITE_HOLDER] = ir.UnitAttr.get()
     block = holder.regions[0].blocks.append(*types)
     inner_leaves = list(leaves)
     for i, pos in enumerate(positions):
@@ -126,7 +128,11 @@ def emit_composite(sym: Symbol, args: tuple, kwargs: dict, required: bool = Fals
     try:
         with trace.insertion_point(ir.InsertionPoint(block)):
             out = sym.impl(*inner_args, **inner_kwargs)
-    except BaseException:
+    except BaseException as e:
+        if type(e) is ValueNeeded:  # a value of the composite's operands: the outer ones
+            inner = list(block.arguments)
+            e.tensors = [outer[inner.index(t.value)] if t.value in inner else t
+                         for t in e.tensors]
         holder.erase()  # nothing of a failed decomposition stays in the module
         raise
     out_leaves, out_spec = optree.tree_flatten(out, none_is_leaf=True)

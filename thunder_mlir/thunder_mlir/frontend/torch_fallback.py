@@ -25,7 +25,7 @@ from torch_mlir import ir
 
 from thunder_mlir.ir.dialect import ExecutorCallOp, fits_in_runs, segment_kwargs
 
-from thunder_mlir.frontend import autocast
+from thunder_mlir.frontend import autocast, value_guards
 from thunder_mlir.ir import dtypes, implementations
 from thunder_mlir.errors import TraceError
 from thunder_mlir.ir.proxy import TensorProxy
@@ -78,8 +78,12 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     trial = False  # metadata from a trial run or a documented rule: checked every real run
     pin = autocast.pin_state(trace.device)  # the autocast state the op runs under
     written = None  # which tensor arguments the op writes (None: judged by its name)
+    guarded = None  # data-dependent output sizes: specialized and guarded (value_guards.py)
     try:
-        if pin is not None and pin[1]:
+        if value_guards.is_data_dependent(func, args, kwargs):
+            meta_out, guarded = value_guards.output_metadata(trace, name, func, leaves,
+                                                             positions, spec)
+        elif pin is not None and pin[1]:
             # in an autocast region: meta tensors skip autocast's casts and fake tensors the
             # ones a kernel makes inside (linalg.pinv's matmul); real kernels run on zeros,
             # else fake tensors, and every real run is checked against what they gave
@@ -131,10 +135,13 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
 
     traced = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in out_pos]
     run = _make_run(name, func, leaves, positions, spec, pin, written, trial, traced)
+    if guarded is not None:
+        run = guarded(run)
     differentiable = None if written or not any(p.requires_grad for p in proxies) else \
         _output_differentiability(
         func, leaves, positions, spec, trace.device, meta=not trial)
-    call = _encode_call(func, name, args, kwargs, leaves, positions, in_order, out_order, pin)
+    call = None if guarded is not None else \
+        _encode_call(func, name, args, kwargs, leaves, positions, in_order, out_order, pin)
     if call is None:  # a closure over Python objects: the registry names it
         impl = permuted(run, in_order, out_order)
         if not written:  # the generators its backward must replay (see with_rng_state)

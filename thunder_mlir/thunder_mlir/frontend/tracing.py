@@ -50,6 +50,10 @@ class Trace(Builder):
         self.monitor = None  # the SharpEdgeMonitor of this trace, if any
         self.region_ops = 0  # cond/while/checkpoint scopes built (higher_order.py)
         self.backward_errors: list[str] = []  # (grad pass) no_derivative ops reached
+        # Python values of tensors (frontend/value_guards.py): those this compilation knows,
+        # in query order, and (what, where) of each query made so far
+        self.known_values: list = []
+        self.value_sites: list[tuple[str, str]] = []
 
     @contextmanager
     def building(self):

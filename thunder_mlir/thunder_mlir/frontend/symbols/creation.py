@@ -87,7 +87,10 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None, requir
 
 def _new(value):
     def impl(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
-             pin_memory=False):
+             pin_memory=False, **kw):
+        if set(kw) - {"size"} or (size and kw):  # eager's error for another keyword
+            raise TypeError(f"got an unexpected keyword argument {next(iter(kw))!r}")
+        size = (kw["size"],) if kw else size  # x.new_ones(size=(2, 3))
         shape = size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
         return prims.full(tuple(shape), value, dtype or self.tdtype)
     return impl

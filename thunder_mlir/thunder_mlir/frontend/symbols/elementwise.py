@@ -435,7 +435,7 @@ def isinf(input):
 
 
 # ------------------------------------------------------------ where, clamp, fill
-@register("where", torch.where, T.where)
+@register("where", torch.where)
 def where(condition, input=None, other=None):
     if input is None and other is None:
         raise NotImplementedError("torch.where(condition) has a data-dependent output shape")
@@ -448,6 +448,13 @@ def where(condition, input=None, other=None):
     shape = broadcast_shape(condition, input, other)
     pred = lift(_as_bool(condition), torch.bool, shape)
     return prims.where(pred, lift(input, res, shape), lift(other, res, shape))
+
+
+@register("tensor_where", T.where, composite=False)
+def tensor_where(self, condition, other):
+    """``self.where(condition, other)``: ``torch.where(condition, self, other)`` (the
+    method's first argument is the input, not the condition)."""
+    return where(condition, self, other)
 
 
 @register("masked_fill", torch.masked_fill, T.masked_fill)

@@ -1,0 +1,497 @@
+"""Programs whose sizes and branches depend on tensor values (issue 25, items 3 and 4).
+
+``bool(t)``, ``if t.any():``, ``t.item()``, ``t.tolist()``, ``int(t)``, ``float(t)`` and the
+output sizes of ``nonzero``, ``argwhere``, one-argument ``where``, ``masked_select``,
+``x[mask]``, ``unique``, ``unique_consecutive``, ``repeat_interleave`` by tensor,
+``tensor_split`` by tensor, ``bincount``: the trace specializes on the value of the call
+it was traced on (the program prefix compiled and run on the inputs) and guards it at run
+time (frontend/value_guards.py, thunder_mlir/value_specialization.py). Every test calls
+with values that change between calls (branches flip, sizes change) and compares with
+eager.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+import torch
+
+import thunder_mlir
+from thunder_mlir.errors import RecompileWarning
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor), (a, b)
+        assert a.shape == b.shape and a.dtype == b.dtype, (a, b)
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6, equal_nan=True)
+    elif isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b), (a, b)
+        for x, y in zip(a, b):
+            _same(x, y)
+    else:
+        assert a == b and type(a) is type(b), (a, b)
+
+
+def _calls(fn, inputs):
+    """Run jit(fn) and fn on each input tuple; assert equal results; the jitted function."""
+    jfn = thunder_mlir.jit(fn)
+    for args in inputs:
+        _same(jfn(*args), fn(*args))
+    return jfn
+
+
+def _site(info) -> list[str]:
+    return list(info["value_guards"])
+
+
+# ----------------------------------------------------------- item 4: branches on values
+def branch(x):
+    if x.sum() > 0:
+        return x * 2
+    return x - 1
+
+
+def test_branch_flips_both_entries_stay_cached():
+    pos, neg = torch.rand(4) + 0.1, -torch.rand(4) - 0.1
+    jfn = _calls(branch, [(pos,), (pos,), (neg,), (neg,), (pos,), (neg,)])
+    info = thunder_mlir.cache_info(jfn)
+    assert info["misses"] == 2  # one program per branch, then only hits
+    assert info["hits"] == 4
+    assert len(info["entries"]) == 2
+    [site] = _site(info)
+    assert site.startswith("bool(tensor) at ") and "if x.sum() > 0:" in site
+    # the newest entry is tried first: pos's guard fails at the first neg, neg's at the
+    # second pos (which then runs pos's entry); the last neg hits neg's entry directly
+    assert info["value_guards"][site] == 2
+    assert sorted(e["value_guards"][site] for e in info["entries"]) == [False, True]
+    assert "a value guard failed: bool(tensor)" in info["recompile_reasons"][0]
+    assert "was True when traced, now False" in info["recompile_reasons"][0]
+
+
+def test_the_guard_is_in_the_plan_after_the_value_is_computed():
+    jfn = thunder_mlir.jit(branch)
+    jfn(torch.ones(3))
+    plan = next(s.text for s in thunder_mlir.last_traces(jfn) if s.name == "plan")
+    assert "value_guard[0] bool(tensor)" in plan
+    # the guard reads the region's result (the comparison), after that region
+    assert plan.index("call @") < plan.index("value_guard[0]")
+
+
+def any_branch(x, m):
+    if m.any():
+        return x.masked_fill(m, 0.0).sum(0)
+    return x.sum(0) * 3
+
+
+def test_if_t_any():
+    x = torch.randn(3, 4)
+    masks = [torch.zeros(3, 4, dtype=torch.bool), torch.rand(3, 4) > 0.5,
+             torch.zeros(3, 4, dtype=torch.bool)]
+    masks[1][0, 0] = True
+    jfn = _calls(any_branch, [(x, m) for m in masks])
+    assert thunder_mlir.cache_misses(jfn) == 2
+
+
+def test_nested_branches_in_order():
+    def f(x):
+        if x[0] > 0:
+            if x[1] > 0:
+                return x + 1
+            return x + 2
+        if x[2] > 0:
+            return x + 3
+        return x + 4
+    inputs = [torch.tensor(v) for v in
+              ([1., 1, 1], [1., -1, 1], [-1., 1, 1], [-1., 1, -1], [1., 1, 1], [-1., 1, -1])]
+    jfn = _calls(f, [(t,) for t in inputs])
+    assert thunder_mlir.cache_misses(jfn) == 4
+
+
+def test_item_that_changes_every_call_stays_correct_and_warns():
+    def f(x, s):
+        return x * s.item() + s.item()
+    jfn = thunder_mlir.jit(f, recompile_limit=2)
+    x = torch.randn(4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in range(6):
+            s = torch.tensor(float(k) + 0.5)
+            _same(jfn(x, s), f(x, s))
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RecompileWarning)]
+    assert any("tensor.item() at" in m and "torch.cond" in m for m in msgs), msgs
+    assert any(os.path.basename(__file__) == os.path.basename(w.filename)
+               for w in caught if issubclass(w.category, RecompileWarning))
+
+
+@pytest.mark.parametrize("name", ["tolist", "int", "float", "item_size"])
+def test_python_values_used_as_numbers(name):
+    def tolist(x, n):
+        a, b = n.tolist()
+        return x[a:b] * 2
+
+    def to_int(x, n):
+        return x[:int(n)].sum() + int(n)
+
+    def to_float(x, n):
+        return x * float(n)
+
+    def item_size(x, n):
+        return torch.zeros(n.item(), 2) + x.sum()
+
+    fn = {"tolist": tolist, "int": to_int, "float": to_float, "item_size": item_size}[name]
+    x = torch.randn(6)
+    ns = {"tolist": [torch.tensor([1, 4]), torch.tensor([0, 2]), torch.tensor([1, 4])],
+          "int": [torch.tensor(2), torch.tensor(5), torch.tensor(2)],
+          "float": [torch.tensor(0.5), torch.tensor(-2.0), torch.tensor(0.5)],
+          "item_size": [torch.tensor(1), torch.tensor(3), torch.tensor(1)]}[name]
+    jfn = _calls(fn, [(x, n) for n in ns])
+    assert thunder_mlir.cache_misses(jfn) == 2
+
+
+def test_bool_of_several_elements_raises_eagers_error():
+    def f(x):
+        if x > 0:
+            return x
+        return -x
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        f(torch.ones(3))
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        thunder_mlir.jit(f)(torch.ones(3))
+
+
+def test_value_guard_with_grad():
+    def f(x):
+        y = x * x
+        if y.sum() > 1:
+            return y.sum()
+        return (x * 3).sum()
+    jfn = thunder_mlir.jit(f)
+    for v in ([1., 2.], [0.1, 0.2], [1., 2.]):
+        x1 = torch.tensor(v, requires_grad=True)
+        x2 = torch.tensor(v, requires_grad=True)
+        jfn(x1).backward()
+        f(x2).backward()
+        _same(x1.grad, x2.grad)
+    assert thunder_mlir.cache_misses(jfn) == 2
+
+
+def test_input_writes_happen_only_for_the_branch_taken():
+    def f(x, buf):
+        if x.sum() > 0:
+            buf.add_(1)
+        else:
+            buf.sub_(1)
+        return x + 1
+    jfn = thunder_mlir.jit(f)
+    b1, b2 = torch.zeros(2), torch.zeros(2)
+    for x in (torch.ones(2), -torch.ones(2), -torch.ones(2), torch.ones(2)):
+        _same(jfn(x, b1), f(x, b2))
+        _same(b1, b2)
+
+
+# ------------------------------------------------------- item 3: data-dependent sizes
+def _masks(shape, seeds=(0, 1, 2, 0)):
+    out = []
+    for s in seeds:
+        g = torch.Generator().manual_seed(s)
+        out.append(torch.rand(shape, generator=g) > 0.3 + 0.2 * s)
+    return out
+
+
+@pytest.mark.parametrize("name", [
+    "nonzero", "argwhere", "where1", "masked_select", "bool_index", "bool_index_rows",
+    "unique", "unique_consecutive", "repeat_interleave", "tensor_split", "bincount",
+    "one_hot"])
+def test_data_dependent_sizes_follow_the_values(name):
+    def nonzero(x, m):
+        return torch.nonzero(m) * 2, x.sum()
+
+    def argwhere(x, m):
+        return torch.argwhere(m).float().sum(0) + x[0, :2]
+
+    def where1(x, m):
+        i, j = torch.where(m)
+        return x[i, j] * 2
+
+    def masked_select(x, m):
+        return torch.masked_select(x, m).exp().sum() + 1
+
+    def bool_index(x, m):
+        return x[m] * 2 + 1
+
+    def bool_index_rows(x, m):
+        return x[m[:, 0]].sum(0)
+
+    def unique(x, m):
+        u, inv, c = torch.unique((x * 1.5).round()[m], return_inverse=True,
+                                 return_counts=True)
+        return u * 10, inv, c
+
+    def unique_consecutive(x, m):
+        return torch.unique_consecutive(m.flatten().int(), return_counts=True)
+
+    def repeat_interleave(x, m):
+        return torch.repeat_interleave(x, m.sum(1), dim=0) * 2
+
+    def tensor_split(x, m):
+        return [t.sum(0) for t in torch.tensor_split(x, torch.nonzero(m[:, 0]).flatten())]
+
+    def bincount(x, m):
+        return torch.bincount(m.sum(1)) + 1
+
+    def one_hot(x, m):
+        return torch.nn.functional.one_hot(m.sum(1)).sum(0)
+
+    fn = locals()[name]
+    inputs = [(torch.randn(5, 4, generator=torch.Generator().manual_seed(s)), m)
+              for s, m in zip((0, 1, 2, 0), _masks((5, 4)))]
+    shapes = {str([t.shape for t in torch.utils._pytree.tree_leaves(fn(*a))]) for a in inputs}
+    assert len(shapes) >= 2 or name in ("argwhere", "masked_select", "bool_index_rows"), \
+        shapes  # the output sizes vary (or a reduction of them)
+    jfn = _calls(fn, inputs)
+    info = thunder_mlir.cache_info(jfn)
+    assert info["misses"] >= 2, info  # the sizes changed: guarded and re-traced
+    assert any(site.startswith("the output size of") for site in info["value_guards"])
+    assert len(info["entries"]) == info["misses"]
+
+
+def test_a_size_seen_before_hits():
+    jfn = thunder_mlir.jit(lambda x: torch.nonzero(x).sum())
+    a, b = torch.tensor([1., 0, 1]), torch.tensor([1., 1, 1])
+    for x in (a, b, a, b, a):
+        _same(jfn(x), torch.nonzero(x).sum())
+    info = thunder_mlir.cache_info(jfn)
+    assert info["misses"] == 2 and info["hits"] == 3
+
+
+def test_distinct_sizes_past_the_limit_warn_naming_the_op():
+    jfn = thunder_mlir.jit(lambda x: torch.nonzero(x) + 1, recompile_limit=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 6):
+            x = torch.zeros(6)
+            x[:n] = 1
+            _same(jfn(x), torch.nonzero(x) + 1)
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RecompileWarning)]
+    assert any("the output size of torch.nonzero" in m and "depends on the input values"
+               in m for m in msgs), msgs
+
+
+@pytest.mark.parametrize("how", ["masked_select", "bool_index"])
+def test_grads_through_data_dependent_reads(how):
+    def f(x, m):
+        y = torch.masked_select(x, m) if how == "masked_select" else x[m]
+        return (y * y).sum() + y.sum()
+    jfn = thunder_mlir.jit(f)
+    for m in _masks((3, 4)):
+        v = torch.randn(3, 4)
+        x1, x2 = v.clone().requires_grad_(), v.clone().requires_grad_()
+        l1, l2 = jfn(x1, m), f(x2, m)
+        _same(l1.detach(), l2.detach())
+        l1.backward()
+        l2.backward()
+        _same(x1.grad, x2.grad)
+
+
+def test_size_then_branch():
+    def f(x):
+        idx = torch.nonzero(x > 0)
+        if idx.shape[0] > 2:
+            return x[idx[:, 0]].sum()
+        return x.sum() * 0
+    jfn = _calls(f, [(torch.tensor(v),) for v in
+                     ([1., 2, 3, -1], [1., -2, -3, -1], [1., 2, 3, 4], [1., -2, -3, -1])])
+    assert thunder_mlir.cache_misses(jfn) == 3
+
+
+# ----------------------------------------------------------------- a model: Longformer
+def _longformer():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    cfg = transformers.LongformerConfig(
+        vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=32, attention_window=[4, 4], max_position_embeddings=64,
+        pad_token_id=1)
+    torch.manual_seed(0)
+    return transformers.LongformerModel(cfg).eval(), cfg
+
+
+def _skip_on_writes_through_views(e: Exception):
+    """Longformer writes into views of intermediates (``attn_scores += diagonal_mask``):
+    issue 25 item 1 (functionalization), built separately; until it lands, the test
+    stops there with the reason printed."""
+    if isinstance(e, thunder_mlir.UnsupportedError) and "shares memory with a view" in str(e):
+        pytest.skip("Longformer needs in-place writes through views (issue 25 item 1): " +
+                    str(e).splitlines()[0])
+    raise e
+
+
+def test_longformer_forward_matches_eager():
+    model, cfg = _longformer()
+    try:
+        with torch.no_grad():
+            thunder_mlir.jit(model)(torch.randint(2, 64, (2, 8)))
+    except Exception as e:  # noqa: BLE001 - skipped (with the reason) or re-raised
+        _skip_on_writes_through_views(e)
+    jm = thunder_mlir.jit(model)
+    for seed in (0, 1):
+        g = torch.Generator().manual_seed(seed)
+        ids = torch.randint(2, 64, (2, 8), generator=g)
+        global_mask = torch.zeros(2, 8, dtype=torch.long)
+        with torch.no_grad():
+            want = model(ids, global_attention_mask=global_mask).last_hidden_state
+            got = jm(ids, global_attention_mask=global_mask).last_hidden_state
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    sites = thunder_mlir.cache_info(jm)["value_guards"]
+    assert thunder_mlir.cache_misses(jm) == 1, thunder_mlir.cache_info(jm)
+    del sites
+
+
+def test_longformer_training_step_matches_eager():
+    model, cfg = _longformer()
+    model.train()
+    model.config.hidden_dropout_prob = 0.0
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Dropout):
+            mod.p = 0.0
+    import copy
+
+    ref = copy.deepcopy(model)
+    try:
+        thunder_mlir.jit(copy.deepcopy(model))(torch.randint(2, 64, (2, 8)))
+    except Exception as e:  # noqa: BLE001 - skipped (with the reason) or re-raised
+        _skip_on_writes_through_views(e)
+    jm = thunder_mlir.jit(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for seed in (0, 1):
+        g = torch.Generator().manual_seed(seed)
+        ids = torch.randint(2, 64, (2, 8), generator=g)
+        for m, o in ((jm, opt), (ref, ref_opt)):
+            o.zero_grad()
+            loss = m(ids).last_hidden_state.pow(2).mean()
+            loss.backward()
+            o.step()
+        for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=n)
+
+
+# ------------------------------------------------------------ with dynamic shapes
+def test_value_guards_with_symbolic_sizes():
+    def f(x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+    jfn = thunder_mlir.jit(f, dynamic=True)
+    for n, s in ((3, 1), (5, 1), (5, -1), (7, -1), (3, 1)):
+        x = (torch.rand(n) + 0.1) * s
+        _same(jfn(x), f(x))
+    assert thunder_mlir.cache_misses(jfn) == 2  # one symbolic program per branch
+
+
+def test_a_value_computed_from_random_numbers_is_never_stale():
+    # the prefix run and the program draw other numbers: the guard catches the change
+    def f(x):
+        r = torch.rand(())
+        if r > 0.5:
+            return x + 1, r
+        return x - 1, r
+    jfn = thunder_mlir.jit(f)
+    x = torch.zeros(2)
+    for _ in range(6):
+        try:
+            out, r = jfn(x)
+        except thunder_mlir.DataDependentControlFlowError as e:  # refused, never wrong
+            assert "random" in str(e)
+            continue
+        _same(out, x + 1 if r > 0.5 else x - 1)
+
+
+def test_values_of_tensors_made_from_python_numbers_need_no_guard():
+    def f(x):
+        n = int(torch.div(x.shape[0], 2, rounding_mode="trunc"))
+        return x[:n] + torch.tensor(3).item()
+    jfn = _calls(f, [(torch.randn(4),), (torch.randn(4),)])
+    info = thunder_mlir.cache_info(jfn)
+    assert info["misses"] == 1 and "value_guards" not in info["entries"][0]
+
+
+# ----------------------------------- transformers' eager experts path (torch.where per expert)
+def _mixtral_eager_experts():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    cfg = transformers.MixtralConfig(
+        vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, num_local_experts=4,
+        num_experts_per_tok=2, max_position_embeddings=64)
+    cfg._experts_implementation = "eager"  # the loop over experts with torch.where(mask)
+    torch.manual_seed(0)
+    return transformers.MixtralForCausalLM(cfg)
+
+
+def test_mixtral_eager_experts_forward_and_grads_match_eager():
+    model = _mixtral_eager_experts()
+    assert model.config._experts_implementation == "eager"
+    jm = thunder_mlir.jit(model)
+    for seed in (0, 1, 2, 0):
+        ids = torch.randint(0, 64, (1, 6), generator=torch.Generator().manual_seed(seed))
+        model.zero_grad()
+        want = model(ids).logits
+        want.pow(2).mean().backward()
+        want_grads = {n: p.grad.clone() for n, p in model.named_parameters()
+                      if p.grad is not None}
+        model.zero_grad()
+        got = jm(ids).logits
+        got.pow(2).mean().backward()
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        for n, p in model.named_parameters():
+            if n in want_grads:
+                torch.testing.assert_close(p.grad, want_grads[n], rtol=1e-4, atol=1e-6,
+                                           msg=n)
+    info = thunder_mlir.cache_info(jm)
+    assert info["misses"] >= 2, info["misses"]  # the routing (the sizes) changed
+    sites = [s for e in info["entries"] for s in e["value_guards"]]
+    assert any("the output size of torch.where" in s for s in sites), sites
+
+
+def test_examine_refuses_a_value_with_a_clear_error():
+    # examine traces without running anything: it names the line instead of guessing
+    with pytest.raises(thunder_mlir.DataDependentControlFlowError,
+                       match="bool\\(tensor\\) needs the tensor's data"):
+        thunder_mlir.examine(branch, torch.ones(3))
+
+
+# ------------------------------------------------- two ops Longformer uses (fixed here)
+def test_tensor_where_method_takes_self_as_the_input():
+    # x.where(cond, other) is torch.where(cond, x, other) (it was traced as where(x, ...))
+    def f(x, m):
+        return x.where(m, -x), x.where(m, 0.5)
+    x, m = torch.randn(3, 4), torch.rand(3, 4) > 0.5
+    _calls(f, [(x, m)])
+
+
+def test_new_ones_with_size_keyword():
+    def f(x):
+        return x.new_ones(size=x.size()) + x.new_zeros(size=(2, 1)).sum(), \
+            x.new_ones((2,), dtype=torch.int64)
+    _calls(f, [(torch.randn(2, 3),)])
+    with pytest.raises(TypeError):
+        thunder_mlir.jit(lambda x: x.new_ones(shape=(2,)))(torch.randn(2))
+
+
+def test_a_constant_written_in_place_is_asked_of_the_program():
+    def f(x):
+        t = torch.tensor(3.0)
+        t.add_(x.sum())  # no longer the constant 3
+        return x * t.item()
+    _calls(f, [(torch.ones(2),), (torch.zeros(2),)])
+
+
+def test_item_of_several_elements_raises_eagers_error():
+    with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
+        torch.ones(3).item()
+    with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
+        thunder_mlir.jit(lambda x: x * x.item())(torch.ones(3))

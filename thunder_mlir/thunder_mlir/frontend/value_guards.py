@@ -1,0 +1,316 @@
+"""Values of tensors used as Python values while tracing: specialization and value guards.
+
+``bool(t)``, ``t.item()``, ``t.tolist()``, ``int(t)``, ``float(t)`` (``if t.any():``,
+``range(n.item())``) and the output shapes of ops whose sizes depend on the data
+(``nonzero``, ``masked_select``, ``unique``, ...) need the values of tensors the trace has
+not computed. The trace asks for them in order (query 0, 1, ...):
+
+* a value the compilation already knows (``trace.known_values[k]``) is returned, and the
+  program gets a **value guard** at that point: a torch executor call that, at run time,
+  computes the value from the real tensors and raises ``ValueGuardFailed(k, observed)``
+  where it differs (for a data-dependent op, the op's own executor call checks its output
+  shapes). The runtime then picks or compiles the entry for the value seen
+  (thunder_mlir/value_specialization.py): never a stale result.
+* an unknown value raises ``ValueNeeded`` (a ``BaseException``, so that user code's
+  ``except Exception`` does not swallow it) out of the user's code; the compiler finishes
+  the trace there, returning the tensors the value is computed from (the program prefix),
+  compiles and runs that prefix on the call's real inputs, computes the value, and traces
+  again knowing it (thunder_mlir/function.py ``_compile``).
+
+Sources: torch.compile's graph breaks and unbacked symbols (``torch._dynamo``), done here as
+specialization plus guards, as Dynamo does for values it guards on.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import optree
+import torch
+
+from thunder_mlir.errors import DataDependentControlFlowError
+from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame
+from thunder_mlir.ir import implementations
+from thunder_mlir.ir.dialect import ExecutorCallOp, segment_kwargs
+from thunder_mlir.ir.proxy import TensorProxy
+
+_T = torch.Tensor
+# Python values of tensors computed at trace time (specialized and guarded): what each is
+MAX_QUERIES = 64  # values one trace may ask for (each costs a prefix compile)
+PYTHON_VALUES: dict[Callable, str] = {
+    _T.__bool__: "bool(tensor)", _T.item: "tensor.item()", _T.tolist: "tensor.tolist()",
+    _T.__int__: "int(tensor)", _T.__float__: "float(tensor)",
+    _T.__index__: "tensor.__index__", _T.__complex__: "complex(tensor)",
+    torch.allclose: "torch.allclose", _T.allclose: "tensor.allclose",
+    torch.equal: "torch.equal", _T.equal: "tensor.equal",
+}
+_SCALAR_ONLY = {_T.__bool__, _T.item, _T.__int__, _T.__float__, _T.__index__, _T.__complex__}
+
+
+class ValueNeeded(BaseException):
+    """Raised while tracing where a Python value of tensors is not known yet: query
+    ``index``, computed by ``compute`` (real tensors -> value) from ``tensors`` (proxies of
+    the trace), ``what`` and ``where`` describe it. The compiler sets ``trace`` (the
+    finished prefix trace returning ``tensors``) before handling it."""
+
+    def __init__(self, index: int, tensors: Sequence[TensorProxy], compute: Callable,
+                 what: str, where: str):
+        super().__init__(f"{where}: {what}")
+        self.index, self.tensors, self.compute = index, list(tensors), compute
+        self.what, self.where = what, where
+        self.trace = None
+
+
+class ValueGuardFailed(Exception):
+    """Raised by a plan at run time: value guard ``index`` saw ``observed`` instead of the
+    value its program was traced with."""
+
+    def __init__(self, index: int, observed: Any):
+        super().__init__(f"value guard {index} failed: saw {observed!r}")
+        self.index, self.observed = index, observed
+
+
+def same_value(a, b) -> bool:
+    """Whether two traced values are the same for specialization: equal types and values,
+    NaN equal to NaN, 0.0 and -0.0 different; lists, tuples, torch.Size, dtypes elementwise."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if type(a) is float:
+        return (a != a and b != b) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    if type(a) is complex:
+        return same_value(a.real, b.real) and same_value(a.imag, b.imag)
+    return a == b
+
+
+def _site() -> str:
+    f, lib = user_frame(), library_frame()
+    inside = f" (in {describe_frame(lib)})" if lib is not None and lib is not f else ""
+    return describe_frame(f) + inside
+
+
+# attribute of the holder op a composite's decomposition is traced in (frontend/symbol.py):
+# a value asked for there is asked of the composite's operands
+COMPOSITE_HOLDER = "thunder.composite_holder"
+
+
+def _at_top_level(trace) -> bool:
+    """Whether ops are being emitted into the function's entry block, or a composite's
+    decomposition there (not a cond/while/checkpoint region, whose values the program
+    prefix cannot return)."""
+    for ip in trace._ips[1:]:
+        owner = ip.block.owner
+        if owner is None or COMPOSITE_HOLDER not in owner.attributes:
+            return False
+    return trace._ips[0].block == trace.entry
+
+
+def _returnable(trace, v) -> bool:
+    """Whether the program prefix can return ``v``: an argument or a top-level result of
+    the function, or an argument of a composite's decomposition (its operand outside)."""
+    from torch_mlir import ir
+
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return owner == trace.entry or (owner.owner is not None and
+                                        COMPOSITE_HOLDER in owner.owner.attributes)
+    parent = owner.operation.parent
+    return parent is not None and parent.name == "func.func"
+
+
+def query(trace, tensors: Sequence[TensorProxy], compute: Callable, what: str,
+          refuse: str | None = None) -> tuple[int, Any]:
+    """(query index, value) of the next value the trace asks for; raises ``ValueNeeded``
+    when the compilation does not know it yet, DataDependentControlFlowError inside a
+    region op (``refuse``: the message's first line, else the site)."""
+    k = len(trace.value_sites)
+    where = _site()
+    if k < len(trace.known_values):
+        trace.value_sites.append((what, where))
+        return k, trace.known_values[k]
+    if not _at_top_level(trace) or k >= MAX_QUERIES or \
+            not all(_returnable(trace, p.value) for p in tensors):
+        why = ("inside torch.cond, torch.while_loop or checkpoint, whose regions run inside "
+               "one XLA program" if not _at_top_level(trace) else
+               f"after {MAX_QUERIES} other such values in one program (each is computed by "
+               "compiling the program up to it)" if k >= MAX_QUERIES else
+               "of a tensor computed inside the decomposition of another op")
+        raise DataDependentControlFlowError(
+            f"{where}\n  {what} needs the tensor's data {why}. Use tensor ops instead "
+            "(torch.where, masking), or torch.cond for control flow that depends on tensor "
+            "values.")
+    raise ValueNeeded(k, tensors, compute, what, where)
+
+
+def python_value(func: Callable, args: tuple, kwargs: dict):
+    """The dispatch of ``bool(t)``, ``t.item()``, ``t.tolist()``, ``int(t)``,
+    ``float(t)``, ``t.__index__()``, ``complex(t)``, ``torch.allclose``, ``torch.equal``
+    on proxies: the value this call's
+    inputs give (specialization), with a value guard checked at run time at this point of
+    the program. Raises eager's RuntimeError for a tensor of several elements where the
+    conversion needs one, DataDependentControlFlowError inside a region op."""
+    from thunder_mlir.frontend.tracing import current_trace
+
+    trace = current_trace()
+    t = args[0]
+    what = PYTHON_VALUES[func]
+    if func in _SCALAR_ONLY and type(t.numel()) is int and t.numel() != 1:
+        if t.numel() <= 1 << 16:
+            with torch._C.DisableTorchFunction():  # eager's own error message
+                func(torch.zeros(t.shape, dtype=t.dtype), *args[1:], **kwargs)
+        raise RuntimeError(f"{what} of a tensor of {t.numel()} elements")
+
+    leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
+    positions = [i for i, x in enumerate(leaves) if type(x) is TensorProxy]
+
+    def compute(*real: torch.Tensor):
+        vals = list(leaves)
+        for i, r in zip(positions, real):
+            vals[i] = r
+        a, k = optree.tree_unflatten(spec, vals)
+        with torch._C.DisableTorchFunction():
+            return func(*a, **k)
+
+    tensors = [leaves[i] for i in positions]
+    constants = [_constant(p) for p in tensors]
+    if all(c is not None for c in constants):  # made from Python numbers alone: no guard
+        return compute(*constants)
+    k, value = query(trace, tensors, compute, what)
+    emit_guard(trace, k, tensors, compute, value, what)
+    return value
+
+
+# Tensors made from Python values alone by a deterministic factory
+# (``int(torch.div(n, 2, rounding_mode="trunc"))``, ``torch.tensor(3).item()``): their value
+# is computed eagerly at trace time and kept on the proxy, so asking for it needs neither a
+# program prefix nor a guard.
+CONSTANT = "_thunder_constant"
+_CONSTANT_FACTORIES = {torch.tensor, torch.as_tensor, torch.scalar_tensor, torch.div,
+                       torch.floor_divide, torch.true_divide, torch.remainder, torch.mul,
+                       torch.add, torch.sub, torch.full, torch.zeros, torch.ones}
+
+
+def note_constant(func: Callable, args: tuple, kwargs: dict, out) -> None:
+    """Attach to ``out`` (a proxy) the eager value of ``func(*args, **kwargs)`` when
+    ``func`` is a deterministic factory given no tensors (``CONSTANT``)."""
+    if func not in _CONSTANT_FACTORIES or type(out) is not TensorProxy:
+        return
+    leaves = optree.tree_leaves((args, kwargs), none_is_leaf=True)
+    if any(isinstance(x, torch.Tensor) for x in leaves):
+        return
+    try:
+        with torch._C.DisableTorchFunction():
+            value = func(*args, **kwargs)
+    except Exception:  # noqa: BLE001 - no shortcut: asked of the program as any value
+        return
+    if isinstance(value, torch.Tensor) and value.numel() <= 64:
+        setattr(out, CONSTANT, (out.value, value))  # (the SSA value it is the value of)
+
+
+def _constant(p: TensorProxy) -> torch.Tensor | None:
+    """The eager value ``note_constant`` attached to ``p``, unless ``p`` was written in
+    place since (an in-place op rebinds ``p.value``)."""
+    held = getattr(p, CONSTANT, None)
+    return held[1] if held is not None and held[0] == p.value else None
+
+
+def emit_guard(trace, index: int, tensors: Sequence[TensorProxy], compute: Callable,
+               value, what: str) -> None:
+    """Record value guard ``index``: a torch executor call with no results reading
+    ``tensors`` that raises ``ValueGuardFailed(index, observed)`` where ``compute`` of the
+    real tensors is not ``value`` (``same_value``)."""
+    from torch_mlir import ir
+
+    def check(*real: torch.Tensor) -> list:
+        observed = compute(*real)
+        if not same_value(observed, value):
+            raise ValueGuardFailed(index, observed)
+        return []
+
+    symbol = implementations.register_attr("value_guard", check)
+    with trace.ip:
+        ExecutorCallOp(**segment_kwargs("in", [p.value for p in tensors]),
+                       **segment_kwargs("out", [], type_of=lambda t: t),
+                       executor=ir.StringAttr.get("torch"),
+                       callee=ir.StringAttr.get(f"value_guard[{index}] {what}"), impl=symbol)
+
+
+# ---------------------------------------------------------- data-dependent output sizes
+# ops whose output shapes depend on their inputs' values (torch's unbacked sizes)
+DATA_DEPENDENT_OPS = {
+    torch.nonzero, _T.nonzero, torch.argwhere, _T.argwhere, torch.masked_select,
+    _T.masked_select, torch.unique, _T.unique, torch.functional.unique,
+    torch.unique_consecutive, _T.unique_consecutive, torch.functional.unique_consecutive,
+    torch._unique2, torch.repeat_interleave, _T.repeat_interleave, torch.tensor_split,
+    _T.tensor_split, torch.bincount, _T.bincount, torch.where, _T.where, _T.__getitem__,
+    torch.nn.functional.one_hot}
+
+
+def is_data_dependent(func: Callable, args: tuple, kwargs: dict | None = None) -> bool:
+    """Whether ``func(*args, **kwargs)`` has output sizes that depend on its inputs'
+    values (then it runs on the torch fallback, specialized and guarded)."""
+    if func not in DATA_DEPENDENT_OPS:
+        return False
+    kwargs = kwargs or {}
+    if func in (torch.where, _T.where):
+        return len(args) + len(kwargs) == 1
+    if func is _T.__getitem__:
+        return has_bool_index(args[1] if len(args) > 1 else None)
+    if func in (torch.repeat_interleave, _T.repeat_interleave):  # repeats as a tensor
+        rest = [*args[1:2], kwargs.get("repeats")]
+        return (len(args) == 1 and not kwargs) or any(type(r) is TensorProxy for r in rest)
+    if func is torch.nn.functional.one_hot:  # num_classes=-1: max(input) + 1
+        return (args[1] if len(args) > 1 else kwargs.get("num_classes", -1)) == -1
+    if func in (torch.tensor_split, _T.tensor_split):  # indices as a tensor
+        rest = [*args[1:2], *kwargs.values()]
+        return any(type(r) is TensorProxy for r in rest)
+    return True
+
+
+def has_bool_index(index) -> bool:
+    """Whether an index of ``__getitem__`` holds a bool or uint8 tensor (a mask)."""
+    return any(type(x) is TensorProxy and x.dtype in (torch.bool, torch.uint8)
+               for x in optree.tree_leaves(index, none_is_leaf=True))
+
+
+def output_metadata(trace, name: str, func: Callable, leaves: list, positions: list[int],
+                    spec) -> tuple[Any, Callable]:
+    """The output metadata (meta tensors in the output structure) of a data-dependent op
+    at this call, computed from the real values (``query``), and a wrapper
+    ``guarded(run)`` for its runtime callable that raises ``ValueGuardFailed`` where a run's
+    output shapes differ. The value is (output tree structure, ((shape, dtype) or None per
+    leaf))."""
+    def compute(*real: torch.Tensor):
+        vals = list(leaves)
+        for i, t in zip(positions, real):
+            vals[i] = t
+        a, k = optree.tree_unflatten(spec, vals)
+        with torch._C.DisableTorchFunction(), torch.no_grad():
+            out = func(*a, **k)
+        flat, out_spec = optree.tree_flatten(out, none_is_leaf=True)
+        return out_spec, tuple((tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor)
+                               else None if x is None else ("value", x) for x in flat)
+
+    k, (out_spec, metas) = query(trace, [leaves[i] for i in positions], compute,
+                                 f"the output size of {name}")
+    if any(m is not None and m[0] == "value" for m in metas):
+        raise DataDependentControlFlowError(f"{_site()}\n  {name} returns a Python value")
+    shapes = [m for m in metas if m is not None]
+
+    def guarded(run: Callable) -> Callable:
+        def checked(*tensors: torch.Tensor) -> list[torch.Tensor]:
+            outs = run(*tensors)
+            if len(outs) != len(shapes) or any(
+                    tuple(o.shape) != s or o.dtype != d for o, (s, d) in zip(outs, shapes)):
+                seen = iter((tuple(o.shape), o.dtype) for o in outs)
+                raise ValueGuardFailed(k, (out_spec, tuple(
+                    None if m is None else next(seen) for m in metas)))
+            return outs
+        return checked
+
+    meta = optree.tree_unflatten(out_spec, [
+        None if m is None else torch.empty(m[0], dtype=m[1], device="meta") for m in metas])
+    return meta, guarded
+
