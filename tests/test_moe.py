@@ -161,6 +161,46 @@ def test_histc_shapes_and_method_form():
     assert thunder_mlir.fallback_ops(jf) == []
 
 
+def test_histc_and_bincount_of_large_inputs_scatter():
+    """Past 2**20 (values x bins) the counts are a scatter-add instead of a one-hot table."""
+    from thunder_mlir.frontend.symbols.moe import bincount_sized
+
+    x = torch.randn(300_000, generator=torch.Generator().manual_seed(0))
+    f = lambda x: torch.histc(x, bins=10, min=-2, max=2)  # noqa: E731
+    jf = thunder_mlir.jit(f)
+    assert torch.equal(jf(x), f(x))
+    assert "stablehlo.scatter" in next(st.text for st in thunder_mlir.last_traces(jf)
+                                       if st.name == "stablehlo")
+    i = torch.randint(0, 3000, (1000,), generator=torch.Generator().manual_seed(1))
+    w = torch.randn(1000)
+    ref = torch.bincount(i, w, minlength=3000)
+    out = thunder_mlir.jit(lambda i, w: bincount_sized(i, w, 3000))(i, w)
+    torch.testing.assert_close(out, ref)
+
+
+def test_moe_ops_trace_once_with_symbolic_sizes():
+    """grouped_mm, histc and bincount_sized (with a symbolic length, as the
+    data-dependent-size work will call it) under dynamic=True: one trace for three sizes."""
+    from thunder_mlir.frontend.symbols.moe import bincount_sized
+
+    def f(a, b, offs, x, i):
+        return (torch._grouped_mm(a, b, offs=offs), torch.histc(x, bins=4, min=0, max=3),
+                bincount_sized(i, None, i.shape[0]))
+
+    jf = thunder_mlir.jit(f, dynamic=True)
+    g = torch.Generator().manual_seed(0)
+    for m in (16, 24, 40):
+        a, b = torch.randn(m, 8, generator=g), torch.randn(3, 8, 8, generator=g)
+        offs = _i32([m // 4, m // 2, m])
+        x = torch.rand(m + 1, generator=g) * 4
+        i = torch.randint(0, m, (m,), generator=g)
+        out = jf(a, b, offs, x, i)
+        torch.testing.assert_close(out[0], torch._grouped_mm(a, b, offs=offs))
+        assert torch.equal(out[1], torch.histc(x, bins=4, min=0, max=3))
+        assert torch.equal(out[2], torch.bincount(i, minlength=m)[:m])
+    assert thunder_mlir.cache_misses(jf) == 1, thunder_mlir.cache_info(jf)
+
+
 def test_histc_is_not_differentiable_as_in_eager():
     x = torch.randn(50, requires_grad=True)
     jf = thunder_mlir.jit(lambda x: torch.histc(x, bins=4, min=-1, max=1))

@@ -271,14 +271,37 @@ def histc(input, bins=100, min=0, max=0):
            _full_like(x, width))
     pos = prims.convert_element_type(prims.where(inside, t, _full_like(t, 0)), torch.int64)
     pos = prims.where(_e("eq", pos, _full_like(pos, bins)), _full_like(pos, bins - 1), pos)
-    # ignored values get index `bins`, out of range: stablehlo.scatter skips it
+    # ignored values get index `bins`, out of range: no bin counts them
     pos = prims.where(inside, pos, _full_like(pos, bins))
-    counts = prims.scatter(prims.full((bins,), 0, torch.int64), prims.reshape(pos, (n, 1)),
-                           prims.full((n,), 1, torch.int64), "add")
-    return prims.convert_element_type(counts, dt)
+    return prims.convert_element_type(_count(pos, bins, None, torch.int64), dt)
 
 
 # ------------------------------------------------------------------ bincount
+_ONE_HOT_MAX = 1 << 20
+
+
+def _count(idx: TensorProxy, length, updates: TensorProxy | None,
+           dtype: torch.dtype) -> TensorProxy:
+    """(length,) of ``dtype``: ``out[v]`` = the number of i with ``idx[i] == v`` (or the
+    sum of ``updates[i]`` over them); indices outside [0, length) are skipped. A
+    scatter-add (stablehlo.scatter), or, where a size is symbolic (the scatter prim has no
+    lowering for symbolic sizes) or the (n, length) table is small, a one-hot comparison
+    summed over n: exact for counts, a different summation order for weights."""
+    n = idx.tshape[0]
+    idx = prims.convert_element_type(idx, torch.int64)
+    if type(n) is int and type(length) is int and n * length > _ONE_HOT_MAX:
+        upd = prims.full((n,), 1, dtype) if updates is None else updates
+        return prims.scatter(prims.full((length,), 0, dtype), prims.reshape(idx, (n, 1)), upd,
+                             "add")
+    hot = _e("eq", prims.broadcast_in_dim(idx, (n, length), [0]),
+             prims.iota((n, length), torch.int64, 1))
+    if updates is None:
+        return prims.reduce("reduce_sum", prims.convert_element_type(hot, dtype), [0])
+    w = prims.broadcast_in_dim(updates, (n, length), [0])
+    return prims.reduce("reduce_sum", prims.where(hot, w, prims.full((n, length), 0, dtype)),
+                        [0])
+
+
 def bincount_length(input: TensorProxy, minlength: int = 0) -> TensorProxy:
     """int64 0-d: the length of ``torch.bincount(input, minlength=minlength)``,
     ``max(max(input) + 1, minlength)`` (``minlength`` for an empty input), computed in the
@@ -303,16 +326,14 @@ def bincount_sized(input: TensorProxy, weights: TensorProxy | None, length) -> T
     (stablehlo.scatter's rule) where eager raises "bincount only supports 1-d non-negative
     integral inputs." for a negative value, so a caller must pass eager's length. Not
     differentiable in ``weights``: a backward that reaches it raises eager's error. Sums
-    are scatter-adds, in XLA's order (eager adds in input order)."""
-    n = input.tshape[0]
-    idx = prims.reshape(prims.convert_element_type(input, torch.int64), (n, 1))
+    are in XLA's order (eager adds in input order). ``length`` may be a size symbol: the
+    count is then a one-hot comparison (``_count``), which lowers with symbolic sizes."""
     if weights is None:
-        return prims.scatter(prims.full((length,), 0, torch.int64), idx,
-                             prims.full((n,), 1, torch.int64), "add")
+        return _count(input, length, None, torch.int64)
     dt = torch.float32 if weights.tdtype == torch.float32 else torch.float64
     w = prims.no_derivative(prims.convert_element_type(weights, dt),
                             "the derivative for 'bincount' is not implemented.")
-    return prims.scatter(prims.full((length,), 0, dt), idx, w, "add")
+    return _count(input, length, w, dt)
 
 
 @register("bincount", torch.bincount, T.bincount)
