@@ -33,7 +33,10 @@ _VIEW_OF = "_view_of"  # proxy attribute: (func, args, kwargs, output index, loc
 
 def record_view(func, args: tuple, kwargs: dict, out) -> None:
     """Remember, on each view among ``out`` (the proxies ``_mark_views`` marked), that it is
-    output ``k`` of ``func(*args, **kwargs)`` with ``args[0]`` its base."""
+    output ``k`` of ``func(*args, **kwargs)`` with ``args[0]`` its base. An output of a call
+    that may copy (``reshape`` of a tensor that is not dense, ``x[index_tensor]``) and that
+    eager computes as a copy is unmarked: it is no view, and writes to its base do not
+    reach it."""
     if not args or type(args[0]) is not TensorProxy:
         return
     outs = [o for o in optree.tree_leaves(out, none_is_leaf=True) if type(o) is TensorProxy]
@@ -42,8 +45,76 @@ def record_view(func, args: tuple, kwargs: dict, out) -> None:
                 and not hasattr(o, _VIEW_OF):
             from thunder_mlir.frontend.locations import describe_frame, user_frame
 
-            setattr(o, _VIEW_OF, (func, args, kwargs, k if len(outs) > 1 else None,
-                                  describe_frame(user_frame()), torch.is_grad_enabled()))
+            step = (func, args, kwargs, k if len(outs) > 1 else None,
+                    describe_frame(user_frame()), torch.is_grad_enabled())
+            if func in _MAY_COPY and _copies(step):
+                _unmark(o)
+                continue
+            setattr(o, _VIEW_OF, step)
+
+
+T = torch.Tensor
+# torch calls whose result is a view of the base or a copy, depending on the base's strides
+# or the index (torch.reshape's documentation; advanced indexing copies)
+_MAY_COPY = {T.__getitem__, torch.reshape, T.reshape, T.reshape_as, torch.flatten, T.flatten,
+             torch.unflatten, T.unflatten}
+
+
+def _copies(step) -> bool:
+    """Whether eager's view step computes a copy: replayed on a meta tensor with eager's
+    strides for its base (``eager_meta``). False where that cannot be judged (a 0-d integer
+    tensor index reads a value): kept as a view, so a write through it is refused."""
+    base = eager_meta(step[1][0])
+    if base is None:
+        return False
+    out = replay_step(step, base)
+    return out is not None and not torch._C._is_alias_of(out, base)
+
+
+def _unmark(o: TensorProxy) -> None:
+    root = o._alias_root
+    del o._alias_root
+    root._views = [r for r in getattr(root, "_views", ()) if r() is not o]
+
+
+def replay_step(step: tuple, base_meta: torch.Tensor) -> torch.Tensor | None:
+    """Output ``k`` of the view step's torch call run with ``base_meta`` (a meta tensor)
+    as its base and meta tensors for its other tensor arguments; None if it cannot run on
+    meta (an index read from a tensor's value)."""
+    func, args, kwargs, k = step[:4]
+    base = args[0]
+
+    def meta(x):
+        if x is base:
+            return base_meta
+        return x.meta if type(x) is TensorProxy else x
+    a, kw = optree.tree_map(meta, (args, kwargs), none_is_leaf=True)
+    try:
+        with torch._C.DisableTorchFunction():
+            out = func(*a, **kw)
+    except Exception:  # noqa: BLE001 - the caller decides
+        return None
+    outs = [t for t in optree.tree_leaves(out, none_is_leaf=True) if isinstance(t, torch.Tensor)]
+    return outs[k or 0]
+
+
+def eager_meta(p: TensorProxy) -> torch.Tensor | None:
+    """A meta tensor with the sizes, strides and storage offset of eager's tensor for
+    ``p``: its chain of views replayed on a dense meta tensor of its root (the program's
+    inputs are dense, as the runtime makes them, and so are computed tensors). None when
+    a size is symbolic or a step cannot run on meta."""
+    chain, q = [], p
+    while getattr(q, _VIEW_OF, None) is not None:
+        chain.append(getattr(q, _VIEW_OF))
+        q = chain[-1][1][0]
+    if any(type(n) is not int for n in q.tshape):
+        return None
+    m = torch.empty(q.tshape, dtype=q.tdtype, device="meta")
+    for step in reversed(chain):
+        m = replay_step(step, m)
+        if m is None:
+            return None
+    return m
 
 
 def _chain(p: TensorProxy, roots: dict[int, tuple[str, int]]):
@@ -210,33 +281,16 @@ def refresh_views(base: TensorProxy) -> None:
         leaves = [t for t in torch_pytree.tree_leaves(fresh) if type(t) is TensorProxy]
         new = leaves[k or 0]
         v.value = new.value
+        if getattr(new, "_mirror_of", None) is not None:  # its eager twin, a view of the
+            v._mirror, v._mirror_of = new._mirror, v.value  # base's (differentiability.py)
         with torch._C.DisableTorchFunction():
             torch.Tensor.requires_grad.__set__(v, new.requires_grad)
     base._views = [r for r in base._views if r() is not None]
 
 
 def view_is_contiguous(p: TensorProxy) -> bool:
-    """Whether eager's tensor for the view ``p`` is contiguous: its chain of views replayed
-    on a meta tensor of its root (a contiguous tensor: the program's inputs are, as the
-    runtime makes them). False when the chain cannot be replayed (then a copy is assumed,
-    which ``contiguous()`` of a non-contiguous view is)."""
-    chain, q = [], p
-    while getattr(q, _VIEW_OF, None) is not None:
-        chain.append(getattr(q, _VIEW_OF))
-        q = chain[-1][1][0]
-    if any(type(n) is not int for n in q.tshape):  # symbolic sizes: assume a copy
-        return False
-    m = torch.empty(q.tshape, dtype=q.tdtype, device="meta")
-    try:
-        with torch._C.DisableTorchFunction():
-            for func, args, kwargs, k, _, _ in reversed(chain):
-                base = args[0]
-                a, kw = optree.tree_map(
-                    lambda x, base=base, m=m: m if x is base else
-                    (x.meta if type(x) is TensorProxy else x), (args, kwargs), none_is_leaf=True)
-                out = func(*a, **kw)
-                m = [t for t in optree.tree_leaves(out, none_is_leaf=True)
-                     if isinstance(t, torch.Tensor)][k or 0]
-        return m.is_contiguous()
-    except Exception:  # noqa: BLE001
-        return False
+    """Whether eager's tensor for the view ``p`` is contiguous (``eager_meta``). False when
+    the chain cannot be replayed (then a copy is assumed, which ``contiguous()`` of a
+    non-contiguous view is)."""
+    m = eager_meta(p)
+    return m is not None and m.is_contiguous()

@@ -116,7 +116,15 @@ def _replay(func: Callable, args, kwargs, inputs: list[TensorProxy]) -> _Replay 
             out = func(*m_args, **m_kwargs)
     except RuntimeError as e:
         if any(m in str(e) for m in _AUTOGRAD_ERRORS):
-            raise  # eager's autograd error (an in-place op on a leaf that requires grad)
+            # eager's autograd error (an in-place op on a leaf that requires grad), as a
+            # TorchOpError: the error boundary's re-run on tensors that do not require
+            # grad cannot reproduce it
+            from thunder_mlir.errors import TorchOpRuntimeError
+            from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+            raise TorchOpRuntimeError(
+                f"{describe_frame(user_frame())}\n  {e}\n  Eager PyTorch raises this "
+                "RuntimeError too (autograd: the tensor requires grad).") from None
         return None
     except Exception:  # noqa: BLE001 - no meta kernel: the caller applies the plain rule
         return None

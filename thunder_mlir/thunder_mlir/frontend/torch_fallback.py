@@ -52,9 +52,17 @@ def qualified_name(func: Callable) -> str:
 
 
 def _is_inplace(func: Callable, args, tensor: type = TensorProxy) -> bool:
+    """The name rule for an op that writes its first argument (``Tensor.add_``), used
+    where no meta run can tell (a trial run on zeros, IR written before ``WRITES_ATTR``)."""
     name = getattr(func, "__name__", "")
-    return bool(name.endswith("_") and not name.endswith("__") and args
-                and type(args[0]) is tensor)
+    return bool((name.endswith("_") and not name.endswith("__") or name == "__setitem__")
+                and args and type(args[0]) is tensor)
+
+
+def _written(metas: list[torch.Tensor]) -> list[int]:
+    """Which of the fresh (version 0) tensors an op ran on it wrote: their version counter
+    moved (ATen's in-place and ``out=`` kernels bump it, on meta tensors too)."""
+    return [j for j, m in enumerate(metas) if m._version > 0]
 
 
 def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
@@ -69,6 +77,7 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     m_args, m_kwargs = optree.tree_unflatten(spec, meta_leaves)
     trial = False  # metadata from a trial run or a documented rule: checked every real run
     pin = autocast.pin_state(trace.device)  # the autocast state the op runs under
+    written = None  # which tensor arguments the op writes (None: judged by its name)
     try:
         if pin is not None and pin[1]:
             # in an autocast region: meta tensors skip autocast's casts and fake tensors the
@@ -82,6 +91,7 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         else:
             with torch._C.DisableTorchFunction(), torch.device("meta"):
                 meta_out = func(*m_args, **m_kwargs)
+            written = _written([meta_leaves[i] for i in positions])
     except Exception as e:
         meta_out = _documented_metadata(func, m_args, m_kwargs)
         if meta_out is None:
@@ -100,19 +110,18 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
                 "results (allclose, equal) cannot be compiled; compute them outside the "
                 "jitted function.") from None
         trial = True
+    if written is None:
+        written = [0] if _is_inplace(func, args) else []
+    written_metas = [meta_leaves[positions[j]] for j in written]
     out_leaves, out_spec = optree.tree_flatten(meta_out, none_is_leaf=True)
-    out_pos = [i for i, leaf in enumerate(out_leaves) if isinstance(leaf, torch.Tensor)]
-    inplace = _is_inplace(func, args)
-    if inplace and getattr(args[0], "_alias_root", None) is not None:
-        from thunder_mlir.frontend.locations import describe_frame, user_frame
-
-        raise NotImplementedError(
-            f"{describe_frame(user_frame())}\n  in-place {name} on a tensor that shares memory "
-            "with a view (or is one): the compiled program is functional and would not update "
-            "the aliases. Use the out-of-place form.")
-    if inplace:
-        out_leaves, out_spec, out_pos = [args[0].meta], optree.tree_structure(0), [0]
-    result_types = [dtypes.tensor_type(out_leaves[i].shape, out_leaves[i].dtype) for i in out_pos]
+    # an output that is a written argument itself (``x.add_(1)`` returns x) is that argument
+    returned = {i: next(j for j, m in zip(written, written_metas) if m is out_leaves[i])
+                for i in range(len(out_leaves))
+                if any(m is out_leaves[i] for m in written_metas)}
+    out_pos = [i for i, leaf in enumerate(out_leaves)
+               if isinstance(leaf, torch.Tensor) and i not in returned]
+    result_metas = [out_leaves[i] for i in out_pos] + [leaves[positions[j]].meta for j in written]
+    result_types = [dtypes.tensor_type(m.shape, m.dtype) for m in result_metas]
     operand_types = [p.value.type for p in proxies]
     in_order, out_order = type_order(operand_types), type_order(result_types)
     if not fits_in_runs([operand_types[i] for i in in_order]) or \
@@ -121,14 +130,14 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
                          "arguments or among its outputs, the most one executor call holds")
 
     traced = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in out_pos]
-    run = _make_run(name, func, leaves, positions, spec, pin, inplace, trial, traced)
-    differentiable = None if inplace or not any(p.requires_grad for p in proxies) else \
+    run = _make_run(name, func, leaves, positions, spec, pin, written, trial, traced)
+    differentiable = None if written or not any(p.requires_grad for p in proxies) else \
         _output_differentiability(
         func, leaves, positions, spec, trace.device, meta=not trial)
     call = _encode_call(func, name, args, kwargs, leaves, positions, in_order, out_order, pin)
     if call is None:  # a closure over Python objects: the registry names it
         impl = permuted(run, in_order, out_order)
-        if not inplace:  # the generators its backward must replay (see with_rng_state)
+        if not written:  # the generators its backward must replay (see with_rng_state)
             impl.generators = _generators(leaves, trace.device)
         symbol = implementations.register_attr(name, impl)
     else:  # rebuilt from the IR by implementation_of
@@ -139,6 +148,10 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
                                              type_of=lambda t: t),
                             executor=ir.StringAttr.get("torch"), callee=ir.StringAttr.get(name),
                             impl=symbol)
+    if written:  # operand numbers whose new values are the last results (own order)
+        operand_of = {j: k for k, j in enumerate(in_order)}
+        op.operation.attributes[WRITES_ATTR] = ir.DenseI64ArrayAttr.get(
+            [operand_of[j] for j in written])
     if call is not None:
         op.operation.attributes[CALL_ATTR] = ir.StringAttr.get(call)
         if trial:
@@ -148,44 +161,45 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
             [ir.BoolAttr.get(differentiable[i]) for i in out_order])  # per op result
     trace.fallbacks.append(name)
     results = unpermute(list(op.operation.results), out_order)
-    if inplace:
-        args[0].value = results[0]
-        if getattr(args[0], "_has_views", False):  # its views see the update, as in eager
-            from thunder_mlir.frontend.aliasing import refresh_views
+    fresh = results[:len(out_pos)]
+    from thunder_mlir.frontend.functionalization import assign
 
-            refresh_views(args[0])
-        for i, p in enumerate(trace.inputs):
-            if p is args[0]:  # an input: written back to the caller's tensor after the run
-                trace.mutated_inputs[i] = p
-        return args[0]
+    for j, r in zip(written, results[len(out_pos):]):
+        p = proxies[j]
+        assign(p, TensorProxy(r, p.tshape, p.tdtype, trace.device))
     for k, i in enumerate(out_pos):
         m = out_leaves[i]
-        out_leaves[i] = TensorProxy(results[k], tuple(m.shape), m.dtype, trace.device)
+        out_leaves[i] = TensorProxy(fresh[k], tuple(m.shape), m.dtype, trace.device)
+    for i, j in returned.items():
+        out_leaves[i] = proxies[j]
     return optree.tree_unflatten(out_spec, out_leaves)
 
 
 def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spec, pin,
-              inplace: bool, trial: bool, traced: list) -> Callable:
+              written: list[int], trial: bool, traced: list) -> Callable:
     """The runtime callable of a fallback call: ``func`` on the flattened arguments
     ``leaves`` (``spec``) with the run's tensors (in their own order) at ``positions``,
-    under the autocast state ``pin``; returns the tensor outputs (the cloned, updated
-    first argument of an in-place call). ``trial``: check each run's outputs against
-    ``traced`` (metadata learned by a trial run)."""
+    under the autocast state ``pin``; returns its tensor outputs, then the new values of
+    the tensors it writes (``written``, own positions), which it wrote into clones: the
+    run's tensors are SSA values other steps of the plan may still read. An output that is
+    one of those clones (an in-place op returns its argument) is not repeated. ``trial``:
+    check each run's outputs against ``traced`` (metadata learned by a trial run)."""
     def run(*tensors: torch.Tensor) -> list[torch.Tensor]:
         vals = list(leaves)
         for i, t in zip(positions, tensors):
             vals[i] = t
-        if inplace:
-            vals[positions[0]] = tensors[0].clone()
+        clones = []
+        for j in written:
+            vals[positions[j]] = tensors[j].clone()
+            clones.append(vals[positions[j]])
         a, k = optree.tree_unflatten(spec, vals)
         out = autocast.run_pinned(pin, func, a, k)
-        if inplace:
-            return [vals[positions[0]]]
         flat = optree.tree_leaves(out, none_is_leaf=True)
-        outs = [x for x in flat if isinstance(x, torch.Tensor)]
+        outs = [x for x in flat if isinstance(x, torch.Tensor)
+                and not any(x is c for c in clones)]
         if trial:
             _check_trial_metadata(name, outs, traced)
-        return outs
+        return outs + clones
     return run
 
 
@@ -199,6 +213,9 @@ def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spe
 # ``thunder.rng_state`` (unit, set by grad): the call also returns the state of the
 # generators it draws from.
 CALL_ATTR = "thunder.torch_call"
+# ``thunder.writes = array<i64: k, ...>``: the call writes its operands k, ...; their new
+# values are its last results, in that order (frontend/functionalization.py)
+WRITES_ATTR = "thunder.writes"
 TRIAL_ATTR = "thunder.trial_metadata"
 RNG_STATE_ATTR = "thunder.rng_state"
 _PLAIN = (type(None), bool, int, float, str, torch.dtype, torch.device)
@@ -355,16 +372,19 @@ def _rebuild(op) -> Callable:
     for j, i in enumerate(positions):
         in_order[leaves[i].k] = j
     device = _op_device(op)
-    inplace = _is_inplace(func, args, tensor=_Operand)
+    if WRITES_ATTR in op.attributes:
+        written = [in_order[k] for k in ir.DenseI64ArrayAttr(op.attributes[WRITES_ATTR])]
+    else:
+        written = [0] if _is_inplace(func, args, tensor=_Operand) else []
     pin = (device.type, False, torch.get_autocast_dtype(device.type)) \
         if torch.amp.is_autocast_available(device.type) else None
     n_out = len(op.results) - (1 if RNG_STATE_ATTR in op.attributes else 0)
     traced = [(tuple(ir.RankedTensorType(r.type).shape), dtypes.torch_dtype(r.type))
               for r in list(op.results)[:n_out]]
-    run = _make_run(name, func, leaves, positions, spec, pin, inplace,
-                    TRIAL_ATTR in op.attributes, traced)
+    run = _make_run(name, func, leaves, positions, spec, pin, written,
+                    TRIAL_ATTR in op.attributes, traced[:n_out - len(written)])
     impl = permuted(run, in_order, list(range(n_out)))
-    if not inplace:
+    if not written:
         impl.generators = _generators(leaves, device)
     if RNG_STATE_ATTR in op.attributes:
         return with_rng_state(impl, impl.generators)

@@ -5,3 +5,4 @@ from thunder_mlir.frontend.symbols import (  # noqa: F401
     activations, complex_support, control_flow, conv, creation, distance, elementwise, indexing,
     interpolate, linalg, loss, moe, nn, normalization, pooling, random, reduction, scans, scatter,
     shape, sorting, special)
+from thunder_mlir.frontend.symbols import inplace  # noqa: F401,E402  (after every functional form)

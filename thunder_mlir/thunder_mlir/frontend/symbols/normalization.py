@@ -169,7 +169,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     place, like eager: the composite returns their new values and the traced tensors are
     rebound to them (``write_inplace``), so program inputs (module buffers) are written back
     after the run."""
-    from thunder_mlir.frontend.symbols.registry import check_writable, write_inplace
+    from thunder_mlir.frontend.functionalization import write_inplace
 
     shape = input.tshape
     if math.prod(shape) == 0:  # ATen: nothing to normalize, statistics unchanged
@@ -195,8 +195,6 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         raise Fallback("batch_norm with only one of running_mean and running_var")
     if running_mean is None:
         return _batch_norm_symbol(input, None, None, weight, bias, True, momentum, eps)
-    check_writable(running_mean, "batch_norm (running_mean update)")
-    check_writable(running_var, "batch_norm (running_var update)")
     out, new_mean, new_var = _batch_norm_symbol(input, running_mean, running_var, weight, bias,
                                                 True, momentum, eps)
     write_inplace(running_mean, new_mean, "batch_norm (running_mean update)")
@@ -245,7 +243,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     statistics, weight and bias repeated N times — batch statistics in training
     (``use_input_stats``), the running ones otherwise —, then each running statistic is
     set to the mean over N of its (updated) copies, in place."""
-    from thunder_mlir.frontend.symbols.registry import check_writable, write_inplace
+    from thunder_mlir.frontend.functionalization import write_inplace
 
     shape = input.tshape
     if use_input_stats and len(shape) >= 2 and math.prod(shape[2:]) == 1:  # _verify_spatial_size
@@ -275,8 +273,6 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     x = prims.reshape(input, (1, n * c) + tuple(shape[2:]))
     params = [repeated(t) for t in (running_mean, running_var, weight, bias)]
     if use_input_stats:
-        check_writable(running_mean, "instance_norm (running_mean update)")
-        check_writable(running_var, "instance_norm (running_var update)")
         out, new_mean, new_var = _batch_norm_symbol(x, *params, True, momentum, eps)
     else:
         out = _batch_norm_symbol(x, *params, False, momentum, eps)

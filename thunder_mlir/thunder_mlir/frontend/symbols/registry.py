@@ -16,6 +16,7 @@ import torch
 
 from thunder_mlir.errors import TraceError
 from thunder_mlir.ir.proxy import TensorProxy
+from thunder_mlir.frontend.functionalization import check_overlap, write_inplace
 from thunder_mlir.frontend.symbol import Symbol
 from thunder_mlir.frontend.tracing import current_trace
 
@@ -29,8 +30,9 @@ def register(name: str, *torch_fns: Callable, composite: bool = True, view: bool
 
     With ``composite=False`` the impl runs inline (no composite op): for pure metadata or
     aliasing helpers whose output is one of their inputs or another symbol's output.
-    ``view=True`` marks torch view ops (their outputs alias the first argument), so that an
-    in-place update of a view or of its base is refused instead of silently diverging.
+    ``view=True`` marks torch view ops (their outputs alias the first argument): an
+    in-place update of a view is written into its base, and one of a base is read by its
+    views (frontend/functionalization.py).
     ``inplace_flag=True``: the op has an ``inplace`` argument (``F.dropout(x, inplace=True)``);
     when it is true, the result is also written into the first argument (``write_inplace``).
     ``opmath=True``: ATen computes the op in one CPU kernel whose arithmetic is in float32
@@ -113,54 +115,12 @@ class _InlineView(_Inline):
         return _mark_views(args[0] if args else None, self.impl(*args, **kwargs))
 
 
-def check_writable(self, what: str) -> None:
-    """Raise NotImplementedError (naming the user's line) if the traced tensor ``self`` is
-    a view: the functional program would not update its base. (A base with views is
-    writable: its views are recomputed from it, ``aliasing.refresh_views``.)"""
-    if getattr(self, "_alias_root", None) is not None:
-        from thunder_mlir.frontend.locations import describe_frame, user_frame
-
-        raise NotImplementedError(
-            f"{describe_frame(user_frame())}\n  in-place {what} on a tensor that shares memory "
-            "with a view (or is one): the compiled program is functional and would not "
-            "update the aliases. Use the out-of-place form.")
-
-
-def write_inplace(self: TensorProxy, out: TensorProxy, what: str) -> TensorProxy:
-    """Rebind the traced tensor ``self`` to ``out`` (converted to its dtype): the in-place
-    update ``what`` (named in errors).
-
-    A proxy is rebound in place (its SSA value replaced), so later uses of the same Python
-    object see the update, as torch's in-place semantics require. An updated program input
-    becomes an extra output that the runtime copies back into the caller's tensor after the
-    run. Updating a tensor that has views (or is one) raises NotImplementedError.
-    """
-    from thunder_mlir.ir import prims
-
-    check_writable(self, what)
-    out = prims.convert_element_type(out, self.tdtype)
-    if out.tshape != self.tshape:
-        raise RuntimeError(f"output with shape {list(out.tshape)} doesn't match the "
-                           f"broadcast shape {list(self.tshape)}")
-    self.value = out.value
-    if getattr(self, "_has_views", False):  # its views see the update, as in eager
-        from thunder_mlir.frontend.aliasing import refresh_views
-
-        refresh_views(self)
-    for i, p in enumerate(current_trace().inputs):
-        if p is self:  # an input: written back to the caller's tensor after the run
-            current_trace().mutated_inputs[i] = self
-    return self
-
-
 class _InplaceFlagSymbol(Symbol):
     def __call__(self, *args, **kwargs):
         try:
             inplace = self.signature.bind(*args, **kwargs).arguments.get("inplace", False)
         except TypeError:
             inplace = False  # emit_composite reports the bad call
-        if inplace and type(args[0]) is TensorProxy:
-            check_writable(args[0], self.name)  # before the op is recorded
         out = super().__call__(*args, **kwargs)
         if inplace and type(args[0]) is TensorProxy and type(out) is TensorProxy:
             return write_inplace(args[0], out, self.name)
@@ -173,7 +133,7 @@ def register_inplace(functional: Symbol, *torch_fns: Callable) -> None:
     def impl(self, *args, **kwargs):
         if type(self) is not TensorProxy:
             raise TypeError(f"{functional.name}_: expected a tensor, got {type(self).__name__}")
-        check_writable(self, functional.name + "_")
+        check_overlap(self, (args, kwargs))
         return write_inplace(self, functional(self, *args, **kwargs), functional.name + "_")
 
     inplace = _Inline(functional.name + "_", impl)

@@ -1,5 +1,6 @@
 """Scatter symbols: scatter/scatter_add/scatter_reduce, index_add/index_copy/index_reduce,
-index_put, put, masked_scatter, slice_scatter/select_scatter, index_fill and fill —
+index_put, put, masked_scatter, slice_scatter/select_scatter, index_fill, fill and index
+assignment (``x[index] = value``, every index form of ``getitem``) —
 functional forms, on the ``scatter`` prim (stablehlo.scatter, spec section "scatter") or
 on slices.
 
@@ -20,7 +21,12 @@ from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
 from thunder_mlir.frontend.symbols import shape as S
-from thunder_mlir.frontend.symbols.registry import register_inplace
+from thunder_mlir.frontend.symbols.registry import SYMBOLS, _Inline, register_inplace
+from thunder_mlir.frontend.symbols.indexing import _as_index_tensor, _is_advanced, \
+    _sequence_as_tuple, getitem
+from thunder_mlir.frontend.symbols.creation import _literal
+from thunder_mlir.frontend.functionalization import type_name, check_overlap, update_view, \
+    write_inplace
 
 
 def _wrap(idx: TensorProxy, size: int) -> TensorProxy:
@@ -338,7 +344,6 @@ def select_scatter(input, src, dim, index):
 
 @register("index_fill", torch.index_fill, T.index_fill)
 def index_fill(input, dim, index, value):
-    from thunder_mlir.frontend.symbols.indexing import _as_index_tensor
     r = len(input.tshape)
     d = canonical_dim(dim, r)
     n = input.tshape[d] if r else 1
@@ -367,3 +372,130 @@ register_inplace(fill, T.fill_)
 # rebound to the result (registry.write_inplace), as ATen's in-place variants define them
 register_inplace(index_copy, T.index_copy_)
 register_inplace(index_add, T.index_add_)
+
+
+# ------------------------------------------------------------------ index assignment
+def _normalize_index(index) -> tuple:
+    if _sequence_as_tuple(index):
+        index = tuple(index)
+    return index if isinstance(index, tuple) else (index,)
+
+
+def _value_to(value, shape: tuple, dtype: torch.dtype, advanced: bool) -> TensorProxy:
+    """The assigned value as a tensor of ``shape`` and ``dtype``: leading size-1 dims beyond
+    the target's rank are dropped and the rest broadcast (ATen's ``slicePrefix1sSize`` and
+    ``copy_``); a value that does not broadcast raises eager's RuntimeError."""
+    if type(value) is not TensorProxy:
+        return prims.full(tuple(shape), value, dtype)
+    v = value
+    while len(v.tshape) > len(shape) and v.tshape[0] == 1:
+        v = prims.reshape(v, v.tshape[1:])
+    ok = len(v.tshape) <= len(shape) and all(
+        a == b or a == 1 for a, b in zip(reversed(v.tshape), reversed(shape)))
+    if not ok:
+        if advanced:
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.tshape)} "
+                               f"cannot be broadcast to indexing result of shape {list(shape)}")
+        raise RuntimeError(f"The expanded size of the tensor ({shape[-1] if shape else 0}) "
+                           f"must match the existing size ({v.tshape[-1] if v.tshape else 0}) "
+                           f"at non-singleton dimension {max(len(shape) - 1, 0)}.  Target "
+                           f"sizes: {list(shape)}.  Tensor sizes: {list(value.tshape)}")
+    return expand_to(prims.convert_element_type(v, dtype), tuple(shape))
+
+
+def _is_mask(ix) -> bool:
+    return type(ix) is TensorProxy and ix.tdtype in (torch.bool, torch.uint8)
+
+
+@register("index_assign")
+def index_assign(input, index, value):
+    """The value of ``input`` after ``input[index] = value`` (``Tensor.__setitem__``), any
+    index form of ``getitem``: the value is converted to ``input``'s dtype and broadcast to
+    ``input[index]``'s shape; the written elements are
+
+    * a strided box (ints, slices with steps, None, Ellipsis): padded into place under a
+      mask (``functionalization.update_view`` with the meta view ``input[index]``);
+    * integer index tensors over leading full slices: ``index_put`` (a scatter);
+    * other mixes of basic and advanced indices: a scatter at the flat positions that
+      ``getitem`` of an iota over ``input`` selects;
+    * one boolean mask with a one-element value: a select.
+
+    Duplicate positions take one of their values (unspecified in torch and StableHLO
+    alike). Raises Fallback for a boolean mask with a value of several elements (its
+    count depends on the data). Follows torch's ``index_put_`` and ``copy_`` semantics
+    (aten/src/ATen/TensorIndexing.h, ``applySlicing`` and ``copy_to``)."""
+    index = _normalize_index(index)
+    tensors = [ix for ix in index if _is_advanced(ix)]
+    if not tensors:  # a strided box of the base
+        with torch._C.DisableTorchFunction():
+            view = torch.empty(input.tshape, dtype=input.tdtype, device="meta")[index]
+        return update_view(input, view, _value_to(value, tuple(view.shape), input.tdtype,
+                                                  False))
+    masks = [ix for ix in index if _is_mask(ix)]
+    if masks:
+        return _mask_assign(input, index, value)
+    if type(value) is TensorProxy and value.tdtype != input.tdtype:  # ATen's index_put_
+        raise RuntimeError("Index put requires the source and destination dtypes match, got "
+                           f"{type_name(input.tdtype)} for the destination and "
+                           f"{type_name(value.tdtype)} for the source.")
+    rank = len(input.tshape)
+    if all(_is_advanced(ix) or (isinstance(ix, slice) and ix == slice(None)) for ix in index) \
+            and len(index) <= rank:
+        indices = [ix if _is_advanced(ix) else None for ix in index]
+        indices = [ix if ix is None or type(ix) is TensorProxy else _literal(ix)
+                   for ix in indices]
+        target = getitem(input, index)  # (its shape: the value broadcasts to it)
+        return index_put(input, indices, _value_to(value, target.tshape, input.tdtype, True))
+    n = math.prod(input.tshape)
+    ids = prims.reshape(prims.iota((n,), torch.int64, 0), input.tshape)
+    where = getitem(ids, index)
+    m = math.prod(where.tshape)
+    if m == 0:
+        return input
+    v = _value_to(value, where.tshape, input.tdtype, True)
+    out = prims.scatter(prims.reshape(input, (n,)), prims.reshape(where, (m, 1)),
+                        prims.reshape(v, (m,)), "set")
+    return prims.reshape(out, input.tshape)
+
+
+def _mask_assign(input, index, value):
+    """``input[mask] = value`` (the mask possibly between full slices and one Ellipsis)
+    with a one-element value: where(mask, value, input)."""
+    rank = len(input.tshape)
+    at = [k for k, ix in enumerate(index) if _is_mask(ix)]
+    lead, trail = index[:at[0]], index[at[0] + 1:]
+    full = lambda ix: ix is Ellipsis or isinstance(ix, slice) and ix == slice(None)  # noqa: E731
+    if len(at) != 1 or not all(full(ix) for ix in lead + trail) or \
+            sum(ix is Ellipsis for ix in index) > 1:
+        raise Fallback("index assignment with a boolean mask among other indices")
+    if type(value) is TensorProxy and math.prod(value.tshape) != 1:
+        raise Fallback("index assignment of several values through a boolean mask")
+    mask = index[at[0]]
+    k = len(mask.tshape)
+    first = rank - k - len(trail) if Ellipsis in lead else len(lead)
+    want = tuple(input.tshape[first:first + k])
+    if tuple(mask.tshape) != want:
+        raise IndexError(f"The shape of the mask {list(mask.tshape)} at index {first} does "
+                         f"not match the shape of the indexed tensor {list(want)} at index "
+                         f"{first}")
+    m = prims.broadcast_in_dim(prims.convert_element_type(mask, torch.bool), input.tshape,
+                               list(range(first, first + k)))
+    if type(value) is TensorProxy:
+        v = expand_to(prims.reshape(prims.convert_element_type(value, input.tdtype), ()),
+                      input.tshape)
+    else:
+        v = prims.full(input.tshape, value, input.tdtype)
+    return prims.where(m, v, input)
+
+
+def _setitem(self, index, value):
+    """``Tensor.__setitem__``: ``self`` takes ``index_assign``'s value (written through
+    its views into its base, frontend/functionalization.py). Returns None, as eager."""
+    if type(self) is not TensorProxy:
+        raise TypeError(f"__setitem__: expected a tensor, got {type(self).__name__}")
+    basic = not any(_is_advanced(ix) for ix in _normalize_index(index))
+    check_overlap(self, value, (lambda m: m[index]) if basic else None)
+    write_inplace(self, index_assign(self, index, value), "__setitem__")
+
+
+SYMBOLS[T.__setitem__] = _Inline("ltorch.setitem", _setitem)

@@ -1,0 +1,305 @@
+"""Functionalization (frontend/functionalization.py): writes into intermediates, writes
+through views into their base, index assignment in every form, fallback ops that write, and
+eager's errors for writes eager refuses. The oracle is eager PyTorch: values, the inputs
+after the call, gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import thunder_mlir
+from conftest import assert_close_to_eager
+
+
+def _check(fn, *args, grads=False, expect_fallback=False):
+    """fn jitted vs eager: outputs, inputs after the call and (``grads``) the gradients of
+    the floating-point inputs for a sum of the outputs."""
+    def clone(a):
+        if not isinstance(a, torch.Tensor):
+            return a
+        c = a.detach().clone()
+        return c.requires_grad_() if grads and c.is_floating_point() else c
+    ea, ja = [clone(a) for a in args], [clone(a) for a in args]
+    expected = fn(*ea)
+    jfn = thunder_mlir.jit(fn)
+    actual = jfn(*ja)
+    torch.testing.assert_close(actual, expected)
+    if not grads:
+        for x, y in zip(ja, ea):
+            torch.testing.assert_close(x, y)  # written inputs as eager leaves them
+    else:
+        outs = lambda o: list(o) if isinstance(o, (tuple, list)) else [o]  # noqa: E731
+        sum(o.sum() for o in outs(expected)).backward()
+        sum(o.sum() for o in outs(actual)).backward()
+        for x, y in zip(ja, ea):
+            if isinstance(x, torch.Tensor) and x.requires_grad:
+                torch.testing.assert_close(x.grad, y.grad)
+    if not expect_fallback:
+        assert thunder_mlir.fallback_ops(jfn) == [], thunder_mlir.fallback_ops(jfn)
+    return jfn
+
+
+X = lambda *s: torch.randn(*s)  # noqa: E731
+
+
+def IDX():  # noqa: N802 - a tensor made in the program (a global tensor would be refused)
+    return torch.tensor([3, 0, 2])
+
+
+# ----------------------------------------------------- index assignment: every index form
+SETITEM = {
+    "int": (lambda y: y.__setitem__(1, 7.0)),
+    "negative int": (lambda y: y.__setitem__(-1, 7.0)),
+    "slice with step": (lambda y: y.__setitem__((slice(None, None, 2), slice(1, None, 2)), 5.0)),
+    "None and Ellipsis": (lambda y: y.__setitem__((None, Ellipsis, 1), 3.0)),
+    "int and slice": (lambda y: y.__setitem__((2, slice(1, 3)), -1.0)),
+    "one index tensor": (lambda y: y.__setitem__(IDX(), 0.0)),
+    "index tensor, tensor value": (lambda y: y.__setitem__(IDX(), torch.arange(3.0)[:, None])),
+    "index tensor after a full slice": (lambda y: y.__setitem__((slice(None), IDX()[:2] % 3),
+                                                                 9.0)),
+    "two index tensors broadcast": (lambda y: y.__setitem__((IDX()[:, None], IDX()[None, :2] % 3),
+                                                            4.0)),
+    "index list": (lambda y: y.__setitem__([0, 4], 2.0)),
+    "index tensor after a partial slice": (lambda y: y.__setitem__((slice(1, 3), IDX()[:2] % 3),
+                                                                   8.0)),
+    "int then index tensor": (lambda y: y.__setitem__((1, IDX()[:2] % 3), 6.0)),
+    "bool mask": (lambda y: y.__setitem__(y > 0, 0.0)),
+    "bool mask, 0-d tensor value": (lambda y: y.__setitem__(y < 0, torch.tensor(-5.0))),
+    "bool mask of the leading dim": (lambda y: y.__setitem__(torch.tensor(
+        [True, False, True, False, True]), 1.0)),
+    "value with a leading unit dim": (lambda y: y.__setitem__(0, torch.ones(1, 3))),
+    "value broadcast over rows": (lambda y: y.__setitem__(slice(1, 4), torch.arange(3.0))),
+}
+
+
+@pytest.mark.parametrize("form", list(SETITEM))
+def test_index_assignment_into_an_intermediate(form):
+    """``y[index] = value`` on an intermediate is seen by every later read (the defect:
+    it was lost and ``y.sum(0)`` read the tensor before the write)."""
+    def fn(x):
+        y = x * 2
+        SETITEM[form](y)
+        return y.sum(0), y
+    _check(fn, X(5, 3))
+
+
+@pytest.mark.parametrize("form", ["int", "slice with step", "one index tensor", "bool mask",
+                                  "index tensor, tensor value"])
+def test_index_assignment_gradients(form):
+    def fn(x, w):
+        y = x * w
+        SETITEM[form](y)
+        return y * x
+    _check(fn, X(5, 3), X(5, 3), grads=True)
+
+
+def test_index_assignment_separated_advanced_indices_and_dtype_conversion():
+    def fn(x, i):
+        y = torch.zeros(5, 3, 4, dtype=torch.int64) + x.long()[:, :, None]
+        y[i, :, i % 4] = 2.5  # separated: result dims first; a float into int64
+        y[1, 1, :3] = x[0] * 10  # copy_ converts a tensor of another dtype
+        return y
+    _check(fn, X(5, 3), IDX())
+
+    def mismatch(x, i):  # index_put_ does not: eager's error
+        y = torch.zeros(5, 3, dtype=torch.int64)
+        y[i] = x[0, 0]
+        return y
+    _both_raise(mismatch, X(5, 3), IDX(), match="Index put requires the source and "
+                "destination dtypes match, got Long for the destination and Float")
+
+
+# ----------------------------------------------------------------- writes through views
+VIEW_WRITES = {
+    "column +=": lambda y, x: y[:, 0].__iadd__(5),
+    "relu_ of a slice": lambda y, x: y[:, :2].relu_(),
+    "view(-1).mul_": lambda y, x: y.view(-1).mul_(3),
+    "copy_ into rows": lambda y, x: y[1:3].copy_(x[:2]),
+    "t().add_": lambda y, x: y.t().add_(1),
+    "transpose of a slice": lambda y, x: y[1:].t()[1].zero_(),
+    "diagonal fill_": lambda y, x: y[:3].diagonal().fill_(9),
+    "unfold windows": lambda y, x: y.reshape(-1).unfold(0, 3, 3).mul_(0),
+    "narrow": lambda y, x: y.narrow(0, 1, 2).sub_(x[:2]),
+    "select": lambda y, x: y.select(1, 2).div_(2),
+    "unbind": lambda y, x: y.unbind(0)[4].neg_(),
+    "split": lambda y, x: y.split(2)[1].abs_(),
+    "chunk of a column": lambda y, x: y[:, 1].chunk(2)[0].clamp_(min=0),
+    "squeeze of unsqueeze": lambda y, x: y.unsqueeze(0).squeeze(0)[2].exp_(),
+    "permute": lambda y, x: y.unsqueeze(-1).permute(2, 1, 0)[0, 1].floor_(),
+    "detach": lambda y, x: y.detach()[0].mul_(10),
+    "masked_fill_ of a slice": lambda y, x: y[:2].masked_fill_(y[:2] > 0, 1.5),
+    "index_put_ of a column": lambda y, x: y[:, 2].index_put_((IDX(),), torch.tensor(1.0)),
+    "scatter_ into a slice": lambda y, x: y[1:].scatter_(0, torch.zeros(1, 3, dtype=torch.long),
+                                                         4.0),
+}
+
+
+@pytest.mark.parametrize("form", list(VIEW_WRITES))
+def test_write_through_a_view_of_an_intermediate(form):
+    """The base, views made before the write and views made after it read the write."""
+    def fn(x):
+        y = x * 1
+        before = y[2]
+        VIEW_WRITES[form](y, x)
+        return y, before * 1, y.t()[1] + 0
+    _check(fn, X(5, 3))
+
+
+@pytest.mark.parametrize("form", ["column +=", "copy_ into rows", "diagonal fill_", "t().add_",
+                                  "unfold windows"])
+def test_write_through_a_view_gradients(form):
+    def fn(x, w):
+        y = x * w
+        VIEW_WRITES[form](y, x)
+        return y
+    _check(fn, X(5, 3), X(5, 3), grads=True)
+
+
+def test_write_through_a_view_of_an_input_writes_the_callers_tensor():
+    def fn(x):
+        x[0].mul_(2)
+        x.t()[1].add_(1)
+        x[IDX()] = -1.0
+        return x.sum()
+    x = X(5, 3)
+    _check(fn, x)
+    jx = x.clone()
+    version = jx._version
+    thunder_mlir.jit(fn)(jx)
+    assert jx._version > version  # the write-back advances the version counter, as eager's
+
+
+def test_box_writes_are_selects_and_other_views_scatter():
+    """A strided box is padded into place (no scatter); a diagonal is scattered."""
+    def box(x):
+        y = x * 1
+        y[::2, 1] = 0.0
+        return y
+
+    def diag(x):
+        y = x * 1
+        y.diagonal().zero_()
+        return y
+    jbox = _check(box, X(5, 3))
+    text = thunder_mlir.last_traces(jbox)[0].text
+    assert "thunder.pad" in text and "thunder.scatter" not in text, text
+    jdiag = _check(diag, X(3, 3))
+    assert "thunder.scatter" in thunder_mlir.last_traces(jdiag)[0].text
+
+
+def test_reshape_that_copies_is_not_a_view():
+    """``reshape`` of a transposed tensor copies in eager: writes to either side do not
+    reach the other (and neither do writes to the base reach the copy)."""
+    def fn(x):
+        y = x * 1
+        z = y.t().reshape(-1)
+        z.add_(1)
+        w = y[IDX()]  # advanced indexing copies too
+        y.mul_(2)
+        return y, z, w
+    _check(fn, X(5, 3))
+
+
+# --------------------------------------------------------------- eager's refusals, eager's
+def _both_raise(fn, *args, match):
+    with pytest.raises(RuntimeError, match=match):
+        fn(*[a.clone() for a in args])
+    with pytest.raises(RuntimeError, match=match):
+        thunder_mlir.jit(fn)(*[a.clone() for a in args])
+
+
+def test_writes_eager_refuses_raise_eagers_error():
+    _both_raise(lambda x: (x[:1] * 1).expand(4, 3).add_(1), X(5, 3),
+                match="more than one element of the written-to tensor")
+    # windows that overlap: eager writes shared elements once per window, in its kernel's
+    # order (ATen's overlap check gives up on them); refused, never another result
+    with pytest.raises(NotImplementedError, match="elements share memory"):
+        thunder_mlir.jit(lambda x: (x.reshape(-1) * 1).unfold(0, 4, 2).mul_(2))(X(5, 3))
+    _both_raise(lambda x: (lambda y: y[1:].copy_(y[:-1]))(x.reshape(-1) * 1), X(5, 3),
+                match="some elements of the input tensor and the written-to tensor")
+    _both_raise(lambda x: (lambda y: y.__setitem__(slice(0, 2), y[1:3]))(x * 1), X(5, 3),
+                match="some elements of the input tensor and the written-to tensor")
+    _both_raise(lambda x: torch.ones(3, dtype=torch.long).add_(x[0, 0]), X(5, 3),
+                match="can't be cast to the desired output type Long")
+    _both_raise(lambda x: (x * 1).add_(torch.ones(2, 5, 3)), X(5, 3),
+                match="doesn't match the broadcast shape")
+
+
+def test_writes_eager_allows_through_overlapping_views_run():
+    """ATen lets non-dense views through its overlap check (``y[:, 0] += y[:, 1]``), and
+    a write of a tensor into its own memory (``y[:2] &= m`` re-assigns y[:2])."""
+    def fn(x):
+        y = x * 1
+        y[:, 0] += y[:, 1]
+        b = x > 0
+        b[:2] &= x[:2] > 0.5
+        return y, b
+    _check(fn, X(5, 3))
+
+
+def test_autograd_errors_of_writes_are_eagers():
+    def leaf(x):
+        x[0] = 1.0
+        return x
+
+    def saved(x):
+        y = x.exp()
+        y[:, 1].add_(1)  # exp saves its output, which the view write modifies
+        return y
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        thunder_mlir.jit(leaf)(X(3).requires_grad_())
+    x = X(3, 3).requires_grad_()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        saved(x).sum().backward()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        thunder_mlir.jit(saved)(x).sum().backward()
+
+
+# ------------------------------------------------------------------ fallback ops that write
+def test_fallback_op_that_writes_returns_what_it_wrote():
+    """``fill_diagonal_`` has no symbol: the torch fallback writes a clone and returns it
+    (``thunder.writes``), so the partitioner cannot read the tensor before the write, and
+    the tensor it was given is untouched (``x`` is read after)."""
+    def fn(x):
+        y = x * 1
+        y[1:].fill_diagonal_(5.0)
+        return y.sum(0), x * 1, y
+    jfn = _check(fn, X(5, 3), expect_fallback=True)
+    assert thunder_mlir.fallback_ops(jfn) == ["torch.Tensor.fill_diagonal_"]
+    assert "thunder.writes" in thunder_mlir.last_traces(jfn)[0].text
+
+
+def test_mixture_of_experts_inverse_permutation():
+    """transformers' grouped_mm experts: ``inv[perm] = arange(n)`` then a gather with it
+    (the defect made every MoE model's logits wrong)."""
+    def fn(x, w):
+        perm = torch.argsort(x[:, 0])
+        inv = torch.empty_like(perm)
+        inv[perm] = torch.arange(perm.shape[0])
+        return (x[perm] * w)[inv]
+    _check(fn, X(8, 4), X(8, 4))
+    _check(fn, X(8, 4), X(8, 4), grads=True)
+
+
+def test_inplace_variants_of_functional_symbols_run_on_xla():
+    """Every ``Tensor.op_`` whose functional ``op`` has a symbol is registered from it
+    (symbols/inplace.py): a sample of them, on views of an intermediate."""
+    from thunder_mlir.frontend.symbols.inplace import INPLACE_VARIANTS
+
+    for name in ("abs_", "floor_", "eq_", "clamp_min_", "logical_not_", "tril_", "cumsum_",
+                 "index_fill_", "scatter_add_", "masked_scatter_"):
+        assert name in INPLACE_VARIANTS, name
+
+    def fn(x):
+        y = x * 3
+        y[0].abs_()
+        y[1].floor_()
+        y[2].eq_(y[3])
+        y[3].clamp_min_(0.5)
+        y[:2].tril_()
+        y[:, 1].cumsum_(0)
+        y.index_fill_(1, torch.tensor([2]), -1.0)
+        y[1:].masked_scatter_(y[1:] > 1, torch.arange(12.0).reshape(4, 3))
+        return y
+    assert_close_to_eager(fn, X(5, 3))

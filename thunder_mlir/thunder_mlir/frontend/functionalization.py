@@ -1,0 +1,320 @@
+"""Functionalization: every write into a tensor becomes a new SSA value of that tensor, and
+a write through a view becomes a write into the view's base.
+
+This is torch's functionalization (``torch._subclasses.functional_tensor.FunctionalTensor``
+and ATen's ``FunctionalTensorWrapper``: view replay), done while tracing. A traced tensor
+is a proxy holding an SSA value; an in-place op computes the new value out of place and
+*rebinds* the proxy (``write_inplace``), so later reads of the same Python object see the
+write and the IR is pure dataflow: passes after tracing may reorder freely.
+
+A view (``y[:, 0]``, ``y.t()``, ``y.view(-1)``, ``x.unfold(...)``) remembers the torch call
+that made it from its base (``aliasing.record_view``). Writing a view:
+
+1. walks up its chain of views to the root (an input or a computed tensor that is no view);
+2. at each step puts the view's new value into the step's base (``_into_base``). Every
+   view of a dense tensor is an ``as_strided`` view of it; its sizes, strides and storage
+   offset come from replaying the step on a meta tensor of the base's shape:
+
+   - when its strides factor over the base's (slices with steps, selects, transposes,
+     permutes, squeezes, reshapes of a dense block) the new value is transposed into the
+     base's dim order and padded into place (``stablehlo.pad`` with interior padding for
+     steps) under a mask: a select, which XLA fuses;
+   - otherwise (``diagonal``, ``unfold``, ``as_strided``) it is scattered at the view's
+     positions ``offset + sum_i iota_i * stride_i`` (``stablehlo.scatter``);
+   - a view in which several elements share one memory location (``expand``, overlapping
+     ``unfold`` windows) raises eager's error: eager refuses to write it;
+
+3. rebinds the root and recomputes every live view of it from the new value
+   (``aliasing.refresh_views``): the base, other views and views made before the write all
+   read the new value, as they share memory in eager.
+
+An input written directly or through a view becomes an extra program output, copied back
+into the caller's tensor after the run (``Trace.mutated_inputs``).
+
+Where a step's view is not a view in eager (``reshape`` of a tensor that is not dense
+copies), the write stops there: the copy is its own root, as in eager. Views that
+reinterpret dtype (``view(dtype)``, ``.real`` of a complex tensor) are refused with an
+error naming the line.
+"""
+
+from __future__ import annotations
+
+import math
+
+import optree
+import torch
+
+from thunder_mlir.errors import DynamicShapeFallback
+from thunder_mlir.frontend.aliasing import _VIEW_OF, eager_meta, refresh_views, replay_step
+from thunder_mlir.ir import prims, symbolic
+from thunder_mlir.ir.proxy import TensorProxy
+
+# eager's messages for writes that overlap (aten/src/ATen/MemoryOverlap.cpp): a written
+# tensor in which elements share memory (assert_no_internal_overlap), and a written tensor
+# that partially overlaps one it reads (assert_no_partial_overlap)
+INTERNAL_OVERLAP = ("unsupported operation: more than one element of the written-to tensor "
+                    "refers to a single memory location. Please clone() the tensor before "
+                    "performing the operation.")
+PARTIAL_OVERLAP = ("unsupported operation: some elements of the input tensor and the "
+                   "written-to tensor refer to a single memory location. Please clone() the "
+                   "tensor before performing the operation.")
+
+
+def _eager_refuses(message: str) -> None:
+    """Raise eager's RuntimeError ``message`` at the user's line (a TorchOpRuntimeError,
+    which the error boundary keeps: a re-run on fresh tensors cannot reproduce it)."""
+    from thunder_mlir.errors import TorchOpRuntimeError
+    from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+    raise TorchOpRuntimeError(f"{describe_frame(user_frame())}\n  {message}\n  Eager "
+                              "PyTorch raises this RuntimeError too: the tensors share memory.")
+
+
+def _dense(m: torch.Tensor) -> bool:
+    """ATen's ``is_non_overlapping_and_dense``: some order of the dims makes the strides
+    those of a contiguous tensor (size-1 dims aside)."""
+    expected = 1
+    for n, st in sorted(((n, st) for n, st in zip(m.shape, m.stride()) if n != 1),
+                        key=lambda d: d[1]):
+        if st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _root(p: TensorProxy) -> TensorProxy:
+    root = getattr(p, "_alias_root", None)
+    return p if root is None else root  # (no `or`: bool() of a proxy reads its data)
+
+
+def check_overlap(written: TensorProxy, read, region=None) -> None:
+    """Raise eager's RuntimeError where an in-place op writing ``written`` reads a tensor
+    among ``read`` (any pytree) that partially overlaps it in memory: ATen's
+    ``get_overlap_status`` on eager's sizes, strides and offsets (``aliasing.eager_meta``):
+    both dense and non-overlapping, in one storage, with byte ranges that intersect without
+    being the same tensor (``y[1:].copy_(y[:-1])``). Views that are not dense (``y[:, 0]``
+    and ``y[:, 1]``) are "too hard" for ATen, which lets them through; so does this.
+    ``region``: a function of ``written``'s eager meta tensor giving the part the op writes
+    (``x[index] = v`` writes ``x[index]``)."""
+    root = _root(written)
+    for r in optree.tree_leaves(read, none_is_leaf=True):
+        if type(r) is not TensorProxy or r is written or _root(r) is not root:
+            continue
+        a, b = eager_meta(written), eager_meta(r)
+        if a is not None and region is not None:
+            with torch._C.DisableTorchFunction():
+                a = region(a)
+        if a is None or b is None or a.numel() == 0 or b.numel() == 0 or \
+                not _dense(a) or not _dense(b):
+            continue
+        span = lambda m: (m.storage_offset(), m.storage_offset() + sum(  # noqa: E731
+            (n - 1) * st for n, st in zip(m.shape, m.stride())) + 1)
+        (a0, a1), (b0, b1) = span(a), span(b)
+        if (a0, a1) == (b0, b1) and a.stride() == b.stride():
+            continue  # MemoryOverlap::Full: x.add_(x)
+        if a0 < b1 and b0 < a1:
+            _eager_refuses(PARTIAL_OVERLAP)
+
+
+def write_inplace(self: TensorProxy, out: TensorProxy, what: str) -> TensorProxy:
+    """The in-place update ``what`` (named in errors): the traced tensor ``self`` takes the
+    value ``out``, converted to ``self``'s dtype, and every tensor sharing memory with it
+    (its base, the base's other views) reads the write. Returns ``self``.
+
+    Raises RuntimeError with eager's message where eager refuses the write: ``out``'s
+    shape differs from ``self``'s ("output with shape ... doesn't match the broadcast
+    shape"), ``out``'s dtype cannot be cast to ``self``'s (torch.can_cast, "result type
+    Float can't be cast to the desired output type Long"), or ``self`` has elements that
+    share memory (an ``expand``ed view). NotImplementedError (naming the line) for a view
+    that reinterprets its base's dtype.
+    """
+    if tuple(out.tshape) != tuple(self.tshape):
+        raise RuntimeError(f"output with shape {list(self.tshape)} doesn't match the "
+                           f"broadcast shape {list(out.tshape)}")
+    if out.tdtype != self.tdtype and not torch.can_cast(out.tdtype, self.tdtype):
+        raise RuntimeError(f"result type {type_name(out.tdtype)} can't be cast to the "
+                           f"desired output type {type_name(self.tdtype)}")
+    assign(self, prims.convert_element_type(out, self.tdtype))
+    return self
+
+
+def type_name(dtype: torch.dtype) -> str:
+    """ATen's ScalarType name (Float, Long, ComplexFloat), as eager's messages spell it."""
+    with torch._C.DisableTorchFunction():
+        return torch.empty((), dtype=dtype, device="meta").type().split(".")[-1] \
+            .replace("Tensor", "")
+
+
+def assign(p: TensorProxy, value: TensorProxy) -> None:
+    """Rebind the traced tensor ``p`` to ``value`` (same shape and dtype), writing through
+    its chain of views into its root, then refresh every view of the root; an input root
+    is recorded as written (written back to the caller's tensor after the run)."""
+    from thunder_mlir.frontend.tracing import current_trace
+
+    root, new = p, value
+    for step in _chain(p):
+        base = step[1][0]
+        new = _into_base(base, step, new)
+        root = base
+    old, root.value = root.value, new.value
+    twin_of = getattr(root, "_mirror_of", None)
+    if twin_of is not None and twin_of == old:  # its eager twin was written through the
+        root._mirror_of = root.value  # view's (differentiability.py): it stays the twin
+    if getattr(root, "_has_views", False):  # its views see the update, as in eager
+        refresh_views(root)
+    trace = current_trace()
+    for i, q in enumerate(trace.inputs):
+        if q is root:  # an input: written back to the caller's tensor after the run
+            trace.mutated_inputs[i] = root
+
+
+def _chain(p: TensorProxy) -> list[tuple]:
+    """The view steps from ``p`` up to its root, innermost first (``aliasing.record_view``
+    keeps only steps whose result eager aliases)."""
+    chain, q = [], p
+    while getattr(q, "_alias_root", None) is not None:
+        made = getattr(q, _VIEW_OF, None)
+        if made is None:
+            from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+            raise NotImplementedError(
+                f"{describe_frame(user_frame())}\n  an in-place update of a view whose "
+                "origin was not recorded: thunder_mlir cannot write it into its base. "
+                "Use the out-of-place form.")
+        chain.append(made)
+        q = made[1][0]
+    return chain
+
+
+def _into_base(base: TensorProxy, step: tuple, new: TensorProxy) -> TensorProxy:
+    """``base``'s value after the view the step made from it takes the value ``new``."""
+    if symbolic.is_symbolic(base.tshape) or symbolic.is_symbolic(new.tshape):
+        raise DynamicShapeFallback("an in-place update of a view of a tensor with symbolic "
+                                   "sizes")
+    m = torch.empty(base.tshape, dtype=base.tdtype, device="meta")
+    v = replay_step(step, m)
+    if v is None or v.dtype != base.tdtype or tuple(v.shape) != tuple(new.tshape):
+        raise NotImplementedError(
+            f"{step[4]}\n  "
+            "an in-place update of a view that thunder_mlir cannot map back into its base "
+            f"({getattr(step[0], '__name__', step[0])}: a view that reinterprets the dtype, "
+            "or one whose position is read from a tensor's value). Update a clone, or "
+            "compute the new value out of place.")
+    return update_view(base, v, new)
+
+
+def update_view(base: TensorProxy, view: torch.Tensor, new: TensorProxy) -> TensorProxy:
+    """``base``'s value after its view ``view`` takes the value ``new``; ``view`` is a meta
+    tensor whose sizes, strides and storage offset are the view's over a dense meta tensor
+    of ``base``'s shape (``base_meta[index]``, ``base_meta.diagonal()``). A box of the base
+    is padded into place under a mask, any other view scattered at its positions (module
+    docstring). Raises eager's RuntimeError (``INTERNAL_OVERLAP``) where elements of the
+    view share memory."""
+    sizes, strides, offset = tuple(view.shape), tuple(view.stride()), view.storage_offset()
+    if math.prod(sizes) == 0:
+        return base
+    if torch._debug_has_internal_overlap(view) == 1:  # MemoryOverlap::Yes: a stride 0
+        _eager_refuses(INTERNAL_OVERLAP)
+    box = _as_box(base.tshape, sizes, strides, offset)
+    if box is not None:
+        return _box_update(base, new, *box)
+    return _scatter_update(base, new, sizes, strides, offset)
+
+
+def _contiguous_strides(shape) -> list[int]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return list(reversed(strides))
+
+
+def _as_box(shape, sizes, strides, offset):
+    """The view (``sizes``, ``strides``, ``offset`` over a dense tensor of ``shape``) as a
+    strided box of the base: ``(starts, steps, dims)`` with ``dims[i]`` the base dim view
+    dim ``i`` runs along (None for a size-1 dim), or None when its strides do not factor
+    over the base's (a diagonal, overlapping windows)."""
+    R = _contiguous_strides(shape)
+    starts, rest = [], offset
+    for r in R:  # the offset's coordinates in the base
+        starts.append(rest // r)
+        rest %= r
+    steps = [1] * len(shape)
+    dims: list[int | None] = []
+    used: set[int] = set()
+    for z, s in zip(sizes, strides):
+        if z == 1:
+            dims.append(None)
+            continue
+        found = None
+        for d in sorted(range(len(shape)), key=lambda d: -R[d]):
+            if d in used or shape[d] == 1 or s <= 0 or s % R[d]:
+                continue
+            st = s // R[d]
+            if starts[d] + (z - 1) * st < shape[d]:
+                found = (d, st)
+                break
+        if found is None:
+            return None
+        d, st = found
+        used.add(d)
+        steps[d] = st
+        dims.append(d)
+    return starts, steps, dims
+
+
+def _box_update(base: TensorProxy, new: TensorProxy, starts, steps, dims) -> TensorProxy:
+    """``base`` with the strided box (``starts``, ``steps``; view dim ``i`` along base dim
+    ``dims[i]``) replaced by ``new`` (the view's shape): ``new`` moved into the base's dim
+    order and padded into place (interior padding = step - 1), then selected by a mask
+    padded the same way."""
+    shape = tuple(base.tshape)
+    kept = [i for i, d in enumerate(dims) if d is not None]
+    order = sorted(kept, key=lambda i: dims[i])  # view dims in base dim order
+    x = prims.reshape(new, tuple(new.tshape[i] for i in kept))
+    perm = [kept.index(i) for i in order]
+    if perm != sorted(perm):
+        x = prims.transpose(x, perm)
+    box = [1] * len(shape)
+    for i in kept:
+        box[dims[i]] = new.tshape[i]
+    x = prims.reshape(x, tuple(box))
+    if tuple(box) == shape:  # the view covers the base (a reshape or a permutation)
+        return x
+    lows = list(starts)
+    inter = [st - 1 for st in steps]
+    highs = [n - (s + (b - 1) * st + 1) for n, s, b, st in zip(shape, starts, box, steps)]
+    zero = prims.full((), 0, base.tdtype)
+    padded = prims.pad(x, zero, lows, highs, inter)
+    mask = prims.pad(prims.full(tuple(box), True, torch.bool),
+                     prims.full((), False, torch.bool), lows, highs, inter)
+    return prims.where(mask, padded, base)
+
+
+def _scatter_update(base: TensorProxy, new: TensorProxy, sizes, strides, offset) -> TensorProxy:
+    """``base`` with the elements at the view's positions ``offset + sum_i iota_i *
+    stride_i`` (row-major over a dense ``base``) replaced by ``new``: a scatter into the
+    flattened base. Raises eager's RuntimeError when two view elements share a position."""
+    n = math.prod(base.tshape)
+    m = math.prod(sizes)
+    with torch._C.DisableTorchFunction():  # eager refuses overlapping writes (unfold windows)
+        pos = torch.arange(n).as_strided(sizes, strides, offset) if n else None
+        if pos is not None and torch.unique(pos).numel() != m:
+            # ATen finds this overlap "too hard" to check and writes each element once per
+            # view element that shares it, in its kernel's order: not reproducible here
+            from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+            raise NotImplementedError(
+                f"{describe_frame(user_frame())}\n  an in-place update of a view whose "
+                "elements share memory (unfold with a step below its size, as_strided): "
+                "eager's result depends on the order its kernel visits them, which "
+                "thunder_mlir cannot reproduce. Update a clone of the view instead.")
+    idx = prims.full(tuple(sizes), offset, torch.int64)
+    for i, s in enumerate(strides):
+        if sizes[i] > 1:
+            idx = prims.elementwise("add", idx, prims.elementwise(
+                "mul", prims.iota(tuple(sizes), torch.int64, i),
+                prims.full(tuple(sizes), s, torch.int64)))
+    flat = prims.reshape(base, (n,))
+    out = prims.scatter(flat, prims.reshape(idx, (m, 1)), prims.reshape(new, (m,)), "set")
+    return prims.reshape(out, tuple(base.tshape))

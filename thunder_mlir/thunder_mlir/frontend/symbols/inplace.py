@@ -1,0 +1,76 @@
+"""In-place variants: ``Tensor.op_`` for every functional symbol ``op``, and ``copy_``.
+
+ATen defines ``self.op_(*args)`` as ``op(self, *args)`` written into ``self``: the result's
+dtype must be castable to ``self``'s (``torch.can_cast``) and its shape must be ``self``'s
+(TensorIterator's checks for in-place ops, aten/src/ATen/TensorIterator.cpp). So one rule,
+``registry.register_inplace`` (the functional symbol, then
+``functionalization.write_inplace``), gives every in-place variant whose functional form
+has a symbol; ``register_all`` applies it to each ``Tensor`` method ``<name>_`` (and the
+augmented operators ``__i<op>__``) not registered by hand, after every symbol module has
+registered its functional forms. An in-place variant without such a symbol runs on the
+torch fallback, which returns what it wrote.
+"""
+
+from __future__ import annotations
+
+from thunder_mlir.frontend.functionalization import assign, check_overlap
+from thunder_mlir.frontend.lang import expand_to
+from thunder_mlir.frontend.symbols.registry import SYMBOLS, T, _Inline, register_inplace
+from thunder_mlir.ir import prims
+from thunder_mlir.ir.proxy import TensorProxy
+
+# In-place methods whose meaning is not "the functional op, written into self": they
+# change self's shape (squeeze_, t_), draw differently (bernoulli_(p) fills with draws of
+# p, torch.bernoulli(x) draws with probabilities x), or check more than TensorIterator
+# does (float_power_ refuses a result dtype other than self's).
+_NOT_FUNCTIONAL_WRITES = {
+    "squeeze_", "unsqueeze_", "t_", "transpose_", "swapaxes_", "swapdims_", "as_strided_",
+    "resize_", "resize_as_", "set_", "detach_", "requires_grad_", "float_power_",
+    "bernoulli_", "normal_", "random_", "exponential_", "geometric_", "cauchy_",
+    "log_normal_",
+}
+# augmented assignment operators and the binary operator they update with
+_AUGMENTED = {"__iand__": "__and__", "__ior__": "__or__", "__ixor__": "__xor__",
+              "__ilshift__": "__lshift__", "__irshift__": "__rshift__",
+              "__imod__": "__mod__", "__ifloordiv__": "__floordiv__"}
+
+
+def register_all() -> list[str]:
+    """Register the in-place variant of every functional symbol that has none yet; returns
+    the method names registered (``tests/test_ops.py`` checks a sample against eager)."""
+    done = []
+    names = [n for n in dir(T) if n.endswith("_") and not n.endswith("__")]
+    pairs = [(n, n[:-1]) for n in names if n not in _NOT_FUNCTIONAL_WRITES] + \
+        list(_AUGMENTED.items())
+    for name, functional in pairs:
+        fn, base = getattr(T, name, None), getattr(T, functional, None)
+        if fn is None or fn in SYMBOLS or base not in SYMBOLS:
+            continue
+        register_inplace(SYMBOLS[base], fn)
+        done.append(name)
+    return done
+
+
+def copy_(self, src, non_blocking=False):
+    """``Tensor.copy_``: ``self`` takes ``src`` converted to its dtype (any cast, as
+    eager's copy) and broadcast to its shape. Raises eager's RuntimeError when ``src`` does
+    not broadcast to ``self``'s shape."""
+    if type(self) is not TensorProxy:
+        raise TypeError(f"copy_: expected a tensor, got {type(self).__name__}")
+    if type(src) is not TensorProxy:
+        raise TypeError(f"copy_(): argument 'src' must be Tensor, not {type(src).__name__}")
+    shape, got = tuple(self.tshape), tuple(src.tshape)
+    if len(got) > len(shape) or not all(a == b or a == 1 for a, b in zip(reversed(got),
+                                                                         reversed(shape))):
+        raise RuntimeError(f"output with shape {list(shape)} doesn't match the broadcast "
+                           f"shape {list(got)}" if len(got) <= len(shape) else
+                           f"The size of tensor a ({shape[-1] if shape else 1}) must match "
+                           f"the size of tensor b ({got[-1]}) at non-singleton dimension "
+                           f"{len(got) - 1}")
+    check_overlap(self, src)
+    assign(self, expand_to(prims.convert_element_type(src, self.tdtype), shape))
+    return self
+
+
+SYMBOLS[T.copy_] = _Inline("ltorch.copy_", copy_)
+INPLACE_VARIANTS = register_all()
