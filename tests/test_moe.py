@@ -309,6 +309,9 @@ def make_moe_model(name: str, experts: str) -> torch.nn.Module:
                              layer_types=["sliding_attention", "full_attention"])
         return T.GptOssForCausalLM(cfg)
     if name == "deepseek_v3":
+        # MLA expands keys to num_attention_heads itself: its KV heads must equal them (else
+        # transformers' sdpa path repeats them once more when it cannot use enable_gqa)
+        common["num_key_value_heads"] = 4
         cfg = T.DeepseekV3Config(**common, intermediate_size=64, moe_intermediate_size=32,
                                  n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
                                  n_group=2, topk_group=1, first_k_dense_replace=1,
