@@ -295,7 +295,7 @@ def test_custom_function_in_place_forward_is_refused():
         def backward(ctx, g):
             return g
 
-    check_raises(lambda w: AddOne.apply(w * 1), (leaf(3),), NotImplementedError, "in-place")
+    check_raises(lambda w: AddOne.apply(w * 1), (leaf(3),), NotImplementedError, "mark_dirty")
 
 
 # ------------------------------------------------------------ refused on purpose
@@ -312,13 +312,29 @@ def test_retain_grad_is_refused():
     check_raises(f, (leaf(3),), NotImplementedError, "retain_grad")
 
 
-def test_in_place_under_no_grad_of_a_tensor_that_requires_grad_is_refused():
-    def f(w):
+def test_in_place_under_no_grad_of_a_tensor_that_requires_grad_keeps_its_gradient_path():
+    """Eager writes the memory under no_grad() and leaves the autograd graph as it was: the
+    value is the written one, the gradient that of the tensor before the write (an EMA or
+    a momentum update in a forward), for a computed tensor, a view of it and a leaf input
+    (written back to the caller's tensor)."""
+    def computed(w):
         y = w * 2
         with torch.no_grad():
             y.mul_(3)
-        return y
-    check_raises(f, (leaf(3),), NotImplementedError, "in-place update under no_grad")
+        return y * w
+
+    def through_a_view(w):
+        y = w * 2
+        with torch.no_grad():
+            y[1:].add_(5)
+        return y * w
+
+    def leaf_input(w):
+        with torch.no_grad():
+            w.mul_(0.9).add_(0.1)
+        return w * w
+    for f in (computed, through_a_view, leaf_input):
+        check_idiom(f, one_leaf)
 
 
 # ------------------------------------------------------ thunder_mlir.grad's program

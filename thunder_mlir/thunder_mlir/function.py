@@ -592,9 +592,12 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         raise DynamicShapeFallback("gradients through symbolic sizes are not supported: "
                                    "a program that needs a backward is compiled for static "
                                    "shapes")
-    if needs_grad and any(tensors[i].requires_grad for i in trace.mutated_inputs):
-        names = [_paths_of_tensors(leaves, spec)[i] for i in sorted(trace.mutated_inputs)
-                 if tensors[i].requires_grad]
+    # (an input that requires grad written under no_grad() keeps its gradient path, as
+    # eager's: frontend/functionalization.py; one written otherwise is eager's leaf error)
+    refused = [i for i, p in trace.mutated_inputs.items()
+               if tensors[i].requires_grad and not getattr(p, "_no_grad_written", False)]
+    if needs_grad and refused:
+        names = [_paths_of_tensors(leaves, spec)[i] for i in sorted(refused)]
         raise NotImplementedError(
             f"in-place updates of inputs that require grad are not supported ({', '.join(names)}"
             "); use the out-of-place form (inputs that do not require grad, such as "

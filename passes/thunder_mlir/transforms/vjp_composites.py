@@ -911,3 +911,12 @@ def _grouped_mm(op, x, y, g):
     out = {"mat_a": grouped_dense(g[0], t(b), offs), "mat_b": grouped_dense(t(a), g[0], offs),
            "offs": None}
     return [out[n] for n in _names(op)]
+
+
+@composite_rule("ltorch.no_grad_write")
+def _no_grad_write(op, x, y, g):
+    """A write made under ``no_grad()`` into a tensor that requires grad
+    (frontend/functionalization.py): the value is the written one, and the gradient flows
+    to the tensor as it was before the write, as eager's autograd graph, which the write
+    does not enter, sends it."""
+    return [g[0] if n == "base" else None for n in _names(op)]

@@ -94,7 +94,7 @@ def _not_implemented_message(out: torch.Tensor, leaves: list[torch.Tensor]) -> s
 
 # errors torch's autograd raises where eager would (replayed on meta tensors)
 _AUTOGRAD_ERRORS = ("requires grad", "leaf Variable", "Inference tensors",
-                    "inference tensor")
+                    "inference tensor", "is being modified inplace")
 
 
 class _Replay:
@@ -106,6 +106,15 @@ class _Replay:
         self.outs, self.inputs_after, self.errors = outs, inputs_after, errors
         self.flows = flows  # per output: whether a gradient flows through it
         self.tensors, self.metas = tensors, metas  # the meta outputs and inputs
+
+
+def _grad_fn(t: torch.Tensor):
+    """``t.grad_fn``; None for a view made under no_grad() and written in place since,
+    whose grad_fn torch refuses to rebuild (eager's user never asks for it there)."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return None
 
 
 def _replay(func: Callable, args, kwargs, inputs: list[TensorProxy]) -> _Replay | None:
@@ -129,12 +138,13 @@ def _replay(func: Callable, args, kwargs, inputs: list[TensorProxy]) -> _Replay 
     except Exception:  # noqa: BLE001 - no meta kernel: the caller applies the plain rule
         return None
     outs = [o for o in optree.tree_leaves(out, none_is_leaf=True) if isinstance(o, torch.Tensor)]
+    fns = [_grad_fn(o) for o in outs]
     errors = [_not_implemented_message(o, leaves)
-              if o.requires_grad and type(o.grad_fn).__name__ == "NotImplemented" else None
-              for o in outs]
+              if o.requires_grad and type(f).__name__ == "NotImplemented" else None
+              for o, f in zip(outs, fns)]
     # a view made under no_grad() of a tensor that requires grad requires grad too, but has
     # no grad_fn: no gradient flows through it (a stop-gradient whose flag stays True)
-    flows = [o.grad_fn is not None or not o._is_view() for o in outs]
+    flows = [f is not None or not o._is_view() for o, f in zip(outs, fns)]
     return _Replay([o.requires_grad for o in outs],
                    {k: m.requires_grad for k, m in metas.items()}, errors, outs, metas, flows)
 
@@ -175,14 +185,40 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
 
 
 def _mutates_a_twin(func, args) -> bool:
-    """An in-place op on a tensor whose meta twin is in an autograd graph: replayed so the
-    twin's version counter moves as eager's does."""
-    if not args or type(args[0]) is not TensorProxy or \
-            getattr(args[0], "_mirror_of", None) is None:
+    """An in-place op on a tensor whose meta twin is in an autograd graph, or on a view of
+    such a tensor (the view's twin is made from the base's): replayed so the twins' version
+    counters move as eager's do."""
+    if not args or type(args[0]) is not TensorProxy:
         return False
     name = getattr(func, "__name__", "")
-    return (name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or \
-        (name.startswith("__i") and name.endswith("__"))
+    if not ((name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or
+            (name.startswith("__i") and name.endswith("__"))):
+        return False
+    return getattr(args[0], "_mirror_of", None) is not None or _twin_of_view(args[0])
+
+
+def _twin_of_view(p: TensorProxy) -> bool:
+    """Give the view ``p`` a twin: its chain of views replayed, on meta tensors under the
+    grad mode each step was made in, from the nearest base whose twin is current (a buffer
+    that a differentiated op saved: ``buf[1].add_(1)`` must bump its version). False when
+    no base has one."""
+    from thunder_mlir.frontend.aliasing import _VIEW_OF, replay_step
+
+    chain, q = [], p
+    while getattr(q, "_mirror_of", None) is None or not q._mirror_of == q.value:
+        made = getattr(q, _VIEW_OF, None)
+        if made is None:
+            return False
+        chain.append(made)
+        q = made[1][0]
+    m = q._mirror
+    for step in reversed(chain):
+        with torch.set_grad_enabled(step[5]):
+            m = replay_step(step, m)
+        if m is None:
+            return False
+    p._mirror, p._mirror_of = m, p.value
+    return True
 
 
 def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
@@ -201,15 +237,8 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
         if p.value == v or not is_inexact(p.tdtype):
             continue
         if not grad_on:
-            if p.requires_grad:
-                from thunder_mlir.frontend.locations import describe_frame, user_frame
-
-                raise NotImplementedError(
-                    f"{describe_frame(user_frame())}\n  an in-place update under no_grad() of "
-                    "a tensor that requires grad: eager keeps its gradient path while "
-                    "changing its value, which thunder_mlir cannot express. Update a "
-                    "detached copy, or compute the new value out of place.")
-            p.value = prims.stop_gradient(p).value
+            if not p.requires_grad:  # (one that does keeps its gradient path, as eager's:
+                p.value = prims.stop_gradient(p).value  # functionalization's no_grad_write)
         elif replay is not None:
             _set_requires_grad(p, replay.inputs_after.get(id(p), True))
         else:

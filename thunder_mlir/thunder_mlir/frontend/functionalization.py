@@ -46,6 +46,7 @@ import torch
 
 from thunder_mlir.errors import DynamicShapeFallback
 from thunder_mlir.frontend.aliasing import _VIEW_OF, eager_meta, refresh_views, replay_step
+from thunder_mlir.frontend.symbol import Symbol, emit_composite
 from thunder_mlir.ir import prims, symbolic
 from thunder_mlir.ir.proxy import TensorProxy
 
@@ -156,6 +157,11 @@ def assign(p: TensorProxy, value: TensorProxy) -> None:
         base = step[1][0]
         new = _into_base(base, step, new)
         root = base
+    if root.requires_grad and not torch.is_grad_enabled():
+        # eager writes the memory and leaves the autograd graph as it was: the gradient
+        # flows to the tensor before the write (a momentum update, an EMA under no_grad)
+        new = emit_composite(_NO_GRAD_WRITE, (root, new), {}, required=True)
+        root._no_grad_written = True  # (an input so written is written back: function.py)
     old, root.value = root.value, new.value
     twin_of = getattr(root, "_mirror_of", None)
     if twin_of is not None and twin_of == old:  # its eager twin was written through the
@@ -166,6 +172,9 @@ def assign(p: TensorProxy, value: TensorProxy) -> None:
     for i, q in enumerate(trace.inputs):
         if q is root:  # an input: written back to the caller's tensor after the run
             trace.mutated_inputs[i] = root
+
+
+_NO_GRAD_WRITE = Symbol("ltorch.no_grad_write", lambda base, value: value)
 
 
 def _chain(p: TensorProxy) -> list[tuple]:

@@ -13,6 +13,9 @@ torch fallback, which returns what it wrote.
 
 from __future__ import annotations
 
+import torch
+import torch.nn.functional as F
+
 from thunder_mlir.frontend.functionalization import assign, check_overlap
 from thunder_mlir.frontend.lang import expand_to
 from thunder_mlir.frontend.symbols.registry import SYMBOLS, T, _Inline, register_inplace
@@ -27,7 +30,8 @@ _NOT_FUNCTIONAL_WRITES = {
     "squeeze_", "unsqueeze_", "t_", "transpose_", "swapaxes_", "swapdims_", "as_strided_",
     "resize_", "resize_as_", "set_", "detach_", "requires_grad_", "float_power_",
     "bernoulli_", "normal_", "random_", "exponential_", "geometric_", "cauchy_",
-    "log_normal_",
+    "log_normal_", "dropout_", "alpha_dropout_", "feature_dropout_",
+    "feature_alpha_dropout_", "rrelu_",
 }
 # augmented assignment operators and the binary operator they update with
 _AUGMENTED = {"__iand__": "__and__", "__ior__": "__or__", "__ixor__": "__xor__",
@@ -39,15 +43,18 @@ def register_all() -> list[str]:
     """Register the in-place variant of every functional symbol that has none yet; returns
     the method names registered (``tests/test_ops.py`` checks a sample against eager)."""
     done = []
-    names = [n for n in dir(T) if n.endswith("_") and not n.endswith("__")]
-    pairs = [(n, n[:-1]) for n in names if n not in _NOT_FUNCTIONAL_WRITES] + \
-        list(_AUGMENTED.items())
-    for name, functional in pairs:
-        fn, base = getattr(T, name, None), getattr(T, functional, None)
-        if fn is None or fn in SYMBOLS or base not in SYMBOLS:
-            continue
-        register_inplace(SYMBOLS[base], fn)
-        done.append(name)
+    for owner in (T, torch, F):  # Tensor.relu_, torch.relu_, F.relu_
+        names = [n for n in dir(owner) if n.endswith("_") and not n.endswith("__")
+                 and not n.startswith("_")]
+        pairs = [(n, n[:-1]) for n in names if n not in _NOT_FUNCTIONAL_WRITES]
+        if owner is T:
+            pairs += list(_AUGMENTED.items())
+        for name, functional in pairs:
+            fn, base = getattr(owner, name, None), getattr(owner, functional, None)
+            if fn is None or not callable(fn) or fn in SYMBOLS or base not in SYMBOLS:
+                continue
+            register_inplace(SYMBOLS[base], fn)
+            done.append(name if owner is T else f"{owner.__name__}.{name}")
     return done
 
 

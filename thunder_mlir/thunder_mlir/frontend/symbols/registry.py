@@ -8,6 +8,7 @@ name per op whichever spelling the user wrote.
 from __future__ import annotations
 
 import functools
+import inspect
 import weakref
 from typing import Callable
 
@@ -33,8 +34,9 @@ def register(name: str, *torch_fns: Callable, composite: bool = True, view: bool
     ``view=True`` marks torch view ops (their outputs alias the first argument): an
     in-place update of a view is written into its base, and one of a base is read by its
     views (frontend/functionalization.py).
-    ``inplace_flag=True``: the op has an ``inplace`` argument (``F.dropout(x, inplace=True)``);
-    when it is true, the result is also written into the first argument (``write_inplace``).
+    An op with an ``inplace`` argument (``F.relu(x, inplace=True)``; ``inplace_flag=True``
+    says so for an impl that takes it through ``**kwargs``) also writes its result into its
+    first argument when that argument is true (``write_inplace``).
     ``opmath=True``: ATen computes the op in one CPU kernel whose arithmetic is in float32
     for float16/bfloat16 inputs (``at::opmath_type``), rounding once at the output; the
     decomposition then does the same (``with_opmath``).
@@ -45,8 +47,8 @@ def register(name: str, *torch_fns: Callable, composite: bool = True, view: bool
         cls = Symbol if composite else _Inline
         if view:
             cls = _ViewSymbol if composite else _InlineView
-        if inplace_flag:
-            cls = _InplaceFlagSymbol
+        if inplace_flag or "inplace" in inspect.signature(impl).parameters:
+            cls = _InplaceFlagSymbol  # (F.relu(x, inplace=True) writes x)
         sym = cls(f"ltorch.{name}", impl)
         BY_NAME[sym.name] = sym
         for fn in torch_fns:
