@@ -886,6 +886,33 @@ def _conv3d(op, x, y, g):
     return grads + [None] * (len(x) - len(grads))
 
 
+def _grouped_mm_applies(op) -> bool:
+    return _names(op)[:2] == ["mat_a", "mat_b"] and set(_names(op)[2:]) <= {"offs"} and \
+        _real_float_operand(op, 0) and _real_float_operand(op, 1)
+
+
+@composite_rule("ltorch.grouped_mm", applies=_grouped_mm_applies)
+def _grouped_mm(op, x, y, g):
+    """derivatives.yaml's ``_grouped_mm``: ``_grouped_mm_mat1_backward`` is
+    ``grouped_mm(grad, mat2^T, offs)`` and ``_grouped_mm_mat2_backward`` is
+    ``grouped_mm(mat1^T, grad, offs)`` (torch/csrc/autograd/FunctionsManual.cpp), each a
+    grouped product of another form (2d x 3d <-> 2d x 2d, 3d x 2d <-> 2d x 2d, 3d x 3d
+    bmm), computed as the forward is (``frontend/symbols/moe.py``, ``grouped_dense``).
+    Rows of mat_a owned by no group get 0 (eager: uninitialized memory)."""
+    from thunder_mlir.frontend.symbols.moe import grouped_dense
+
+    named = dict(zip(_names(op), x))
+    a, b, offs = named["mat_a"], named["mat_b"], named.get("offs")
+
+    def t(m):  # transpose of the last two dims
+        r = len(m.tshape)
+        return prims.transpose(m, list(range(r - 2)) + [r - 1, r - 2])
+
+    out = {"mat_a": grouped_dense(g[0], t(b), offs), "mat_b": grouped_dense(t(a), g[0], offs),
+           "offs": None}
+    return [out[n] for n in _names(op)]
+
+
 @composite_rule("ltorch.no_grad_write")
 def _no_grad_write(op, x, y, g):
     """A write made under ``no_grad()`` into a tensor that requires grad
