@@ -5,6 +5,16 @@ config object and a global flag changed between calls), each run eagerly and thr
 ``thunder_mlir.jit`` for two calls and compared by ``idiom_harness.check_idiom``: values,
 ``requires_grad``, aliasing, the buffer's in-place update, gradients of both inputs.
 
+Since issue 25 the programs also write (``fuzz_programs.write``): ``__setitem__`` with
+structurally generated indices, the in-place variants of PyTorch's ``op_db``
+(``fuzz_opdb.py``), into intermediates, views of them, views of the inputs and after ops
+only the torch fallback runs; and data-dependent statements whose values change between
+the two calls.
+
+``THUNDER_FUZZ_COLLECT=1`` runs every program instead of stopping at the first difference,
+prints each difference (program, "wrong value" or "error") and a count, then fails if there
+was any: the way to survey a change, or to time the full run when programs fail.
+
 ``THUNDER_FUZZ_EXAMPLES`` programs per run (default 2000), generated deterministically
 (``derandomize``), so CI sees what a developer saw. A difference found becomes a case of
 ``REGRESSIONS`` below.
@@ -18,11 +28,13 @@ import time
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
+import fuzz_opdb
 import fuzz_programs as fp
 from fuzz_programs import S
 from idiom_harness import Step, check_idiom
 
 EXAMPLES = int(os.environ.get("THUNDER_FUZZ_EXAMPLES", "2000"))
+COLLECT = os.environ.get("THUNDER_FUZZ_COLLECT") == "1"
 
 
 def check_program(stmts, outs) -> None:
@@ -59,18 +71,51 @@ def test_regression(stmts, outs):
     check_program(stmts, outs)
 
 
+def classify(e: BaseException) -> str:
+    """"error" where the jitted program raised and eager did not (or another error than
+    eager's); "wrong value" for a silent difference."""
+    text = str(e)
+    if isinstance(e, AssertionError) and ("jit raised" in text or "jit's raised" in text):
+        return "error"
+    return "wrong value" if isinstance(e, AssertionError) else "error"
+
+
 def test_random_programs_match_eager():
     count = [0]
+    found = []
+    times = [0.0, 0.0]  # seconds in programs that matched, that differed
+    t0 = time.perf_counter()
+    print(f"\nfuzzer: {fuzz_opdb.describe()} (table built in {time.perf_counter() - t0:.0f} s)")
 
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-              phases=[Phase.generate, Phase.shrink],
+              phases=[Phase.generate] if COLLECT else [Phase.generate, Phase.shrink],
               suppress_health_check=list(HealthCheck))
     @given(fp.programs())
     def prop(prog):
         count[0] += 1
-        check_program(*prog)
+        if not COLLECT:
+            check_program(*prog)
+            return
+        t = time.perf_counter()
+        try:
+            check_program(*prog)
+            times[0] += time.perf_counter() - t
+        except Exception as e:  # noqa: BLE001 - reported below
+            times[1] += time.perf_counter() - t
+            first = str(e).strip().splitlines()
+            found.append((count[0], classify(e), prog, " / ".join(first[:2])[:400]))
+            print(f"program {count[0]}: {classify(e)}: {prog!r}\n    {found[-1][3]}", flush=True)
 
     t0 = time.perf_counter()
     prop()
-    print(f"\nfuzzer: {count[0]} programs matched eager in {time.perf_counter() - t0:.0f} s")
+    elapsed = time.perf_counter() - t0
+    if found:
+        kinds = {k: sum(1 for f in found if f[1] == k) for k in ("wrong value", "error")}
+        print(f"\nfuzzer: {len(found)} of {count[0]} programs differ from eager ({kinds}) in "
+              f"{elapsed:.0f} s; first wrong value at program "
+              f"{next((f[0] for f in found if f[1] == 'wrong value'), None)}; "
+              f"{times[0] / max(1, count[0] - len(found)):.2f} s per matching program, "
+              f"{times[1] / len(found):.2f} s per differing one")
+    assert not found, f"{len(found)} programs differ from eager"
+    print(f"\nfuzzer: {count[0]} programs matched eager in {elapsed:.0f} s")
     assert count[0] >= EXAMPLES
