@@ -53,6 +53,8 @@ def adapt(t: torch.Tensor, shape) -> torch.Tensor:
     shape = tuple(shape)
     n = math.prod(shape)
     flat = t.reshape(-1)
+    if flat.numel() == 0:
+        return t.new_zeros(shape)
     if n > flat.numel():
         flat = flat.repeat(-(-n // flat.numel()))
     return flat[:n].reshape(shape)

@@ -381,7 +381,7 @@ def write(s, x, y, a, buf):
                 if math.prod(entry.native_shape) <= a.numel() else base
         if base.numel() == 0:
             base = dom(_adapt(x, entry.native_shape))
-        before = base.view(-1)[1:] if read == "view_made_before" else None
+        before = base.view(-1)[1:] if read == "view_made_before" and base.numel() > 1 else None
         if target == "after_fallback":
             _fallback_write(base.view(-1), y)
         fuzz_opdb.apply(entry, base, y)
