@@ -227,8 +227,9 @@ def table() -> dict[str, Entry]:
                     continue
                 args, kwargs, elementwise = _template(sample)
                 key = f"{name}#{i}"
-                if o.name in _UNORDERED_WRITES and not (kwargs.get("accumulate") or "reduce" in kwargs
-                                                         or (len(args) > 2 and args[2] is True)):
+                ordered = (kwargs.get("accumulate") or "reduce" in kwargs
+                           or (len(args) > 2 and args[2] is True))
+                if o.name in _UNORDERED_WRITES and not ordered:
                     EXCLUDED[key] = "result unspecified by eager for repeated indices"
                     continue
                 found = None

@@ -272,7 +272,8 @@ def index_spec(draw, shape):
             parts.append(("int", draw(st.integers(-size, size - 1))))
         elif form == "slice":
             bound = st.none() | st.integers(-size - 1, size + 1)
-            parts.append(("slice", draw(bound), draw(bound), draw(st.sampled_from((None, 1, 2, 3)))))
+            start, stop = draw(bound), draw(bound)
+            parts.append(("slice", start, stop, draw(st.sampled_from((None, 1, 2, 3)))))
         elif form == "int_tensor":
             tshape = draw(st.sampled_from(((length,), (1,), (length, 1), (1, length))))
             vals = draw(st.lists(st.integers(-size, size - 1), min_size=math.prod(tshape),

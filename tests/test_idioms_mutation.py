@@ -489,7 +489,7 @@ for _mode, _incl in (("sum", True), ("mean", False), ("amax", True), ("prod", Fa
     case(FUNC, lambda: (leaf(4, 5), leaf(3, 5)))(_scatter_reduce(_mode, _incl))
 
 
-# ================================================================== writes through views of intermediates
+# ========================================================= writes through views of intermediates
 @case(FUNC)
 def view_column_augmented(x):
     y = x * 2
@@ -560,8 +560,10 @@ def view_select_exp_(x):
     return y.sum(1)
 
 
-@case(FUNC, error=(RuntimeError, "This view is the output of a function that returns multiple views",
-                   "call"))
+MULTIPLE_VIEWS = "This view is the output of a function that returns multiple views"
+
+
+@case(FUNC, error=(RuntimeError, MULTIPLE_VIEWS, "call"))
 def view_unbind_write_with_grad(x):
     y = x * 2
     for i, r in enumerate(y.unbind(0)):
@@ -577,8 +579,7 @@ def view_unbind_write_without_grad(x):
     return y.sum(0)
 
 
-@case(FUNC, error=(RuntimeError, "This view is the output of a function that returns multiple views",
-                   "call"))
+@case(FUNC, error=(RuntimeError, MULTIPLE_VIEWS, "call"))
 def view_split_write_with_grad(x):
     y = x * 2
     y.split(2)[1].add_(1)
@@ -610,8 +611,8 @@ def view_expand_then_clone_is_a_copy(x):
     return y.sum(0), c
 
 
-@case(FUNC, error=(RuntimeError, "more than one element of the written-to tensor refers to a single "
-                   "memory location", "call"))
+@case(FUNC, error=(RuntimeError, "more than one element of the written-to tensor refers to a "
+                   "single memory location", "call"))
 def view_expanded_write_raises(x):
     y = x * 2
     y[:1].expand(3, 4).add_(1)
