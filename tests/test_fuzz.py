@@ -5,6 +5,16 @@ config object and a global flag changed between calls), each run eagerly and thr
 ``thunder_mlir.jit`` for two calls and compared by ``idiom_harness.check_idiom``: values,
 ``requires_grad``, aliasing, the buffer's in-place update, gradients of both inputs.
 
+Since issue 25 the programs also write (``fuzz_programs.write``): ``__setitem__`` with
+structurally generated indices, the in-place variants of PyTorch's ``op_db``
+(``fuzz_opdb.py``), into intermediates, views of them, views of the inputs and after ops
+only the torch fallback runs; and data-dependent statements whose values change between
+the two calls.
+
+``THUNDER_FUZZ_COLLECT=1`` runs every program instead of stopping at the first difference,
+prints each difference (program, "wrong value" or "error") and a count, then fails if there
+was any: the way to survey a change, or to time the full run when programs fail.
+
 ``THUNDER_FUZZ_EXAMPLES`` programs per run (default 2000), generated deterministically
 (``derandomize``), so CI sees what a developer saw. A difference found becomes a case of
 ``REGRESSIONS`` below.
@@ -18,11 +28,13 @@ import time
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
+import fuzz_opdb
 import fuzz_programs as fp
 from fuzz_programs import S
 from idiom_harness import Step, check_idiom
 
 EXAMPLES = int(os.environ.get("THUNDER_FUZZ_EXAMPLES", "2000"))
+COLLECT = os.environ.get("THUNDER_FUZZ_COLLECT") == "1"
 
 
 def check_program(stmts, outs) -> None:
@@ -51,6 +63,156 @@ REGRESSIONS: list = [
     # contiguous() of a non-contiguous view of the buffer is a copy: the buffer's later
     # in-place update must not reach it
     ([S("unary", "t_t", (8, 0)), S("unary", "abs", (0, 0)), S("buffer", "abs", (0, 0))], (3,)),
+    # Issue 25: the fuzzer's writes and data-dependent statements, first run (2,000 programs,
+    # THUNDER_FUZZ_COLLECT=1, before functionalization): the shortest program of each kind
+    # of difference (by error text, and for wrong values by the writes involved). They fail
+    # until the fix lands; op_db entries are named "<OpInfo name>#<sample index>".
+    # issue 25, fuzzer program 175: wrong value today: output leaf 1: Tensor-likes are not close! /
+    ([S('binary', 'add', (6, 8)), S('setitem', 'tanh', (4, 8), ('buffer', 'base', 'id', (('none',), ('none',), ('int', -2)), 'last_dim', '=', (1, 1, 4))), S('requires_grad_branch', 't_t', (11, 8)), S('no_grad', 'tanh', (6, 2))], (0, 4)),
+    # issue 25, fuzzer program 752: wrong value today: step 0: input tensor 0.grad: Tensor-likes are not close! /
+    ([S('requires_grad_branch', 'rowsum', (0, 5)), S('native_op', 'sin', (7, 0), ('buffer', 'view_made_before', 'addbmm#0')), S('datadep', 'neg', (9, 4), ('mask_assign',)), S('requires_grad_branch', 'neg', (1, 4)), S('binary', 'sub', (9, 2))], (7, 0, 5)),
+    # issue 25, fuzzer program 786: wrong value today: step 0: input tensor 0: eager has no .grad, jit has one
+    ([S('data', 'abs', (11, 5)), S('no_grad', 'tanh', (9, 10)), S('reverse', 'rowsum', (4, 5)), S('requires_grad_branch', 'square', (2, 6)), S('native_op', 't_t', (1, 5), ('intermediate', 'base', 'logical_and#1'))], (6, 7)),
+    # issue 25, fuzzer program 953: wrong value today: output leaf 1: requires_grad False != eager's True
+    ([S('no_grad', 't_t', (1, 9)), S('reverse', 't_t', (8, 1)), S('no_grad', 'neg', (2, 2)), S('native_op', 'center', (11, 3), ('intermediate', 'view_made_before', 'pow#1'))], (12, 6)),
+    # issue 25, fuzzer program 1017: wrong value today: step 0: input tensor 1.grad: Tensor-likes are not close! /
+    ([S('datadep', 'sin', (1, 11), ('mask_assign',))], (10, 3)),
+    # issue 25, fuzzer program 1098: wrong value today: output leaf 1: Tensor-likes are not close! /
+    ([S('setitem', 'exp', (0, 9), ('intermediate', 'base', 'step', (('data_mask',),), 'scalar', '=', ()))], (5, 3)),
+    # issue 25, fuzzer program 1277: wrong value today: step 0: input tensor 2 after the call: Tensor-likes are not close! /
+    ([S('enable_grad', 'flat', (3, 12)), S('requires_grad_branch', 'softmax', (11, 2)), S('setitem', 'sigmoid', (8, 10), ('buffer', 'view_made_before', 't', (('int', 0),), 'last_dim', '=', (3,))), S('unary', 'clone', (0, 9)), S('datadep', 'rowsum', (1, 11), ('mask_assign',)), S('config', 'sin', (11, 12))], (3, 5)),
+    # issue 25, fuzzer program 1497: wrong value today: step 0: input tensor 2 after the call: Tensor-likes are not close! /
+    ([S('binary', 'add', (10, 6)), S('config', 'flat', (9, 6)), S('setitem', 'floor', (7, 0), ('buffer', 'view_made_before', 'flat', (('ellipsis',), ('list', (0,))), 'scalar', '=', (1,))), S('detach', 'center', (11, 1)), S('no_grad', 'exp', (0, 5)), S('flag', 'softmax', (5, 2))], (6, 5)),
+    # issue 25, fuzzer program 1502: wrong value today: output leaf 1: Tensor-likes are not close! /
+    ([S('setitem', 'flat', (7, 10), ('intermediate', 'view_made_before', 'col_neg', (('data_mask',),), 'zero_d', '=', ())), S('native_op', 'relu', (8, 12), ('intermediate', 'base', 'logical_or#1'))], (5, 3)),
+    # issue 25, fuzzer program 1703: wrong value today: step 0: input tensor 2 after the call: Tensor-likes are not close! /
+    ([S('requires_grad_branch', 'floor', (8, 2)), S('requires_grad_branch', 'rowsum', (7, 9)), S('inplace_op', 'exp', (5, 6), ('buffer', 'view_made_before', 'step', 'nn.functional.celu#1')), S('inplace', 'tanh', (10, 1)), S('flag', 'floor', (2, 3)), S('no_grad', 'sin', (11, 4))], (12, 5)),
+    # issue 25, fuzzer program 1827: wrong value today: output leaf 0: Tensor-likes are not close! /
+    ([S('datadep', 'tanh', (10, 5), ('mask_assign',)), S('no_grad', 'flat', (11, 6)), S('no_grad', 'flat', (8, 5)), S('native_op', 't_t', (4, 0), ('intermediate', 'view_made_before', 'add#1'))], (6,)),
+    # issue 25, fuzzer program 1832: wrong value today: output leaf 0: Tensor-likes are not close! /
+    ([S('setitem', 'abs', (0, 12), ('after_fallback', 'base', 'col_neg', (('int', 0),), 'scalar', '=', ())), S('enable_grad', 'abs', (2, 1)), S('data', 'abs', (1, 1))], (3,)),
+    # issue 25, fuzzer program 9: error today: step 0: eager raised RuntimeError, jit raised DataDependentControlFlowError: return x.exp() if 
+    ([S('data', 'floor', (8, 5)), S('data', 'floor', (10, 1)), S('datadep', 't_t', (1, 7), ('any_branch',)), S('inplace_op', 'exp', (10, 8), ('leaf', 'base', 'flat', 'round#0'))], (12,)),
+    # issue 25, fuzzer program 31: error today: step 0: eager succeeded, jit raised RuntimeError: torch.masked_select: its outputs [((9,), torc
+    ([S('datadep', 'floor', (2, 11), ('masked_select',)), S('datadep', 'center', (4, 2), ('masked_select',)), S('binary', 'add', (4, 5))], (5, 9)),
+    # issue 25, fuzzer program 33: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('native_op', 'clone', (9, 7), ('after_fallback', 'base', 'index_reduce.prod#0')), S('buffer', 'relu', (9, 7))], (6, 3)),
+    # issue 25, fuzzer program 123: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('native_op', 'flat', (5, 7), ('buffer', 'view_made_before', 'index_reduce.mean#1')), S('custom', 'clone', (1, 8)), S('custom', 'clone', (2, 9)), S('data', 'flat', (4, 2))], (1, 3)),
+    # issue 25, fuzzer program 131: error today: step 0: eager succeeded, jit raised DataDependentControlFlowError: return x.exp() if (x > 1.5).
+    ([S('datadep', 'floor', (4, 1), ('any_branch',)), S('native_op', 'floor', (12, 9), ('buffer', 'base', 'addmm#0'))], (5, 3)),
+    # issue 25, fuzzer program 138: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('buffer', 'exp', (5, 7)), S('native_op', 'tanh', (10, 3), ('buffer', 'base', 'ge#1')), S('inplace', 'softmax', (11, 6)), S('native_op', 'relu', (2, 10), ('buffer', 'view_made_before', 'div.trunc_rounding#1'))], (4,)),
+    # issue 25, fuzzer program 140: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('buffer', 'exp', (5, 7)), S('native_op', 'tanh', (10, 3), ('buffer', 'view_made_before', 'div.trunc_rounding#1')), S('inplace', 'softmax', (11, 6)), S('native_op', 'relu', (2, 10), ('buffer', 'view_made_before', 'div.trunc_rounding#1'))], (4,)),
+    # issue 25, fuzzer program 193: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('reverse', 'abs', (3, 5)), S('inplace_op', 'sigmoid', (4, 5), ('intermediate', 'view_made_before', 'row', 'nn.functional.dropout3d#0')), S('reverse', 'relu', (1, 0))], (5, 5, 4)),
+    # issue 25, fuzzer program 196: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('detach', 'center', (10, 8)), S('inplace_op', 'flat', (6, 11), ('after_fallback', 'base', 'unsqueeze', 'cumprod#1'))], (3, 4)),
+    # issue 25, fuzzer program 202: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('native_op', 'floor', (10, 1), ('buffer', 'base', 'mul#1'))], (4, 3)),
+    # issue 25, fuzzer program 300: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'flat', (4, 1), ('intermediate', 'view_made_before', 'permute', 'nn.functional.feature_alpha_dropout.with_train#1')), S('inplace', 'flat', (8, 8))], (4, 3)),
+    # issue 25, fuzzer program 319: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'flat', (5, 6), ('intermediate', 'view_made_before', 'view_of_view', 'lerp#0')), S('data', 'sin', (7, 0))], (2, 3)),
+    # issue 25, fuzzer program 384: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'tanh', (8, 12), ('buffer', 'base', 'unfold', 'mvlgamma.mvlgamma_p_1#1'))], (5, 3)),
+    # issue 25, fuzzer program 524: error today: step 0: eager succeeded, jit raised DataDependentControlFlowError: return x * 2 if x.sum() > 0 
+    ([S('datadep', 'neg', (7, 5), ('branch',))], (5, 3)),
+    # issue 25, fuzzer program 556: error today: step 0: eager succeeded, jit raised UnsupportedError: return _adapt(y, mask.shape)[mask] # "mas
+    ([S('no_grad', 'softmax', (3, 12)), S('setitem', 'sin', (2, 1), ('intermediate', 'view_made_before', 'view_of_view', (('data_mask',),), 'masked_source', '+=', ())), S('inplace', 'center', (1, 8)), S('inplace', 'sin', (7, 12))], (11, 7)),
+    # issue 25, fuzzer program 587: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'center', (1, 11), ('intermediate', 'base', 'unfold', 'exp#0')), S('reverse', 'clone', (5, 7)), S('binary', 'maximum', (2, 1)), S('unary', 'square', (10, 10)), S('detach', 'square', (2, 4)), S('native_op', 'rowsum', (1, 0), ('leaf', 'base', 'addbmm#2'))], (12, 2)),
+    # issue 25, fuzzer program 601: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'neg', (6, 1), ('intermediate', 'view_made_before', 'permute', 'transpose#2'))], (6, 3)),
+    # issue 25, fuzzer program 606: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'exp', (7, 7), ('buffer', 'base', 'cols', 'digamma#0'))], (7,)),
+    # issue 25, fuzzer program 608: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'sigmoid', (4, 7), ('after_fallback', 'view_made_before', 'unfold', 'neg#0'))], (4, 3)),
+    # issue 25, fuzzer program 669: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'neg', (3, 6), ('intermediate', 'base', 'narrow', 'triu#1')), S('enable_grad', 'neg', (2, 2)), S('native_op', 'abs', (1, 6), ('intermediate', 'base', 'add#1')), S('detach', 'square', (6, 10))], (0, 3)),
+    # issue 25, fuzzer program 696: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('flag', 'neg', (3, 1)), S('inplace_op', 'rowsum', (10, 0), ('intermediate', 'base', 'flat', 'nextafter#0')), S('detach', 'tanh', (3, 1))], (3, 4)),
+    # issue 25, fuzzer program 761: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('buffer', 'clone', (2, 11)), S('inplace_op', 'sigmoid', (6, 11), ('intermediate', 'base', 'flat', 'ceil#0')), S('detach', 'clone', (0, 3))], (11, 11, 4)),
+    # issue 25, fuzzer program 811: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('native_op', 'rowsum', (8, 10), ('intermediate', 'view_made_before', 'clamp_max#1')), S('inplace', 'clone', (4, 3)), S('native_op', 'exp', (2, 2), ('buffer', 'view_made_before', 'clamp_max#1'))], (0, 5)),
+    # issue 25, fuzzer program 827: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'softmax', (12, 1), ('buffer', 'base', 'col_neg', 'logit#0'))], (4, 3)),
+    # issue 25, fuzzer program 851: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'tanh', (0, 1), ('intermediate', 'base', 'narrow', 'atan#0'))], (2, 3)),
+    # issue 25, fuzzer program 860: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('enable_grad', 'flat', (5, 12)), S('inplace_op', 'center', (7, 1), ('after_fallback', 'base', 'permute', 'xlogy#0')), S('no_grad', 'rowsum', (12, 7)), S('unary', 'relu', (11, 12)), S('custom', 'relu', (1, 7)), S('enable_grad', 'clone', (5, 5))], (8, 4)),
+    # issue 25, fuzzer program 944: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('buffer', 'center', (8, 9)), S('inplace_op', 'neg', (0, 9), ('intermediate', 'view_made_before', 'narrow', 'tril#1')), S('custom', 'clone', (7, 12)), S('no_grad', 'abs', (9, 11))], (7, 4)),
+    # issue 25, fuzzer program 1044: error today: step 0: eager succeeded, jit raised TorchOpIndexError: t[index] = v /  shape mismatch: indexing
+    ([S('unary', 'tanh', (10, 9)), S('config', 'tanh', (10, 2)), S('reverse', 'sigmoid', (8, 6)), S('setitem', 'square', (10, 3), ('intermediate', 'base', 'id', (('ellipsis',), ('none',), ('list', (2, -2, -2)), ('bool0', True), ('slice', None, None, None)), 'scalar', '=', (1, 3, 4))), S('binary', 'where', (4, 10)), S('data', 'rowsum', (11, 1))], (0, 6)),
+    # issue 25, fuzzer program 1050: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('native_op', 't_t', (12, 8), ('intermediate', 'view_made_before', 'ge#1')), S('inplace_op', 't_t', (8, 11), ('intermediate', 'view_made_before', 'cols', 'tanh#0')), S('flag', 'softmax', (0, 10)), S('flag', 'softmax', (10, 1)), S('native_op', 'sigmoid', (1, 12), ('buffer', 'base', 'ge#1')), S('flag', 't_t', (10, 10))], (5, 4)),
+    # issue 25, fuzzer program 1078: error today: step 0: eager succeeded, jit raised RuntimeError: torch.functional.unique: its outputs [((5,), 
+    ([S('datadep', 'square', (7, 1), ('unique',))], (4, 3)),
+    # issue 25, fuzzer program 1096: error today: step 0: eager succeeded, jit raised UnsupportedError: t[index] *= v /  in-place ltorch.mul_ on 
+    ([S('setitem', 'exp', (0, 9), ('intermediate', 'base', 'step', (('none',), ('int', 0)), 'scalar', '*=', (1, 4)))], (0, 0, 3)),
+    # issue 25, fuzzer program 1101: error today: step 0: eager succeeded, jit raised TorchOpIndexError: t[index] *= v /  shape mismatch: indexin
+    ([S('binary', 'sub', (8, 8)), S('setitem', 'square', (4, 9), ('intermediate', 'base', 'unsqueeze', (('ellipsis',), ('bool0', True), ('int_tensor', (1,), (-1,)), ('none',), ('slice', 4, -2, 3), ('int_tensor', (1, 2), (-4, 1))), 'double_full', '*=', (1, 2, 1, 0))), S('data', 'square', (6, 6)), S('requires_grad_branch', 'neg', (9, 7)), S('buffer', 'sigmoid', (7, 6))], (3, 4)),
+    # issue 25, fuzzer program 1103: error today: step 0: eager succeeded, jit raised TorchOpIndexError: t[index] *= v /  shape mismatch: indexin
+    ([S('binary', 'sub', (8, 8)), S('setitem', 'square', (4, 9), ('intermediate', 'base', 'unsqueeze', (('ellipsis',), ('bool0', True), ('int_tensor', (1, 2), (-1, 0)), ('slice', 4, -2, 3), ('int_tensor', (1, 2), (-4, 1))), 'double_full', '*=', (1, 2, 0))), S('data', 'square', (6, 6)), S('requires_grad_branch', 'neg', (9, 0)), S('buffer', 'sigmoid', (7, 6))], (3, 4)),
+    # issue 25, fuzzer program 1104: error today: step 0: eager succeeded, jit raised TorchOpIndexError: t[index] = v /  shape mismatch: indexing
+    ([S('binary', 'sub', (8, 8)), S('setitem', 'square', (4, 9), ('intermediate', 'base', 'unsqueeze', (('ellipsis',), ('bool0', True), ('int_tensor', (1, 2), (-1, 0)), ('slice', 4, -2, 3), ('int_tensor', (1, 2), (0, 3))), 'scalar', '=', (1, 2, 0))), S('data', 'exp', (12, 6)), S('inplace', 'sin', (6, 9)), S('unary', 'relu', (9, 7))], (0, 4)),
+    # issue 25, fuzzer program 1112: error today: step 0: eager succeeded, jit raised DataDependentControlFlowError: return x * max(y[0].tolist()
+    ([S('flag', 'sigmoid', (5, 2)), S('datadep', 'exp', (6, 8), ('tolist',))], (9, 12)),
+    # issue 25, fuzzer program 1146: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('enable_grad', 'tanh', (12, 12)), S('data', 'rowsum', (10, 12)), S('inplace_op', 't_t', (3, 6), ('after_fallback', 'view_made_before', 'unfold', 'le#0')), S('unary', 'square', (11, 12)), S('unary', 'exp', (11, 12)), S('custom', 'abs', (8, 10))], (6, 3, 5)),
+    # issue 25, fuzzer program 1183: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('detach', 'rowsum', (9, 3)), S('inplace_op', 't_t', (1, 4), ('intermediate', 'view_made_before', 'flat', 'round.decimals_3#0'))], (0, 4)),
+    # issue 25, fuzzer program 1186: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'rowsum', (9, 3), ('intermediate', 'base', 'flat', 'acos#0')), S('detach', 'clone', (0, 3))], (2, 3)),
+    # issue 25, fuzzer program 1221: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('detach', 'sigmoid', (8, 6)), S('native_op', 'abs', (10, 11), ('buffer', 'base', 'add#1')), S('binary', 'where', (11, 9)), S('no_grad', 'tanh', (12, 1)), S('setitem', 'tanh', (7, 1), ('intermediate', 'base', 'unfold', (('ellipsis',),), 'double_full', '+=', (3, 2, 2))), S('requires_grad_branch', 'abs', (7, 8))], (10, 8, 4)),
+    # issue 25, fuzzer program 1284: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'sigmoid', (5, 8), ('intermediate', 'base', 'view_of_view', 'squeeze.multiple#1'))], (9, 3)),
+    # issue 25, fuzzer program 1358: error today: step 0: eager succeeded, jit raised UnsupportedError: t[index] += v /  in-place ltorch.add_ on 
+    ([S('no_grad', 't_t', (0, 12)), S('detach', 'sin', (0, 2)), S('setitem', 't_t', (1, 10), ('after_fallback', 'view_made_before', 'unsqueeze', (('ellipsis',), ('int', 0)), 'int_full', '+=', (1, 3)))], (4, 5)),
+    # issue 25, fuzzer program 1362: error today: step 0: eager succeeded, jit raised UnsupportedError: t[index] += v /  indexing with a boolean 
+    ([S('no_grad', 't_t', (0, 12)), S('setitem', 't_t', (0, 2), ('intermediate', 'base', 'cols', (('data_mask',),), 'scalar', '+=', ())), S('flag', 'flat', (0, 1))], (0, 4)),
+    # issue 25, fuzzer program 1387: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'sigmoid', (2, 4), ('buffer', 'base', 'step', 'fmod#0')), S('requires_grad_branch', 'square', (1, 11))], (0, 3)),
+    # issue 25, fuzzer program 1439: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('binary', 'lerp', (6, 12)), S('inplace_op', 'softmax', (2, 6), ('after_fallback', 'base', 'row', 'polygamma.polygamma_n_3#0'))], (9, 9)),
+    # issue 25, fuzzer program 1450: error today: step 0: eager succeeded, jit raised UnsupportedError: t[index] *= v /  indexing with a boolean 
+    ([S('unary', 'rowsum', (6, 6)), S('unary', 'square', (8, 5)), S('setitem', 'exp', (12, 7), ('after_fallback', 'base', 'cols', (('none',), ('bool0', True), ('slice', None, None, 1)), 'scalar', '*=', (1, 1, 3, 2)))], (12, 5)),
+    # issue 25, fuzzer program 1470: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'softmax', (8, 2), ('intermediate', 'base', 'flat', 'addcmul#0')), S('no_grad', 'tanh', (1, 0)), S('no_grad', 'flat', (0, 0)), S('unary', 'sin', (0, 9)), S('reverse', 'sin', (0, 7))], (0, 3)),
+    # issue 25, fuzzer program 1490: error today: step 0: eager succeeded, jit raised DataDependentControlFlowError: return x * y.sum().item() / 
+    ([S('datadep', 'floor', (12, 9), ('item',))], (3,)),
+    # issue 25, fuzzer program 1565: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'flat', (1, 2), ('buffer', 'view_made_before', 'flat', 't#1')), S('detach', 'abs', (11, 7)), S('no_grad', 'relu', (2, 9)), S('detach', 'rowsum', (6, 9)), S('detach', 'square', (9, 0)), S('data', 'clone', (0, 2))], (2, 3)),
+    # issue 25, fuzzer program 1590: error today: step 0: eager succeeded, jit raised UnsupportedError: r, c = torch.where(x > y) /  torch.where(
+    ([S('datadep', 'softmax', (9, 8), ('where1',)), S('detach', 'sin', (6, 0))], (2, 3)),
+    # issue 25, fuzzer program 1600: error today: step 0: eager succeeded, jit raised UnsupportedError: v[m] = y[m] * 2 /  indexing with a boolea
+    ([S('datadep', 'center', (2, 1), ('mask_assign_source',))], (3,)),
+    # issue 25, fuzzer program 1641: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'abs', (1, 12), ('intermediate', 'base', 'step', 'erfc#0')), S('data', 't_t', (11, 12)), S('flag', 'abs', (9, 6)), S('flag', 'abs', (10, 2))], (2, 10)),
+    # issue 25, fuzzer program 1645: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'flat', (6, 3), ('intermediate', 'base', 'cols', 'cumsum#1')), S('detach', 'flat', (7, 5))], (12, 3)),
+    # issue 25, fuzzer program 1686: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('inplace_op', 'relu', (6, 8), ('after_fallback', 'view_made_before', 'view_of_view', 'lt#0'))], (4, 3)),
+    # issue 25, fuzzer program 1691: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('config', 'sin', (8, 7)), S('config', 't_t', (4, 9)), S('inplace_op', 'center', (7, 5), ('after_fallback', 'base', 'view_of_view', 'asin#0'))], (8, 10, 5)),
+    # issue 25, fuzzer program 1790: error today: step 0: eager succeeded, jit raised UnsupportedError: t[index] *= v /  thunder_mlir failed on t
+    ([S('binary', 'lerp', (4, 10)), S('reverse', 'center', (11, 11)), S('setitem', 'exp', (7, 11), ('intermediate', 'view_made_before', 'row', (('bool0', True), ('bool_tensor', (4,), (True, False, False, False))), 'scalar', '*=', (1,))), S('flag', 'square', (4, 7)), S('setitem', 'sigmoid', (0, 3), ('after_fallback', 'base', 'unsqueeze', (('ellipsis',),), 'int_scalar', '=', (1, 3, 4)))], (6, 7)),
+    # issue 25, fuzzer program 1815: error today: step 0: eager succeeded, jit raised UnsupportedError: return x + x[x > 0].sum() /  indexing wit
+    ([S('binary', 'lerp', (12, 5)), S('datadep', 'exp', (10, 2), ('mask_read',))], (9, 3)),
+    # issue 25, fuzzer program 1881: error today: step 0: eager succeeded, jit raised RuntimeError: torch.Tensor.nonzero: its outputs [((7, 2), t
+    ([S('datadep', 'rowsum', (9, 11), ('nonzero',)), S('reverse', 'relu', (6, 12))], (7, 3)),
+    # issue 25, fuzzer program 1931: error today: step 0: eager succeeded, jit raised UnsupportedError: t[index] *= v /  thunder_mlir failed on t
+    ([S('buffer', 'floor', (1, 6)), S('unary', 'neg', (11, 0)), S('flag', 'floor', (12, 5)), S('config', 'rowsum', (2, 0)), S('setitem', 'flat', (12, 11), ('intermediate', 'view_made_before', 'unsqueeze', (('ellipsis',), ('bool_tensor', (3,), (False, True, True)), ('bool0', True), ('bool0', True), ('int', 2)), 'int_full', '*=', (1, 2)))], (8, 7)),
+    # issue 25, fuzzer program 1936: error today: step 0: eager succeeded, jit raised TraceError: t[index] = v /  torch.Tensor.__setitem__ has no
+    ([S('buffer', 'floor', (1, 6)), S('unary', 'neg', (11, 0)), S('config', 'floor', (12, 5)), S('config', 'rowsum', (2, 0)), S('setitem', 'flat', (12, 11), ('intermediate', 'view_made_before', 'unsqueeze', (('bool0', False), ('int', 0), ('int', 0)), 'scalar', '=', (0, 4)))], (0, 7)),
+    # issue 25, fuzzer program 1938: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('native_op', 'floor', (1, 0), ('buffer', 'view_made_before', 'index_fill#1'))], (11, 5)),
+    # issue 25, fuzzer program 1965: error today: step 0: eager succeeded, jit raised UnsupportedError: return entry.fn(target, *args, **kwargs) 
+    ([S('reverse', 'abs', (12, 3)), S('enable_grad', 'sin', (8, 10)), S('inplace_op', 'abs', (8, 4), ('intermediate', 'base', 'unsqueeze', 'log#0'))], (12, 5)),
 ]
 
 
@@ -59,18 +221,51 @@ def test_regression(stmts, outs):
     check_program(stmts, outs)
 
 
+def classify(e: BaseException) -> str:
+    """"error" where the jitted program raised and eager did not (or another error than
+    eager's); "wrong value" for a silent difference."""
+    text = str(e)
+    if isinstance(e, AssertionError) and ("jit raised" in text or "jit's raised" in text):
+        return "error"
+    return "wrong value" if isinstance(e, AssertionError) else "error"
+
+
 def test_random_programs_match_eager():
     count = [0]
+    found = []
+    times = [0.0, 0.0]  # seconds in programs that matched, that differed
+    t0 = time.perf_counter()
+    print(f"\nfuzzer: {fuzz_opdb.describe()} (table built in {time.perf_counter() - t0:.0f} s)")
 
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-              phases=[Phase.generate, Phase.shrink],
+              phases=[Phase.generate] if COLLECT else [Phase.generate, Phase.shrink],
               suppress_health_check=list(HealthCheck))
     @given(fp.programs())
     def prop(prog):
         count[0] += 1
-        check_program(*prog)
+        if not COLLECT:
+            check_program(*prog)
+            return
+        t = time.perf_counter()
+        try:
+            check_program(*prog)
+            times[0] += time.perf_counter() - t
+        except Exception as e:  # noqa: BLE001 - reported below
+            times[1] += time.perf_counter() - t
+            first = str(e).strip().splitlines()
+            found.append((count[0], classify(e), prog, " / ".join(first[:2])[:400]))
+            print(f"program {count[0]}: {classify(e)}: {prog!r}\n    {found[-1][3]}", flush=True)
 
     t0 = time.perf_counter()
     prop()
-    print(f"\nfuzzer: {count[0]} programs matched eager in {time.perf_counter() - t0:.0f} s")
+    elapsed = time.perf_counter() - t0
+    if found:
+        kinds = {k: sum(1 for f in found if f[1] == k) for k in ("wrong value", "error")}
+        print(f"\nfuzzer: {len(found)} of {count[0]} programs differ from eager ({kinds}) in "
+              f"{elapsed:.0f} s; first wrong value at program "
+              f"{next((f[0] for f in found if f[1] == 'wrong value'), None)}; "
+              f"{times[0] / max(1, count[0] - len(found)):.2f} s per matching program, "
+              f"{times[1] / len(found):.2f} s per differing one")
+    assert not found, f"{len(found)} programs differ from eager"
+    print(f"\nfuzzer: {count[0]} programs matched eager in {elapsed:.0f} s")
     assert count[0] >= EXAMPLES
