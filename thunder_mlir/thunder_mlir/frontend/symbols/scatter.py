@@ -460,7 +460,8 @@ def index_assign(input, index, value):
 
 def _mask_assign(input, index, value):
     """``input[mask] = value`` (the mask possibly between full slices and one Ellipsis)
-    with a one-element value: where(mask, value, input)."""
+    with a one-element value: where(mask, value, input); with one value per true position
+    (``x[m] = y[m]``): masked_scatter."""
     rank = len(input.tshape)
     at = [k for k, ix in enumerate(index) if _is_mask(ix)]
     lead, trail = index[:at[0]], index[at[0] + 1:]
@@ -468,8 +469,6 @@ def _mask_assign(input, index, value):
     if len(at) != 1 or not all(full(ix) for ix in lead + trail) or \
             sum(ix is Ellipsis for ix in index) > 1:
         raise Fallback("index assignment with a boolean mask among other indices")
-    if type(value) is TensorProxy and math.prod(value.tshape) != 1:
-        raise Fallback("index assignment of several values through a boolean mask")
     mask = index[at[0]]
     k = len(mask.tshape)
     first = rank - k - len(trail) if Ellipsis in lead else len(lead)
@@ -480,6 +479,14 @@ def _mask_assign(input, index, value):
                          f"{first}")
     m = prims.broadcast_in_dim(prims.convert_element_type(mask, torch.bool), input.tshape,
                                list(range(first, first + k)))
+    if type(value) is TensorProxy and math.prod(value.tshape) != 1:
+        # one value per true position (times the dims after the mask), in row-major order:
+        # masked_scatter's order. The count is the mask's: a value of a size the mask's
+        # count cannot have is eager's error, which needs the data (refused instead)
+        rest = tuple(input.tshape[first + k:])
+        if first != 0 or tuple(value.tshape[1:]) != rest or len(value.tshape) != 1 + len(rest):
+            raise Fallback("index assignment of several values through a boolean mask")
+        return masked_scatter(input, m, prims.convert_element_type(value, input.tdtype))
     if type(value) is TensorProxy:
         v = expand_to(prims.reshape(prims.convert_element_type(value, input.tdtype), ()),
                       input.tshape)
