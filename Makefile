@@ -52,7 +52,7 @@ COMPAT_TESTS ?= tests/test_ops.py tests/test_grad.py tests/test_runtime.py tests
 	tests/test_fallback.py tests/test_cache.py tests/test_compile_cache.py tests/test_layers.py \
 	tests/test_idioms_aliasing.py tests/test_idioms_autograd.py tests/test_idioms_modules.py \
 	tests/test_idioms_autocast.py tests/test_idioms_guards.py tests/test_pytree.py \
-	tests/test_distributed.py tests/test_cuda.py
+	tests/test_distributed.py tests/test_cuda.py tests/test_compat.py
 COMPAT_JOBS ?= 2
 
 $(COMPAT_VENV)/bin/python:
@@ -69,3 +69,26 @@ $(COMPAT_VENV)/.installed: pyproject.toml constraints/compat.txt $(SOURCES) | $(
 compat: $(COMPAT_VENV)/.installed
 	HF_HUB_OFFLINE=1 $(COMPAT_VENV)/bin/python -m pytest -n $(COMPAT_JOBS) --dist loadfile \
 		$(COMPAT_TESTS)
+
+# --- make gpu-bundle: what tools/gpu_check.sh installs on the lent GPU machine -------------
+# The device's image (Python 3.12, torch 2.11.0+cu130, jax 0.11.2 with its CUDA plugin,
+# transformers 5.17) lacks torch-mlir, optree and filecheck and has no network; a device call
+# carries at most 64 MiB. build/gpu-bundle/ (ignored, like build/) holds: the project's wheel,
+# optree's cp312 and filecheck's wheels, and torch-mlir's cp312 wheel unpacked without its
+# `torch-mlir-opt` binary (unused by the project) as torch_mlir.tar.xz (xz -6). < 60 MiB.
+GPU_BUNDLE := build/gpu-bundle
+GPU_DL := build/gpu-download
+GPU_PLATFORM := --only-binary=:all: --python-version 3.12 --implementation cp \
+	--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
+
+gpu-bundle: $(BIN)/python
+	rm -rf $(GPU_BUNDLE) && mkdir -p $(GPU_BUNDLE)/wheels $(GPU_DL)
+	$(BIN)/pip wheel -q --no-deps -w $(GPU_BUNDLE)/wheels .
+	$(BIN)/pip download -q --no-deps $(GPU_PLATFORM) -d $(GPU_DL) torch-mlir==20261001 "optree>=0.13" "filecheck>=1.0"
+	cp $(GPU_DL)/optree-*.whl $(GPU_DL)/filecheck-*.whl $(GPU_BUNDLE)/wheels/
+	rm -rf $(GPU_DL)/unpacked && mkdir -p $(GPU_DL)/unpacked
+	cd $(GPU_DL)/unpacked && $(CURDIR)/$(BIN)/python -m zipfile -e ../torch_mlir-20261001-*.whl .
+	find $(GPU_DL)/unpacked -name 'torch-mlir-opt*' -type f -delete
+	tar -C $(GPU_DL)/unpacked -cf - . | xz -6 -T2 > $(GPU_BUNDLE)/torch_mlir.tar.xz
+	du -sh $(GPU_BUNDLE); ls -l $(GPU_BUNDLE) $(GPU_BUNDLE)/wheels
+	@test $$(du -sm $(GPU_BUNDLE) | cut -f1) -lt 60 || (echo "gpu-bundle is over 60 MiB" && false)
