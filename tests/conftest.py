@@ -7,12 +7,82 @@ returns on the same inputs (same pytree structure, dtypes, shapes and values, co
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.utils._pytree as pytree
 
 import thunder_mlir
 import thunder_mlir.runtime.compile_cache
+
+# --- `pytest --device cuda` (docs/gpu.md) ----------------------------------------------------
+# The device-relevant test files run with torch's default device set to CUDA (every tensor and
+# module a test makes without naming a device is a CUDA one; the eager oracle runs on CUDA
+# too); the other files are skipped with a reason. Without a GPU every test is collected and
+# skipped with the reason. The OpInfo sweeps run float32 and bfloat16 only there.
+CUDA_FILES = frozenset((
+    "test_ops.py", "test_grad.py", "test_opinfo.py", "test_opinfo_dtypes.py", "test_models.py",
+    "test_generate.py", "test_autocast.py", "test_idioms_aliasing.py", "test_idioms_autocast.py",
+    "test_idioms_autograd.py", "test_idioms_errors.py", "test_idioms_gradnum.py",
+    "test_idioms_guards.py", "test_idioms_modules.py", "test_dynamic_shapes.py",
+    "test_compile_cache.py", "test_distributed.py", "test_random.py", "test_runtime.py",
+    "test_cuda.py"))
+CUDA_OPINFO_DTYPES = ("float32", "bfloat16")
+#: The device the suite's tensors are made on: "cpu" unless ``--device cuda``.
+DEVICE = os.environ.get("THUNDER_TEST_DEVICE", "cpu")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--device", default="cpu", choices=("cpu", "cuda"),
+                     help="run the device-relevant tests with CUDA tensors (docs/gpu.md)")
+
+
+def pytest_configure(config):
+    global DEVICE
+    DEVICE = config.getoption("--device")
+    os.environ["THUNDER_TEST_DEVICE"] = DEVICE  # for test modules and their subprocesses
+    config.addinivalue_line("markers", "cuda: needs a CUDA device (tests/test_cuda.py)")
+
+
+def cuda_unavailable_reason() -> str | None:
+    """Why CUDA tests cannot run here, or None when they can."""
+    if not torch.cuda.is_available():
+        return (f"no CUDA device (torch {torch.__version__}: torch.cuda.is_available() is "
+                f"False)")
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    no_cuda = cuda_unavailable_reason()
+    for item in items:
+        name = item.path.name
+        if item.get_closest_marker("cuda") is not None and no_cuda:
+            item.add_marker(pytest.mark.skip(reason=f"CUDA test: {no_cuda}"))
+        if DEVICE != "cuda":
+            continue
+        if name not in CUDA_FILES:
+            item.add_marker(pytest.mark.skip(
+                reason=f"--device cuda: {name} is not device-relevant (it runs on the CPU)"))
+        elif no_cuda:
+            item.add_marker(pytest.mark.skip(reason=f"--device cuda: {no_cuda}"))
+        elif name == "test_opinfo_dtypes.py" and not any(
+                d in item.name for d in CUDA_OPINFO_DTYPES):
+            item.add_marker(pytest.mark.skip(
+                reason=f"--device cuda: OpInfo sweeps run {CUDA_OPINFO_DTYPES} only"))
+
+
+@pytest.fixture(autouse=True)
+def _test_device():
+    """Under ``--device cuda``, torch's default device is CUDA for the test."""
+    if DEVICE != "cuda":
+        yield
+        return
+    torch.set_default_device("cuda")
+    try:
+        yield
+    finally:
+        torch.set_default_device(None)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -35,7 +105,8 @@ def _compile_cache_dir(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _seed():
-    """Every test draws the same random inputs on every run."""
+    """Every test draws the same random inputs on every run (CUDA's generators included:
+    ``torch.manual_seed`` seeds them)."""
     torch.manual_seed(0)
     yield
 

@@ -68,6 +68,7 @@ OTHER_DTYPES = (torch.float64, torch.float16, torch.bfloat16, torch.int64, torch
 MAX_TRIES = 12  # samples drawn per op to find eager-valid ones (default subset)
 REPORT = "/tmp/thunder_opinfo_report_{}.txt"
 SEED = int(os.environ.get("THUNDER_OPINFO_SEED", "0"))
+DEVICE = os.environ.get("THUNDER_TEST_DEVICE", "cpu")  # conftest's --device (docs/gpu.md)
 _RANK = {"xla": 0, "fallback": 1, "error": 2, "mismatch": 3}
 
 # Tolerance overrides of the OpInfo that apply to "another implementation vs eager" tests.
@@ -697,7 +698,7 @@ def run_op(op, dtype, max_samples) -> OpResult:
     tol = _tolerance(op, dtype)
     torch.manual_seed(zlib.crc32(f"{_full_name(op)} {dtype} {SEED}".encode()))
     try:
-        samples = op.sample_inputs("cpu", dtype, requires_grad=False)
+        samples = op.sample_inputs(DEVICE, dtype, requires_grad=False)
         if max_samples is not None:
             samples = islice(samples, MAX_TRIES)
         samples = list(samples)

@@ -9,7 +9,8 @@
 from __future__ import annotations
 
 from thunder_mlir.errors import (  # noqa: F401
-    CallArgumentError, CompileError, DataDependentControlFlowError, LoweringError, PassError,
+    CallArgumentError, CompileError, DataDependentControlFlowError, DeviceMismatchError,
+    LoweringError, PassError,
     PerformanceWarning, RecompileWarning, SharpEdgeError, SharpEdgeWarning, ThunderError,
     TorchOpError, TraceError, UnsupportedError, UnsupportedInputError)
 from thunder_mlir.grad_api import grad, value_and_grad  # noqa: F401

@@ -91,6 +91,12 @@ class TorchOpNotImplementedError(TorchOpError, NotImplementedError):
 
 
 
+class DeviceMismatchError(RuntimeError, ThunderError):
+    """Tensors of one call on different devices (``cuda:0`` and ``cuda:1``, or a CUDA
+    tensor given to a program compiled for the CPU), or a device thunder_mlir cannot run
+    on: the message names both devices."""
+
+
 class UnsupportedDtypeError(TypeError, ThunderError):
     """A torch dtype with no MLIR element type in thunder_mlir (e.g. float8, quantized)."""
 

@@ -16,6 +16,7 @@ from torch.nn.parameter import is_lazy
 
 from thunder_mlir.error_reporting import error_boundary
 from thunder_mlir.errors import PerformanceWarning
+from thunder_mlir.frontend import torch_internals
 from thunder_mlir.frontend.tracing import _local as _tracing_state
 from thunder_mlir.function import ThunderFunction
 
@@ -34,7 +35,7 @@ def _storage_users(t: torch.Tensor) -> int | None:
     """How many tensors (and Python storage objects) hold ``t``'s storage, besides the
     temporary storage object this asks through; None where torch offers no count."""
     try:
-        return torch._C._storage_Use_Count(t.untyped_storage()._cdata) - 1
+        return torch_internals.storage_use_count(t) - 1
     except (AttributeError, RuntimeError):
         return None
 

@@ -140,7 +140,7 @@ def gather(arr, dtype: torch.dtype) -> torch.Tensor:
     out = torch.empty(tuple(arr.shape), dtype=dtype)
     for s in (arr.addressable_shards if isinstance(arr, jax.Array) else []):
         if s.replica_id == 0:
-            out[s.index] = dlpack.to_torch(s.data, True)
+            out[s.index] = dlpack.to_torch(s.data, dlpack.is_cpu_array(s.data))
     if not isinstance(arr, jax.Array):
         out.copy_(torch.from_numpy(np.array(arr)))
     return out
@@ -148,7 +148,8 @@ def gather(arr, dtype: torch.dtype) -> torch.Tensor:
 
 def local_value(arr) -> torch.Tensor:
     """A replicated jax Array's value, from this process's first shard (no communication)."""
-    return dlpack.to_torch(arr.addressable_shards[0].data, True).clone()
+    data = arr.addressable_shards[0].data
+    return dlpack.to_torch(data, dlpack.is_cpu_array(data)).clone()
 
 
 def device_bytes(arrays, device=None) -> int:

@@ -442,7 +442,9 @@ def compile_spmd(text: str, mesh: DeviceMesh):
     ``num_partitions = mesh.size``, ``use_spmd_partitioning``, partition ``p`` on
     ``mesh.devices[p]`` (toolchain.md §7). Raises CompileError when XLA rejects it."""
     import numpy as np
-    from jax._src.lib import xla_client as xc
+    from thunder_mlir.runtime.jax_internals import xla_client
+
+    xc = xla_client()
 
     from thunder_mlir.errors import CompileError
 

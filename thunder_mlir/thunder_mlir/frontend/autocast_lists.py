@@ -27,6 +27,8 @@ Policies (``CastPolicy`` in ``autocast_mode.h``):
 
 from __future__ import annotations
 
+from thunder_mlir.frontend import torch_internals
+
 LOWER, FP32, FP32_SET_OPT_DTYPE, FP32_APPEND_DTYPE, PROMOTE, BANNED = (
     "lower", "fp32", "fp32_set_opt_dtype", "fp32_append_dtype", "promote", "banned")
 # Policies of the symbol-level tables (autocast.py) beyond ATen's: run the call on the
@@ -114,6 +116,14 @@ _CUDA_PROMOTE = ("addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "vdo
 _CUDA_BANNED = ("binary_cross_entropy",)
 
 
+# torch < 2.13 also registers these Dimname overloads in AutocastCPU (found by make compat on
+# torch 2.11.0; docs/compat.md), with their base op's policy. Named tensors are never traced,
+# so the entries only keep this table equal to the installed dispatcher's.
+_OLD_TORCH = torch_internals.TORCH_VERSION[:2] < (2, 13)
+_CPU_FP32_OLD = ("prod.dim_Dimname",) if _OLD_TORCH else ()
+_CPU_PROMOTE_OLD = ("index_copy.dimname",) if _OLD_TORCH else ()
+
+
 def _table(**groups: tuple[str, ...]) -> dict[str, str]:
     out: dict[str, str] = {}
     for policy, names in groups.items():
@@ -125,7 +135,8 @@ def _table(**groups: tuple[str, ...]) -> dict[str, str]:
 
 # device type -> ATen op name (with overload) -> policy
 ATEN_POLICIES: dict[str, dict[str, str]] = {
-    "cpu": _table(lower=_CPU_LOWER, fp32=_CPU_FP32, promote=_CPU_PROMOTE),
+    "cpu": _table(lower=_CPU_LOWER, fp32=_CPU_FP32 + _CPU_FP32_OLD,
+                  promote=_CPU_PROMOTE + _CPU_PROMOTE_OLD),
     "cuda": _table(lower=_CUDA_LOWER, fp32=_CUDA_FP32,
                    fp32_set_opt_dtype=_CUDA_FP32_SET_OPT_DTYPE,
                    fp32_append_dtype=_CUDA_FP32_APPEND_DTYPE, promote=_CUDA_PROMOTE,

@@ -7,9 +7,9 @@ escape hatch it offers torch.fx, torch.jit and dynamo. While thunder_mlir traces
 function answers True, so the mask is always built from tensor ops: one program correct
 for every mask value, instead of a data-dependent branch.
 
-PyTorch's higher-order operators run eagerly through ``torch.compile``
-(``torch._higher_order_ops.utils._hop_compile_and_call``); while thunder_mlir traces, that
-function calls the operator directly instead, so ``torch.cond``/``while_loop`` reach the
+PyTorch's higher-order operators run eagerly through ``torch.compile`` (an entry point that
+differs between torch releases: ``torch_internals.hop_eager_hooks``); while thunder_mlir
+traces, that entry calls the operator directly instead, so ``torch.cond``/``while_loop`` reach the
 tracer's symbols however the user imported them. Likewise the context generator of
 non-reentrant ``torch.utils.checkpoint.checkpoint`` and the ``CheckpointFunction`` of the
 reentrant one open a checkpoint scope (``higher_order.checkpoint_scope``). torch looks all
@@ -39,6 +39,7 @@ import sys
 
 import torch
 
+from thunder_mlir.frontend import torch_internals
 from thunder_mlir.frontend.tracing import _local
 from thunder_mlir.ir.symbolic import has_symint
 
@@ -54,13 +55,8 @@ def _wrap(original):
     return is_tracing
 
 
-def _hop_call(original):
-    def _hop_compile_and_call(fn, args, kwargs=None):
-        if getattr(_local, "trace", None) is not None:
-            return fn(*args, **(kwargs or {}))
-        return original(fn, args, kwargs)
-    _hop_compile_and_call.__wrapped__ = original
-    return _hop_compile_and_call
+def _is_tracing() -> bool:
+    return getattr(_local, "trace", None) is not None
 
 
 def _checkpoint_generator(original):
@@ -159,7 +155,7 @@ def _symbolic_sizes(original):
 _SIZE_FACTORIES = ("arange", "ones", "zeros", "full", "empty", "rand", "randn", "randint")
 
 _TORCH_HOOKS = tuple(("torch", name, _symbolic_sizes) for name in _SIZE_FACTORIES) + (
-                ("torch._higher_order_ops.utils", "_hop_compile_and_call", _hop_call),
+                *torch_internals.hop_eager_hooks(_is_tracing),
                 ("torch", "clear_autocast_cache", _clear_autocast_cache),
                 ("torch.utils.checkpoint", "_checkpoint_without_reentrant_generator",
                  _checkpoint_generator),

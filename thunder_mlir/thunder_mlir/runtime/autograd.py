@@ -34,6 +34,7 @@ import torch
 
 from torch_mlir import ir
 
+from thunder_mlir.frontend import torch_internals
 from thunder_mlir.runtime import dlpack
 from thunder_mlir.runtime.plan import DONOR_ATTR, Plan, XlaStep
 
@@ -53,7 +54,7 @@ HIGHER_ORDER_ERROR = (
 def _refuse_higher_order(grads: tuple) -> tuple:
     """Under create_graph (grad mode on in backward), alias the gradients behind a node
     that raises HIGHER_ORDER_ERROR when differentiated."""
-    err_fn = torch._C._functions.DelayedError(HIGHER_ORDER_ERROR, len(grads))
+    err_fn = torch_internals.delayed_error(HIGHER_ORDER_ERROR, len(grads))
 
     def fake(v):
         if v is None:
@@ -105,11 +106,14 @@ def mark_donated_residuals(module: ir.Module, forward_plan, n_outputs: int,
     argument's buffer holds temporaries once the argument is dead; an argument that no
     result matches is not reused, and where a result is written before the argument's last
     read XLA copies the argument first (measured: GPT-2 4x512's backward aliases 22 MB of
-    its 54 MB of results and its temporaries grow by 14 MB). CPU only: there PJRT copies a
-    donated buffer that torch still references (a residual imported back from a
-    saved_tensors_hooks unpack) instead of failing, as PJRT's GPU client does."""
+    its 54 MB of results and its temporaries grow by 14 MB). On a GPU too: a donated
+    residual reaches the backward as the forward's own XLA buffer (never exported to torch,
+    ``ThunderAutogradFunction.forward``'s ``hold``); where it comes back from torch instead
+    (a saved_tensors_hooks unpack, the plan's ``run``), PJRT's GPU client would refuse to
+    donate memory torch backs (the CPU client copies it), so ``ArgumentImports`` hands the
+    executable a copy of jax's own at donated positions on a GPU."""
     layout = _single_xla_step(forward_plan)
-    if layout is None or not forward_plan._on_cpu:
+    if layout is None:
         return
     _, outputs = layout
     uses: dict = {}
@@ -178,7 +182,7 @@ def _copy(array, device):
 def _keep_graph() -> bool:
     """Whether the running backward keeps the graph (``retain_graph=True``)."""
     try:
-        return bool(torch._C._autograd._get_current_graph_task_keep_graph())
+        return torch_internals.keep_graph()
     except (AttributeError, RuntimeError):  # another torch: assume it does (copies)
         return True
 
@@ -208,7 +212,7 @@ def _hooks_active() -> bool:
     hook may move the saved tensors away, e.g. ``save_on_cpu``: then no XLA buffer of a
     residual is kept beside them)."""
     try:
-        return torch._C._autograd._top_saved_tensors_default_hooks(False) is not None
+        return torch_internals.saved_tensors_hooks_active()
     except (AttributeError, TypeError):  # another torch: assume hooks
         return True
 

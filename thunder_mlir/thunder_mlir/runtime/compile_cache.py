@@ -3,8 +3,8 @@ reuses what an earlier one compiled (warm start).
 
 An entry is keyed by the SHA-256 of everything that decides the machine code: the
 StableHLO text, the serialized ``CompileOptions``, the jaxlib version, the platform and
-its version, the device kind, ``XLA_FLAGS`` and (on CPU) the host's instruction-set
-flags. Executables are written with jaxlib's ``Client.serialize_executable`` and read with
+its version, the device kind, ``XLA_FLAGS``, on CPU the host's instruction-set flags and
+on a GPU its compute capability and the NVIDIA driver version. Executables are written with jaxlib's ``Client.serialize_executable`` and read with
 ``Client.deserialize_executable`` (the calls ``jax._src.compiler`` uses for jax's own
 persistent cache).
 
@@ -88,18 +88,49 @@ def _host_isa() -> str:
     return _host_flags
 
 
+_gpu_driver: str | None = None
+
+
+def _nvidia_driver() -> str:
+    """The NVIDIA kernel driver's version line (``/proc/driver/nvidia/version``, e.g.
+    ``NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05 ...``); '' where absent."""
+    global _gpu_driver
+    if _gpu_driver is None:
+        try:
+            with open("/proc/driver/nvidia/version") as f:
+                _gpu_driver = f.readline().strip()
+        except OSError:
+            _gpu_driver = ""
+    return _gpu_driver
+
+
+def device_description(device) -> bytes:
+    """What of jax ``device`` decides its machine code besides the program: the device kind
+    (``NVIDIA H100 80GB HBM3``, ``cpu``), on a GPU its compute capability and the NVIDIA
+    driver (the PTX JIT and cuBLAS/cuDNN autotuning depend on it), on the CPU the host's
+    instruction-set flags."""
+    platform = device.client.platform
+    parts = [device.device_kind]
+    if platform == "cpu":
+        parts.append(_host_isa())
+    else:
+        parts.append(str(getattr(device, "compute_capability", "")))
+        parts.append(_nvidia_driver() if platform in ("gpu", "cuda") else "")
+    return "\n".join(parts).encode()
+
+
 def entry_key(text: str, options: bytes, device) -> bytes:
     """The 32-byte key of an executable: SHA-256 over the StableHLO ``text``, the serialized
     compile ``options``, the jaxlib version, the client's platform and platform version,
-    the device kind, ``XLA_FLAGS`` and (CPU) the host's ISA flags."""
+    ``device_description`` (device kind; GPU compute capability and driver; CPU ISA flags)
+    and ``XLA_FLAGS``."""
     import jaxlib
 
     client = device.client
     h = hashlib.sha256()
     for part in (FORMAT, jaxlib.__version__.encode(), client.platform.encode(),
-                 client.platform_version.encode(), device.device_kind.encode(),
+                 client.platform_version.encode(), device_description(device),
                  os.environ.get("XLA_FLAGS", "").encode(),
-                 _host_isa().encode() if client.platform == "cpu" else b"",
                  options, text.encode()):
         h.update(struct.pack("<Q", len(part)))
         h.update(part)

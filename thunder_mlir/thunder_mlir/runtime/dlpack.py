@@ -7,9 +7,16 @@ Traps handled here (toolchain.md §5–6), each with a test in tests/test_runtim
 * strided views with gaps or stride 0 raise in the importer: ``contiguous`` copies them;
 * ``jax.dlpack.from_dlpack`` turns int64/float64 into 32-bit without x64: the direct
   importer (no dtype canonicalization) is used, with the public call as a fallback.
-On CUDA the torch stream is synchronized before XLA reads a tensor and torch consumes XLA
-outputs through ``torch.from_dlpack`` (which passes its stream to the producer). The CUDA
-path is written for correctness but untested here (no GPU in CI).
+On CUDA (written for an H100/H200, run only where a device is lent: docs/gpu.md):
+* no host synchronization per input: a tensor is exported with the DLPack stream protocol,
+  ``t.__dlpack__(stream=s)`` where ``s`` is the stream XLA's client waits on for external
+  data (``jax_internals.consumer_stream``); torch records an event on its current stream
+  and makes ``s`` wait for it, a device-side dependency only;
+* outputs go to torch through ``torch.from_dlpack``, which hands torch's current stream to
+  jax's ``__dlpack__``, so torch's later kernels wait for XLA's results the same way;
+* the tensor must be on the GPU of the program's jax device: ``to_xla`` raises
+  ``DeviceMismatchError`` naming both otherwise (XLA would copy it silently, or read the
+  wrong memory).
 """
 
 from __future__ import annotations
@@ -21,12 +28,9 @@ from typing import Sequence
 import torch
 import torch.utils.dlpack as tdl
 
-try:  # private, faster entry point (jaxlib >= 0.8 extension 467); public call as fallback
-    from jax._src.lib import _jax, jaxlib_extension_version
-
-    _DIRECT = jaxlib_extension_version >= 467 and hasattr(_jax, "dlpack_managed_tensor_to_buffer")
-except ImportError:  # pragma: no cover
-    _DIRECT = False
+from thunder_mlir.errors import DeviceMismatchError
+from thunder_mlir.runtime import jax_internals
+from thunder_mlir.runtime.jax_internals import DIRECT_DLPACK as _DIRECT
 
 _DL_DEVICE_TYPE = {"cpu": 1, "cuda": 2}
 STAGING_BYTES = 1 << 16  # the largest argument ArgumentImports copies into a staging tensor
@@ -42,28 +46,98 @@ def prepare(t: torch.Tensor) -> torch.Tensor:
 
 
 def to_xla(t: torch.Tensor, device):
-    """Import a torch tensor as an XLA buffer on jax ``device`` (zero-copy when aligned)."""
+    """Import a torch tensor as an XLA buffer on jax ``device`` (zero-copy when aligned).
+
+    CPU tensors go to a CPU device; a CUDA tensor must be on the GPU of ``device`` (else
+    ``DeviceMismatchError``) and is ordered after torch's pending work on its current
+    stream without a host synchronization (module docstring)."""
     if t.requires_grad or not t.is_contiguous() or t.is_conj() or t.is_neg():
         t = prepare(t)
     if t.is_cpu:  # (t.device builds a torch.device: ~0.3 us of a ~5 us import)
-        dl_device_type = 1
-    else:
-        dl_device_type = _DL_DEVICE_TYPE[t.device.type]
-        if t.is_cuda:
-            torch.cuda.current_stream(t.device).synchronize()
-    if _DIRECT:
-        return _jax.dlpack_managed_tensor_to_buffer(
-            tdl.to_dlpack(t), device, None, None, dl_device_type)
-    import jax.dlpack
+        if device.platform != "cpu":  # host data for a GPU (a mesh's shards): a jax copy
+            return _host_to_device(t, device)
+        if _DIRECT:
+            return jax_internals.import_dlpack(tdl.to_dlpack(t), device, None, 1)
+        import jax.dlpack
 
-    return jax.dlpack.from_dlpack(t, device=device)
+        return jax.dlpack.from_dlpack(t, device=device)
+    if t.is_cuda:
+        return _cuda_to_xla(t, device)
+    raise DeviceMismatchError(f"thunder_mlir runs on cpu and cuda tensors, not on {t.device}")
+
+
+def _host_to_device(t: torch.Tensor, device):
+    """A CPU tensor copied to jax ``device`` (another platform): imported on jax's CPU
+    device, then ``device_put`` (the buffer is jax's own, so it may be donated)."""
+    import jax
+    from jax.extend import backend
+
+    host = backend.get_backend("cpu").devices()[0]
+    return jax.device_put(to_xla(t, host), device, may_alias=False)
+
+
+def is_cpu_array(arr) -> bool:
+    """Whether single-device jax array ``arr`` lives on a CPU device."""
+    return next(iter(arr.devices())).platform == "cpu"
+
+
+_CONSUMER_STREAMS: dict = {}  # jax device -> XLA's stream for external data (or None)
+
+
+def consumer_stream(device) -> int | None:
+    """XLA's stream that waits for external producers on jax ``device`` (cached)."""
+    s = _CONSUMER_STREAMS.get(device, -1)
+    if s == -1:
+        s = _CONSUMER_STREAMS[device] = jax_internals.consumer_stream(device)
+    return s
+
+
+def check_same_gpu(t: torch.Tensor, device) -> None:
+    """Raise ``DeviceMismatchError`` unless CUDA tensor ``t`` lives on the GPU of jax
+    ``device`` (its platform is a GPU and its local hardware id is ``t``'s index)."""
+    platform = getattr(device, "platform", None)
+    hw = getattr(device, "local_hardware_id", getattr(device, "id", None))
+    if platform not in ("gpu", "cuda") or hw != t.get_device():
+        raise DeviceMismatchError(
+            f"a tensor on {t.device} was passed to a program compiled for {device} "
+            f"(jax device, {platform}); move it with .to(...) or call the function with all "
+            f"tensors on one device")
+
+
+def _cuda_to_xla(t: torch.Tensor, device):
+    check_same_gpu(t, device)
+    if not _DIRECT:  # jax's public importer follows the same stream protocol
+        import jax.dlpack
+
+        return jax.dlpack.from_dlpack(t, device=device)
+    stream = consumer_stream(device)
+    index = t.get_device()
+    # torch exports only tensors of the current CUDA device (its __dlpack__ checks)
+    with torch.cuda.device(index) if torch.cuda.current_device() != index else _NULL:
+        if stream is None or stream in (0, 2):  # no usable consumer stream: host sync
+            torch.cuda.current_stream(t.device).synchronize()
+            capsule, stream = tdl.to_dlpack(t), None
+        else:
+            capsule = t.__dlpack__(stream=stream)  # event on torch's stream, waited on by XLA's
+    return jax_internals.import_dlpack(capsule, device, stream, _DL_DEVICE_TYPE["cuda"])
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NULL = _Null()
 
 
 def to_torch(arr, on_cpu: bool) -> torch.Tensor:
     """Export an XLA buffer as a torch tensor sharing its memory."""
     if on_cpu:
         if _DIRECT:  # skips jax.Array.__dlpack__'s Python layers (~5 us)
-            return tdl.from_dlpack(_jax.buffer_to_dlpack_managed_tensor(arr))
+            return tdl.from_dlpack(jax_internals.export_dlpack(arr))
         return tdl.from_dlpack(arr.__dlpack__())
     return torch.from_dlpack(arr)  # hands torch's stream to the producer for ordering
 
@@ -71,7 +145,7 @@ def to_torch(arr, on_cpu: bool) -> torch.Tensor:
 def to_torch_many(arrs, on_cpu: bool) -> list[torch.Tensor]:
     """``to_torch`` of each XLA buffer of ``arrs``, in one loop (a call's outputs)."""
     if on_cpu and _DIRECT:
-        export, from_dlpack = _jax.buffer_to_dlpack_managed_tensor, torch._C._from_dlpack
+        export, from_dlpack = jax_internals.export_dlpack, torch._C._from_dlpack
         return [from_dlpack(export(a)) for a in arrs]
     return [to_torch(a, on_cpu) for a in arrs]
 
@@ -169,6 +243,13 @@ class ArgumentImports:
 
     def _miss(self, k: int, t: torch.Tensor):
         buf = to_xla(t, self.device)
+        if self._version and k in self._uncached:
+            # a donated argument on a GPU: PJRT's GPU client refuses to donate a buffer
+            # that torch's memory backs (an external reference), where the CPU client
+            # copies it; donate a copy of jax's own instead
+            import jax
+
+            return jax.device_put(buf, self.device, may_alias=False)
         ptr = t.data_ptr()
         if k in self._uncached or buf.unsafe_buffer_pointer() != ptr:  # a copy: no entry
             self._entries[k] = None

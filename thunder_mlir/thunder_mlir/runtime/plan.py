@@ -17,7 +17,7 @@ from torch_mlir import ir
 
 from thunder_mlir.frontend.torch_fallback import implementation_of
 from thunder_mlir.ir.dialect import SEED_ATTR
-from thunder_mlir.runtime import dlpack, xla
+from thunder_mlir.runtime import dlpack, jax_internals, xla
 from thunder_mlir.runtime.refine import ShapeSpecializedExecutable, has_symbolic_sizes
 from thunder_mlir.runtime.xla import compile_stablehlo, jax_device
 
@@ -197,13 +197,7 @@ def result_handlers(arrays, device) -> list | None:
     ``device``, as ``jax._src.array._array_global_result_handler`` builds them; None
     where this jaxlib lacks the private API (the caller then keeps disassembling)."""
     try:
-        from jax._src import core
-        from jax._src.lib import xla_client as xc
-        from jax.sharding import SingleDeviceSharding
-
-        sharding = SingleDeviceSharding(device)
-        return [xc.array_result_handler(core.ShapedArray(a.shape, a.dtype), sharding,
-                                        committed=True, _skip_checks=True) for a in arrays]
+        return [jax_internals.result_handler(a.shape, a.dtype, device) for a in arrays]
     except Exception:  # noqa: BLE001 - an optimization only
         return None
 

@@ -17,6 +17,7 @@ import time
 import torch
 
 from thunder_mlir.errors import CompileError
+from thunder_mlir.runtime import jax_internals
 from thunder_mlir.runtime.xla import compile_stablehlo
 
 
@@ -86,7 +87,6 @@ def refine(text: str, shapes: list[tuple[int, ...]]) -> str:
     """The StableHLO module ``text`` with ``@main``'s arguments of the given static shapes
     and every shape refined from them (no ``?`` left). Raises CompileError when the
     shapes contradict the program (a shape assertion fails)."""
-    from jax._src.lib import _jax
     from torch_mlir import ir
 
     from thunder_mlir.ir.context import get_context
@@ -107,9 +107,7 @@ def refine(text: str, shapes: list[tuple[int, ...]]) -> str:
             ir.FunctionType.get(types, ftype.results))
         static = str(module)
     try:
-        out = _jax.mlir.refine_polymorphic_shapes(
-            static.encode(), enable_shape_assertions=True, validate_static_shapes=True,
-            enable_shardy=False)
+        out = jax_internals.refine_polymorphic_shapes(static.encode())
     except Exception as e:  # noqa: BLE001 - jaxlib raises a plain ValueError/RuntimeError
         raise CompileError(f"refining the shapes of a region with symbolic sizes to "
                            f"{shapes} failed: {e}\n--- module ---\n{text}") from None

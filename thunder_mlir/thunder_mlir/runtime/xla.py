@@ -14,8 +14,8 @@ import threading
 
 import torch
 
-from thunder_mlir.errors import CompileError
-from thunder_mlir.runtime import compile_cache
+from thunder_mlir.errors import CompileError, DeviceMismatchError
+from thunder_mlir.runtime import compile_cache, jax_internals
 
 _LOCK = threading.Lock()
 _EXECUTABLES: dict[tuple[str, str], object] = {}
@@ -59,6 +59,26 @@ def _create_with_affinity(n: int, create):
                 pass
 
 
+#: What thunder_mlir sets for XLA's GPU client when the user has set none of
+#: ``XLA_PYTHON_CLIENT_*`` / ``XLA_CLIENT_MEM_FRACTION`` (read by jaxlib's
+#: ``xla_client.generate_pjrt_gpu_plugin_options`` when the client is created): XLA's GPU
+#: client would otherwise reserve 75% of the device's memory up front, beside torch's
+#: caching allocator on the same GPU, leaving torch a quarter. Without preallocation XLA's
+#: BFC allocator grows on demand (and keeps what it took, as torch's does).
+GPU_MEMORY_ENV = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+_USER_GPU_MEMORY_VARS = ("XLA_PYTHON_CLIENT_", "XLA_CLIENT_MEM_FRACTION")
+
+
+def gpu_memory_env(environ) -> dict[str, str]:
+    """The variables ``start_backends`` adds to ``environ`` (a mapping like ``os.environ``)
+    before jax creates its clients: ``GPU_MEMORY_ENV``, or nothing when the user set any
+    ``XLA_PYTHON_CLIENT_*`` or ``XLA_CLIENT_MEM_FRACTION`` variable (the user's choice wins,
+    whole: thunder_mlir does not mix its defaults into it)."""
+    if any(k.startswith(_USER_GPU_MEMORY_VARS) for k in environ):
+        return {}
+    return dict(GPU_MEMORY_ENV)
+
+
 def start_backends() -> None:
     """Create jax's XLA clients (once per process) with the CPU client's intra-op thread
     pool sized to ``torch.get_num_threads()``, so a jitted program uses the threads eager
@@ -74,6 +94,10 @@ def start_backends() -> None:
     anywhere). Where jax's backends already exist (the user ran jax first) or the platform
     has no affinity API, the clients are used as they are.
 
+    Before any client exists, ``gpu_memory_env`` is applied to ``os.environ``: XLA's GPU
+    client does not preallocate 75% of the GPU (it shares the device with torch's caching
+    allocator), unless the user set the ``XLA_PYTHON_CLIENT_*`` variables themselves.
+
     The CPU client is made synchronous (``jax_cpu_enable_async_dispatch`` False, jax's
     option: "run computations inline without async dispatch"): a plan exports every result
     right after ``execute``, so asynchronous dispatch only adds a hand-off to a worker
@@ -84,13 +108,13 @@ def start_backends() -> None:
     if _backends_started:
         return
     _backends_started = True
-    from jax._src import xla_bridge
     from jax.extend import backend
 
-    if xla_bridge.backends_are_initialized():
+    if jax_internals.backends_are_initialized():
         _cpu_pool_threads = len(os.sched_getaffinity(0)) \
             if hasattr(os, "sched_getaffinity") else None
         return
+    os.environ.update(gpu_memory_env(os.environ))
     if "JAX_CPU_ENABLE_ASYNC_DISPATCH" not in os.environ:
         import jax
 
@@ -129,11 +153,10 @@ def single_thread_cpu_device():
     with _LOCK:
         if _single_thread_client is None:
             import jax
-            from jax._src.lib import xla_client as xc
 
             asynchronous = bool(jax.config.values.get("jax_cpu_enable_async_dispatch", True))
             _single_thread_client = _create_with_affinity(
-                1, lambda: xc.make_cpu_client(asynchronous=asynchronous))
+                1, lambda: jax_internals.make_cpu_client(asynchronous))
     return _single_thread_client.devices()[0]
 
 
@@ -145,9 +168,22 @@ def jax_device(device: torch.device):
     if device.type == "cpu":
         return backend.get_backend("cpu").devices()[0]
     if device.type == "cuda":
-        devs = backend.get_backend("cuda").devices()
-        return devs[device.index or 0]
-    raise NotImplementedError(f"thunder_mlir runs on cpu and cuda devices, not {device}")
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return gpu_device(backend.get_backend("cuda").devices(), index, device)
+    raise DeviceMismatchError(f"thunder_mlir runs on cpu and cuda devices, not {device}")
+
+
+def gpu_device(devices, index: int, device: torch.device):
+    """The jax device among ``devices`` (the CUDA client's) whose local hardware id is
+    torch's CUDA ``index`` (both count the GPUs ``CUDA_VISIBLE_DEVICES`` leaves, in the same
+    order); ``DeviceMismatchError`` when there is none."""
+    for d in devices:
+        if getattr(d, "local_hardware_id", d.id) == index:
+            return d
+    raise DeviceMismatchError(
+        f"{device}: jax's CUDA client has no GPU {index} (it sees "
+        f"{[str(d) for d in devices]}); torch and jax must see the same GPUs "
+        f"(CUDA_VISIBLE_DEVICES)")
 
 
 def _compile_options(xc):
@@ -162,8 +198,7 @@ def _compile_options(xc):
 
 def compile_stablehlo(text: str, device: torch.device):
     """Compile a StableHLO module (entry ``@main``) for ``device``; cached by text."""
-    from jax._src.lib import xla_client as xc
-
+    xc = jax_internals.xla_client()
     key = (text, str(device))
     exe = _EXECUTABLES.get(key)
     if exe is not None:
@@ -232,8 +267,7 @@ def compile_stablehlo_for(text: str, device: torch.device, dev):
     itself deserialized from the persistent cache is loaded from its entry's bytes instead:
     jaxlib cannot serialize such an executable again (the copy fails at run time with
     "NOT_FOUND: Function ... not found"). Cached per (text, client)."""
-    from jax._src.lib import xla_client as xc
-
+    xc = jax_internals.xla_client()
     key = (text, f"{device}@{id(dev.client)}")
     exe = _EXECUTABLES.get(key)
     if exe is not None:

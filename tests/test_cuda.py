@@ -1,0 +1,134 @@
+"""CUDA semantics of the runtime (docs/gpu.md), against eager PyTorch on the same GPU.
+
+Every test is marked ``cuda``: without a GPU it is collected and skipped with the reason
+(conftest.py). Run on a lent H100/H200 by ``tools/gpu_check.sh``."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import thunder_mlir
+
+pytestmark = pytest.mark.cuda
+
+
+def test_add_matches_eager_on_cuda():
+    x, y = torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda")
+    out = thunder_mlir.jit(lambda a, b: a * b + a)(x, y)
+    assert out.device == x.device
+    torch.testing.assert_close(out, x * y + x)
+
+
+def test_inputs_are_ordered_without_a_host_sync():
+    """A torch kernel still queued on torch's stream when the program is called: XLA must
+    read its result (stream protocol), and the call must not synchronize the host
+    (``set_sync_debug_mode("error")`` raises on a stream or device synchronize)."""
+    jf = thunder_mlir.jit(lambda a: a.sum(0) * 2)
+    warm = torch.randn(4096, 4096, device="cuda")
+    jf(warm)  # compile outside the checked region
+    torch.cuda.synchronize()
+    a = torch.randn(4096, 4096, device="cuda")
+    b = a @ a  # long enough to be still running when jf is called
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        out = jf(b)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.testing.assert_close(out, (a @ a).sum(0) * 2, rtol=1e-4, atol=1e-2)
+
+
+def test_outputs_are_ordered_before_torch_kernels():
+    """torch reads XLA's result right after the call, on its own stream."""
+    jf = thunder_mlir.jit(lambda a: (a @ a).relu())
+    a = torch.randn(2048, 2048, device="cuda")
+    for _ in range(3):
+        out = jf(a)
+        got = out.sum().item()  # a torch kernel on torch's stream, right after
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.testing.assert_close(got, (a @ a).relu().sum().item(), rtol=1e-3, atol=1.0)
+
+
+def test_xla_does_not_preallocate_most_of_the_gpu():
+    """After a program ran, torch can still allocate half of the GPU (XLA's default
+    preallocation would hold 75%)."""
+    if any(k.startswith("XLA_PYTHON_CLIENT_") and k != "XLA_PYTHON_CLIENT_PREALLOCATE"
+           for k in os.environ):
+        pytest.skip("the user's XLA_PYTHON_CLIENT_* settings decide XLA's memory here")
+    thunder_mlir.jit(lambda a: a + 1)(torch.ones(4, device="cuda"))
+    free, total = torch.cuda.mem_get_info()
+    assert free > 0.5 * total, f"free {free / 2**30:.1f} GiB of {total / 2**30:.1f} GiB"
+    big = torch.empty(int(0.5 * total), dtype=torch.uint8, device="cuda")
+    del big
+
+
+def test_training_step_with_donation_matches_eager():
+    """A forward+backward whose backward donates residual buffers on the GPU; also under
+    saved_tensors_hooks (residuals come back from torch: a copy is donated)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(),
+                                torch.nn.Linear(64, 8)).cuda()
+    ref = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(),
+                              torch.nn.Linear(64, 8)).cuda()
+    ref.load_state_dict(model.state_dict())
+    jm = thunder_mlir.jit(model)
+    x = torch.randn(16, 32, device="cuda")
+    for hooks in (False, True):
+        for m in (model, ref):
+            m.zero_grad()
+        if hooks:
+            ctx = torch.autograd.graph.saved_tensors_hooks(lambda t: t.clone(), lambda t: t)
+        else:
+            import contextlib
+            ctx = contextlib.nullcontext()
+        with ctx:
+            jm(x).square().sum().backward()
+            ref(x).square().sum().backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_autocast_cuda_bf16_matches_eager():
+    lin = torch.nn.Linear(64, 32).cuda()
+    x = torch.randn(8, 64, device="cuda")
+    jm = thunder_mlir.jit(lin)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out, exp = jm(x), lin(x)
+    assert out.dtype == exp.dtype == torch.bfloat16
+    torch.testing.assert_close(out, exp, rtol=1.6e-2, atol=1e-2)
+
+
+def test_dropout_on_cuda_draws_and_advances():
+    """Random ops on CUDA: a fraction p of zeros, a different mask at each call."""
+    jf = thunder_mlir.jit(lambda a: torch.nn.functional.dropout(a, 0.5, training=True))
+    a = torch.ones(1 << 16, device="cuda")
+    o1, o2 = jf(a), jf(a)
+    frac = (o1 == 0).float().mean().item()
+    assert 0.45 < frac < 0.55
+    assert not torch.equal(o1, o2)
+
+
+def test_mixing_cuda_and_cpu_is_a_clear_error():
+    with pytest.raises(thunder_mlir.UnsupportedInputError, match="several devices"):
+        thunder_mlir.jit(lambda a, b: a + b)(torch.ones(2, device="cuda"), torch.ones(2))
+
+
+def test_program_on_cuda_1_runs_on_gpu_1():
+    if torch.cuda.device_count() < 2:
+        pytest.skip(f"needs 2 GPUs, this machine has {torch.cuda.device_count()}")
+    x = torch.randn(8, device="cuda:1")
+    out = thunder_mlir.jit(lambda a: a.exp())(x)
+    assert out.device == torch.device("cuda:1")
+    torch.testing.assert_close(out, x.exp())
+
+
+def test_compile_cache_key_names_this_gpu():
+    from jax.extend import backend
+
+    from thunder_mlir.runtime import compile_cache
+
+    dev = backend.get_backend("cuda").devices()[0]
+    desc = compile_cache.device_description(dev)
+    assert torch.cuda.get_device_name(0).split()[1].encode() in desc, desc
