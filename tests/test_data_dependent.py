@@ -357,6 +357,8 @@ def test_longformer_training_step_matches_eager():
     for mod in model.modules():
         if isinstance(mod, torch.nn.Dropout):
             mod.p = 0.0
+        if isinstance(getattr(mod, "dropout", None), float):  # attention's F.dropout rate
+            mod.dropout = 0.0  # (thunder_mlir draws other random numbers than torch)
     import copy
 
     ref = copy.deepcopy(model)
@@ -370,9 +372,12 @@ def test_longformer_training_step_matches_eager():
     for seed in (0, 1):
         g = torch.Generator().manual_seed(seed)
         ids = torch.randint(2, 64, (2, 8), generator=g)
+        proj = torch.randn(2, 8, cfg.hidden_size, generator=g)
         for m, o in ((jm, opt), (ref, ref_opt)):
             o.zero_grad()
-            loss = m(ids).last_hidden_state.pow(2).mean()
+            # (not pow(2).mean() of LayerNorm outputs: a loss of about 1 whatever the
+            # weights, whose gradients are cancellation, 1.5e-4 off float64 in eager too)
+            loss = (m(ids).last_hidden_state * proj).sum()
             loss.backward()
             o.step()
         for (n, p), q in zip(model.named_parameters(), ref.parameters()):

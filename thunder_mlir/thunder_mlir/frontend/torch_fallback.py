@@ -17,6 +17,7 @@ values carries them (``thunder.torch_call``) and is rebuilt from the IR by
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable
 
 import optree
@@ -65,9 +66,23 @@ def _written(metas: list[torch.Tensor]) -> list[int]:
     return [j for j, m in enumerate(metas) if m._version > 0]
 
 
+def _sizes_as_ints(x):
+    """0-d integer tensors inside a list or tuple argument (``as_strided(size=(b, n + 1))``)
+    as Python ints, as torch's argument parser reads an int list (``__index__``: a value
+    the trace specializes on and guards, frontend/value_guards.py)."""
+    if isinstance(x, (list, tuple)) and type(x) in (list, tuple):
+        if x and all(type(v) is TensorProxy for v in x):
+            return x  # a sequence of tensors (torch.cat's), not a size list
+        return type(x)(operator.index(v) if type(v) is TensorProxy and not v.tshape and
+                       not v.tdtype.is_floating_point and not v.tdtype.is_complex and
+                       v.tdtype is not torch.bool else _sizes_as_ints(v) for v in x)
+    return x
+
+
 def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     """Record ``func(*args, **kwargs)`` as a torch executor call; return output proxies."""
     name = qualified_name(func)
+    args, kwargs = _sizes_as_ints(args), {k: _sizes_as_ints(v) for k, v in kwargs.items()}
     leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
     positions = [i for i, leaf in enumerate(leaves) if type(leaf) is TensorProxy]
     proxies = [leaves[i] for i in positions]
