@@ -71,12 +71,21 @@ def _slice_indices(ix: slice, size):
     return clamp(ix.start, 0), clamp(ix.stop, size), step
 
 
+def bool_scalars_as_python(index: tuple) -> tuple:
+    """0-d boolean tensors in an index as Python bools: torch's indexing reads them with
+    ``item()`` (``applySlicing``, aten/src/ATen/TensorIndexing.h): True adds a dim of size 1,
+    False one of size 0. The value is specialized on and guarded (frontend/value_guards.py)."""
+    return tuple(bool(ix) if type(ix) is TensorProxy and ix.tdtype is torch.bool
+                 and not ix.tshape else ix for ix in index)
+
+
 @register("getitem", T.__getitem__, view=True)
 def getitem(input, index):
     if _sequence_as_tuple(index):
         index = tuple(index)
     if not isinstance(index, tuple):
         index = (index,)
+    index = bool_scalars_as_python(index)
     consumed = sum(1 for ix in index if ix is not None and ix is not Ellipsis
                    and not isinstance(ix, bool))
     if any(ix is Ellipsis for ix in index):

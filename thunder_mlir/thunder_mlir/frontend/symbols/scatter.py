@@ -23,7 +23,7 @@ from thunder_mlir.frontend.symbols.registry import T, register
 from thunder_mlir.frontend.symbols import shape as S
 from thunder_mlir.frontend.symbols.registry import SYMBOLS, _Inline, register_inplace
 from thunder_mlir.frontend.symbols.indexing import _as_index_tensor, _is_advanced, \
-    _sequence_as_tuple, getitem
+    _sequence_as_tuple, bool_scalars_as_python, getitem
 from thunder_mlir.frontend.symbols.creation import _literal
 from thunder_mlir.frontend.functionalization import type_name, check_overlap, update_view, \
     write_inplace
@@ -378,7 +378,7 @@ register_inplace(index_add, T.index_add_)
 def _normalize_index(index) -> tuple:
     if _sequence_as_tuple(index):
         index = tuple(index)
-    return index if isinstance(index, tuple) else (index,)
+    return bool_scalars_as_python(index if isinstance(index, tuple) else (index,))
 
 
 def _value_to(value, shape: tuple, dtype: torch.dtype, advanced: bool) -> TensorProxy:
@@ -500,7 +500,8 @@ def _setitem(self, index, value):
     its views into its base, frontend/functionalization.py). Returns None, as eager."""
     if type(self) is not TensorProxy:
         raise TypeError(f"__setitem__: expected a tensor, got {type(self).__name__}")
-    basic = not any(_is_advanced(ix) for ix in _normalize_index(index))
+    index = _normalize_index(index)
+    basic = not any(_is_advanced(ix) for ix in index)
     check_overlap(self, value, (lambda m: m[index]) if basic else None)
     write_inplace(self, index_assign(self, index, value), "__setitem__")
 
