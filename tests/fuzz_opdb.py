@@ -46,6 +46,11 @@ DOMAINS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 _UNORDERED_WRITES = {"scatter", "index_copy", "index_put", "put"}
 
 EXCLUDED: dict[str, str] = {}
+# i0, polygamma and mvlgamma grow fast: the fuzzer saw 3e-6 to 4e-6 relative differences
+# downstream of them (two correct float32 programs, rounding differently)
+_STEEP = {"i0", "polygamma", "mvlgamma", "special.i0e", "special.i1", "lgamma", "digamma"}
+_RANDOM = {"nn.functional.rrelu", "bernoulli", "normal", "uniform", "exponential",
+           "geometric", "cauchy", "log_normal", "random"}
 
 
 def adapt(t: torch.Tensor, shape) -> torch.Tensor:
@@ -153,6 +158,13 @@ def run_entry(entry: Entry, x: torch.Tensor, y: torch.Tensor, view: Callable | N
     return base
 
 
+# Values and gradients past this are not drawn: float32 rounding of two correct programs
+# then differs by more than assert_close's relative tolerance in what the program computes
+# next (i0, polygamma, mvlgamma: 3e-6 to 4e-6 seen), where the OpInfo harnesses compare
+# both against float64 instead (tests/test_opinfo.py)
+_LARGEST = 100.0
+
+
 def _usable(entry: Entry, view: Callable | None, seeds=(0, 1, 2), determinism=False) -> bool:
     for seed in seeds:
         g = torch.Generator().manual_seed(seed)
@@ -164,13 +176,14 @@ def _usable(entry: Entry, view: Callable | None, seeds=(0, 1, 2), determinism=Fa
                 base = run_entry(entry, x, y, view)
                 if determinism and not torch.equal(base, run_entry(entry, x, y, view)):
                     return False
-                if not base.isfinite().all():
+                if not base.isfinite().all() or base.abs().max() > _LARGEST:
                     return False
                 if base.requires_grad:
                     gx, gy = torch.autograd.grad((base * base.detach().sign()).sum(), (x, y),
                                                  allow_unused=True)
                     for gr in (gx, gy):
-                        if gr is not None and not gr.isfinite().all():
+                        if gr is not None and (not gr.isfinite().all() or
+                                               gr.abs().max() > _LARGEST):
                             return False
         except Exception:  # noqa: BLE001 - an entry eager cannot run here is not drawn
             return False
@@ -211,6 +224,17 @@ def table() -> dict[str, Entry]:
             name = f"{o.name}.{o.variant_test_name}" if o.variant_test_name else o.name
             if torch.float32 not in o.supported_dtypes("cpu"):
                 EXCLUDED[name] = "no float32 on CPU"
+                continue
+            if o.name in _STEEP:
+                EXCLUDED[name] = ("its values grow fast: float32 rounding of what follows "
+                                  "differs past assert_close's rtol (compared against "
+                                  "float64 in tests/test_opinfo.py instead)")
+                continue
+            if "dropout" in o.name or o.name in _RANDOM:
+                # a sample's seed does not fix the values: thunder_mlir draws other numbers
+                # than torch (docs/architecture.md, "Random numbers"); tests/test_random.py
+                # checks these ops by their distributions
+                EXCLUDED[name] = "draws random numbers"
                 continue
             try:
                 # the sample function itself: OpInfo.sample_inputs inspects the stack

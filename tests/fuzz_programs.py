@@ -421,9 +421,10 @@ def write(s, x, y, a, buf):
 def _fallback_write(base, y):
     """An in-place op that only the torch fallback runs, on the whole of ``base``."""
     import fuzz_opdb
-    writers = fuzz_opdb.fallback_writers()
-    if not writers:  # every op has a symbol: the write of round_ then
-        base.round_()
+    writers = [k for k in fuzz_opdb.fallback_writers() if not k.startswith("squeeze")]
+    if not writers or base.numel() % 2:  # (squeeze_ writes no value) an op that no symbol
+        from conftest import unregistered_mul_  # will ever have
+        unregistered_mul_(base, 0.5)
         return
     key = writers[int(base.numel()) % len(writers)]
     entry = fuzz_opdb.table()[key]

@@ -86,6 +86,11 @@ def getitem(input, index):
     if not isinstance(index, tuple):
         index = (index,)
     index = bool_scalars_as_python(index)
+    if any(ix is False for ix in index):  # a new dim of size 0: an empty result
+        meta = tuple(ix.meta if type(ix) is TensorProxy else ix for ix in index)
+        with torch._C.DisableTorchFunction():
+            shape = torch.empty(input.tshape, dtype=input.tdtype, device="meta")[meta].shape
+        return prims.full(tuple(shape), 0, input.tdtype)
     consumed = sum(1 for ix in index if ix is not None and ix is not Ellipsis
                    and not isinstance(ix, bool))
     if any(ix is Ellipsis for ix in index):
