@@ -402,6 +402,11 @@ def write(s, x, y, a, buf):
         if target != "leaf" and target != "buffer":
             base = fuzz_opdb.DOMAINS[entry.domain](base)
             before = base[:, 1:] if read == "view_made_before" else None
+        elif target == "buffer" and entry.domain != "real":
+            # the buffer is written in place into the op's domain first: log_ of a value
+            # whose sign the rounding of the statements before decides (an FMA or not) would
+            # compare NaN with a number
+            base.copy_(fuzz_opdb.DOMAINS[entry.domain](base))
         fuzz_opdb.apply(entry, VIEWS[view](base), y)
     else:  # setitem
         view, spec, value, op, shape = s.spec[2:]  # shape: of t[index], known statically

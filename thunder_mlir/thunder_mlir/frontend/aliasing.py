@@ -64,6 +64,13 @@ def _copies(step) -> bool:
     """Whether eager's view step computes a copy: replayed on a meta tensor with eager's
     strides for its base (``eager_meta``). False where that cannot be judged (a 0-d integer
     tensor index reads a value): kept as a view, so a write through it is refused."""
+    if step[0] is T.__getitem__:  # advanced indexing copies: any tensor index but a 0-d
+        index = step[1][1]          # integer one (read as an int), or a list
+        index = index if isinstance(index, tuple) else (index,)
+        if any(isinstance(ix, list) or type(ix) is TensorProxy and (
+                ix.tshape or ix.tdtype is torch.bool or ix.tdtype.is_floating_point)
+               for ix in index):
+            return True
     base = eager_meta(step[1][0])
     if base is None:
         return False

@@ -503,7 +503,28 @@ def _setitem(self, index, value):
     index = _normalize_index(index)
     basic = not any(_is_advanced(ix) for ix in index)
     check_overlap(self, value, (lambda m: m[index]) if basic else None)
-    write_inplace(self, index_assign(self, index, value), "__setitem__")
+    try:
+        new = index_assign(self, index, value)
+    except Fallback:
+        if not any(_is_mask(ix) for ix in index):
+            raise
+        new = index_assign(self, _masks_as_indices(index), value)
+    write_inplace(self, new, "__setitem__")
+
+
+def _masks_as_indices(index: tuple) -> tuple:
+    """Each boolean mask of ``index`` as the integer index tensors of its true positions
+    (one per mask dim, ``nonzero``), as ATen's ``expandTensors`` does before ``index_put``
+    (aten/src/ATen/native/IndexingUtils.h): the count is data-dependent, which the trace
+    specializes on and guards (frontend/value_guards.py)."""
+    out = []
+    for ix in index:
+        if _is_mask(ix):
+            nz = torch.nonzero(ix)
+            out.extend(nz[:, j] for j in range(len(ix.tshape)))
+        else:
+            out.append(ix)
+    return tuple(out)
 
 
 SYMBOLS[T.__setitem__] = _Inline("ltorch.setitem", _setitem)
