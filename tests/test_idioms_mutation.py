@@ -889,6 +889,22 @@ def test_catalogue_has_sixty_cases():
     assert len({c.name for c in CASES}) == len(CASES)
 
 
+# Cases still open (issue 25's closing note): run, and skipped with the reason printed while
+# they differ; a failure once they match eager (then they leave this table).
+OPEN = {
+    "setitem_zero_dim_bool": "y[torch.tensor(True)] = v: the value's input gets no .grad",
+    "unique_with_counts": "eager's backward raises 'the derivative for _unique2 is not "
+                          "implemented'; the jit's backward does not",
+}
+
+
 @pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
 def test_mutation(c):
-    check_mutation(c)
+    if c.name not in OPEN:
+        check_mutation(c)
+        return
+    try:
+        check_mutation(c)
+    except AssertionError as e:
+        pytest.skip(f"open difference (issue 25): {OPEN[c.name]}: {str(e).splitlines()[0]}")
+    pytest.fail(f"{c.name} now matches eager: remove it from OPEN")
