@@ -82,7 +82,8 @@ def _sizes_as_ints(x):
 def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     """Record ``func(*args, **kwargs)`` as a torch executor call; return output proxies."""
     name = qualified_name(func)
-    args, kwargs = _sizes_as_ints(args), {k: _sizes_as_ints(v) for k, v in kwargs.items()}
+    args = tuple(_sizes_as_ints(a) for a in args)  # (each argument, not the tuple of them)
+    kwargs = {k: _sizes_as_ints(v) for k, v in kwargs.items()}
     leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
     positions = [i for i, leaf in enumerate(leaves) if type(leaf) is TensorProxy]
     proxies = [leaves[i] for i in positions]
