@@ -46,9 +46,11 @@ DOMAINS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 _UNORDERED_WRITES = {"scatter", "index_copy", "index_put", "put"}
 
 EXCLUDED: dict[str, str] = {}
-# i0, polygamma and mvlgamma grow fast: the fuzzer saw 3e-6 to 4e-6 relative differences
-# downstream of them (two correct float32 programs, rounding differently)
-_STEEP = {"i0", "polygamma", "mvlgamma", "special.i0e", "special.i1", "lgamma", "digamma"}
+# i0, polygamma, mvlgamma and tan (near its poles) grow fast: the fuzzer saw 3e-6 to 4e-6
+# relative differences downstream of them (two correct float32 programs, rounding
+# differently)
+_STEEP = {"i0", "polygamma", "mvlgamma", "special.i0e", "special.i1", "lgamma", "digamma",
+          "tan"}
 _RANDOM = {"nn.functional.rrelu", "bernoulli", "normal", "uniform", "exponential",
            "geometric", "cauchy", "log_normal", "random"}
 

@@ -11,8 +11,8 @@ import torch
 from torch_mlir import ir
 
 from thunder_mlir.errors import GradError
-from thunder_mlir.frontend.torch_fallback import CALL_ATTR, DIFFERENTIABLE, RNG_STATE_ATTR, \
-    TRIAL_ATTR, implementation_of
+from thunder_mlir.frontend.torch_fallback import CALL_ATTR, CONNECTED, DIFFERENTIABLE, \
+    RNG_STATE_ATTR, TRIAL_ATTR, implementation_of
 from thunder_mlir.ir import dtypes, implementations
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 
@@ -30,7 +30,12 @@ def executor_call_vjp(bt, active, op, x, y, g):
     from thunder_mlir.frontend.torch_fallback import replaying_rng_state
 
     forward = implementation_of(op)
-    float_in = [is_inexact(torch_dtype(v.type)) and v in active for v in op.operands]
+    # an operand eager's autograd graph does not reach (torch_fallback.CONNECTED) gets no
+    # cotangent: eager leaves its .grad None
+    connected = [ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes[CONNECTED])] \
+        if CONNECTED in op.attributes else [True] * len(op.operands)
+    float_in = [is_inexact(torch_dtype(v.type)) and v in active and c
+                for v, c in zip(op.operands, connected)]
     float_out = [is_inexact(torch_dtype(r.type)) for r in op.results]
     cots = [c for c, f in zip(g, float_out) if f]
     result_types = [v.type for v, f in zip(op.operands, float_in) if f]
@@ -161,6 +166,8 @@ def _capture_rng_state(op, forward) -> ir.Value | None:
             if name in op.attributes:
                 new.operation.attributes[name] = op.attributes[name]
         new.operation.attributes[RNG_STATE_ATTR] = ir.UnitAttr.get()
+    if CONNECTED in op.attributes:
+        new.operation.attributes[CONNECTED] = op.attributes[CONNECTED]
     flags = [True] * len(op.results)
     if DIFFERENTIABLE in op.attributes:
         flags = [ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes[DIFFERENTIABLE])]

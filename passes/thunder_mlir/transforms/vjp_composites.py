@@ -666,6 +666,21 @@ composite_rule("ltorch.fmin", applies=lambda op: _names(op) == ["input", "other"
                and _same_float_operands(op))(_fmax_rule("le"))
 
 
+@composite_rule("ltorch.copysign", applies=lambda op: _names(op) == ["input", "other"]
+               and _same_float_operands(op))
+def _copysign(op, x, y, g):
+    """copysign (derivatives.yaml): ``self`` gets ``copysign_tensor_self_backward``, the
+    gradient times ``result / self`` with 0 where ``self`` is 0; ``other`` gets
+    ``zeros_like(other)``: a zero gradient, not none (the chain rule through the sign bit
+    would leave ``other`` out of the graph, and eager's ``other.grad`` is a zero tensor)."""
+    a, b = x
+    shape = y[0].tshape
+    ab = _bcast_to(a, shape)
+    zero = _full_like(g[0], 0)
+    ratio = _where(_e("eq", ab, zero), zero, _e("div", y[0], ab))
+    return [_sum_to(_e("mul", g[0], ratio), a.tshape), _full_like(b, 0)]
+
+
 def _bce_applies(op) -> bool:
     names = _names(op)
     return names[:2] == ["input", "target"] and set(names) <= {"input", "target", "weight"} \
@@ -920,3 +935,14 @@ def _no_grad_write(op, x, y, g):
     to the tensor as it was before the write, as eager's autograd graph, which the write
     does not enter, sends it."""
     return [g[0] if n == "base" else None for n in _names(op)]
+
+
+@composite_rule("ltorch.zero_grad_edge")
+def _zero_grad_edge(op, x, y, g):
+    """An edge of eager's autograd graph that the dataflow lacks
+    (frontend/functionalization.py ``keep_edge``): ``value`` gets the gradient, ``source``
+    a zero one, as eager's node for a write over all of ``source`` (``fill_``, ``zero_``,
+    ``copy_``: derivatives.yaml ``self: zeros_like(grad)``) or of an empty index with
+    ``source`` as its value gives it."""
+    return [g[0] if n == "value" else prims.full(v.tshape, 0, v.tdtype)
+            for n, v in zip(_names(op), x)]

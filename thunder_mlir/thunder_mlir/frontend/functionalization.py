@@ -162,6 +162,11 @@ def assign(p: TensorProxy, value: TensorProxy) -> None:
         # flows to the tensor before the write (a momentum update, an EMA under no_grad)
         new = emit_composite(_NO_GRAD_WRITE, (root, new), {}, required=True)
         root._no_grad_written = True  # (an input so written is written back: function.py)
+    elif root.requires_grad:
+        # a write over every element (fill_, zero_, copy_, t[...] = v): eager's graph keeps
+        # the tensor before the write (its node gives it a zero gradient, derivatives.yaml
+        # ``self: zeros_like(grad)``), so the inputs behind it still get a .grad
+        new = keep_edge(new, root)
     old, root.value = root.value, new.value
     twin_of = getattr(root, "_mirror_of", None)
     if twin_of is not None and twin_of == old:  # its eager twin was written through the
@@ -175,6 +180,60 @@ def assign(p: TensorProxy, value: TensorProxy) -> None:
 
 
 _NO_GRAD_WRITE = Symbol("ltorch.no_grad_write", lambda base, value: value)
+_ZERO_GRAD_EDGE = Symbol("ltorch.zero_grad_edge", lambda value, source: value)
+
+
+def keep_edge(value: TensorProxy, source: TensorProxy) -> TensorProxy:
+    """``value``, with an edge of eager's autograd graph to ``source`` kept where the IR's
+    dataflow has none: a write that overwrites every element of ``source``, or writes an
+    empty index with ``source`` as its value. Eager's node for such a write gives
+    ``source`` a zero gradient, so the inputs behind it get a zero ``.grad``, not none.
+    The edge is the composite ``ltorch.zero_grad_edge`` (the identity on ``value``; its
+    VJP gives ``source`` zeros), emitted only when ``source`` requires grad and
+    ``value`` is not computed from it."""
+    if type(source) is not TensorProxy or not source.requires_grad or \
+            not torch.is_grad_enabled() or _reads(value.value, source.value):
+        return value
+    return emit_composite(_ZERO_GRAD_EDGE, (value, source), {}, required=True)
+
+
+def _reads(value, old, limit: int = 4096) -> bool:
+    """Whether the SSA ``value`` is computed from ``old``: a walk up its operands that
+    enters composites (a composite's result reads an operand only if its body's yielded
+    value reads the block argument: ``fill``'s result does not read its input). True past
+    ``limit`` ops, the answer that adds a node to the graph, never drops one."""
+    from torch_mlir import ir
+
+    seen, stack = set(), [value]
+    while stack:
+        v = stack.pop()
+        if v == old:
+            return True
+        if isinstance(v.owner, ir.Block):
+            arg = ir.BlockArgument(v)
+            parent = v.owner.owner  # the block's op
+            parent = getattr(parent, "operation", parent)
+            if parent.name == "thunder.composite":
+                stack.append(parent.operands[arg.arg_number])
+            elif parent.name != "func.func":
+                stack.extend(parent.operands)
+            continue
+        res = ir.OpResult(v)
+        op = res.owner
+        op = getattr(op, "operation", op)
+        key = (op, res.result_number)
+        if key in seen:
+            continue
+        seen.add(key)
+        if len(seen) > limit:
+            return True
+        if op.name == "thunder.composite":
+            body = op.regions[0].blocks[0]
+            yielded = list(body.operations)[-1]
+            stack.append(yielded.operands[res.result_number])
+        else:
+            stack.extend(op.operands)
+    return False
 
 
 def _chain(p: TensorProxy) -> list[tuple]:

@@ -153,9 +153,9 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     run = _make_run(name, func, leaves, positions, spec, pin, written, trial, traced)
     if guarded is not None:
         run = guarded(run)
-    differentiable = None if written or not any(p.requires_grad for p in proxies) else \
-        _output_differentiability(
-        func, leaves, positions, spec, trace.device, meta=not trial)
+    structure = None if not any(p.requires_grad for p in proxies) else \
+        _autograd_structure(func, leaves, positions, spec, trace.device, not trial, written)
+    differentiable = None if written or structure is None else structure[0]
     call = None if guarded is not None else \
         _encode_call(func, name, args, kwargs, leaves, positions, in_order, out_order, pin)
     if call is None:  # a closure over Python objects: the registry names it
@@ -182,6 +182,11 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     if differentiable is not None and len(differentiable) == len(result_types):
         op.operation.attributes[DIFFERENTIABLE] = ir.ArrayAttr.get(
             [ir.BoolAttr.get(differentiable[i]) for i in out_order])  # per op result
+    if structure is not None and any(
+            not c and (leaves[i].tdtype.is_floating_point or leaves[i].tdtype.is_complex)
+            for i, c in zip(positions, structure[1])):
+        op.operation.attributes[CONNECTED] = ir.ArrayAttr.get(
+            [ir.BoolAttr.get(structure[1][i]) for i in in_order])  # per op operand
     trace.fallbacks.append(name)
     results = unpermute(list(op.operation.results), out_order)
     fresh = results[:len(out_pos)]
@@ -432,29 +437,62 @@ def implementation_of(op) -> Callable:
 DIFFERENTIABLE = "thunder.differentiable"
 
 
-def _output_differentiability(func: Callable, leaves: list, positions: list[int], spec,
-                              device, meta: bool) -> list[bool] | None:
-    """For each tensor output of ``func``, whether torch.autograd makes it differentiable:
-    ``requires_grad`` of the output when the floating-point inputs require grad, from a run
-    on meta tensors (or, for an op without meta kernels, on zeros, under ``fork_rng``).
+# Attribute of a torch executor call: one bool per operand, whether eager's autograd graph
+# of the call's outputs reaches it (``x.logical_and_(y)`` of tensors that require grad
+# records no edge to ``y``: eager leaves ``y.grad`` None, where a zero gradient from
+# torch.autograd.grad's ``allow_unused`` would give it one). The grad pass gives the others
+# no cotangent.
+CONNECTED = "thunder.connected"
+
+
+def _reached_leaves(outs: list) -> set[int]:
+    """ids of the leaf tensors the autograd graph of ``outs`` reaches (``grad_fn`` edges
+    down to ``AccumulateGrad`` nodes): what eager's backward of ``outs`` gives a .grad."""
+    found, seen = set(), set()
+    stack = [o.grad_fn for o in outs if o.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if hasattr(node, "variable"):
+            found.add(id(node.variable))
+        stack.extend(n for n, _ in node.next_functions)
+    return found
+
+
+def _autograd_structure(func: Callable, leaves: list, positions: list[int], spec, device,
+                        meta: bool, written: list[int]) -> tuple[list[bool], list[bool]] | None:
+    """Eager's autograd structure of one call, from a run on meta tensors (or, for an op
+    without meta kernels, on zeros, under ``fork_rng``) whose floating-point arguments
+    require grad (each a non-leaf, so an in-place op may write it):
+
+    - per tensor output, whether torch.autograd makes it differentiable (``requires_grad``);
+    - per tensor argument (``positions``), whether the graph of the outputs and of the
+      written arguments (``written``, indices into ``positions``) reaches it.
+
     An op refusing grad for some input (batch_norm's running statistics) is probed with
     one floating-point input requiring grad at a time. None when no probe runs (the
-    caller keeps the dtype rule: floating-point outputs are differentiable)."""
+    caller keeps the dtype rule: floating-point outputs are differentiable, every
+    floating-point argument is reached)."""
     floats = [i for i in positions
               if leaves[i].tdtype.is_floating_point or leaves[i].tdtype.is_complex]
     if not floats:
         return None
 
-    def probe(wrt: list[int]) -> list[bool] | None:
+    def probe(wrt: list[int]):
         try:
             with torch._C.DisableTorchFunction(), torch.enable_grad(), \
                     torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-                vals = list(leaves)
+                vals, roots = list(leaves), {}
                 for i in positions:
                     p = leaves[i]
-                    vals[i] = torch.zeros(p.tshape, dtype=p.tdtype,
-                                          device="meta" if meta else device)
-                    vals[i].requires_grad_(i in wrt)
+                    root = torch.zeros(p.tshape, dtype=p.tdtype,
+                                       device="meta" if meta else device)
+                    if i in wrt:
+                        roots[i] = root.requires_grad_()
+                        root = root.clone()
+                    vals[i] = root
                 a, k = optree.tree_unflatten(spec, vals)
                 if meta:
                     with torch.device("meta"):
@@ -463,8 +501,12 @@ def _output_differentiability(func: Callable, leaves: list, positions: list[int]
                     out = func(*a, **k)
         except Exception:  # noqa: BLE001 - another probe, or the dtype rule
             return None
-        return [x.requires_grad for x in optree.tree_leaves(out, none_is_leaf=True)
+        outs = [x for x in optree.tree_leaves(out, none_is_leaf=True)
                 if isinstance(x, torch.Tensor)]
+        reached = _reached_leaves([x for x in outs + [vals[positions[j]] for j in written]
+                                   if x.requires_grad])
+        return ([x.requires_grad for x in outs],
+                [i in roots and id(roots[i]) in reached for i in positions])
 
     found = probe(floats)
     if found is not None:
@@ -472,7 +514,9 @@ def _output_differentiability(func: Callable, leaves: list, positions: list[int]
     for i in floats:
         one = probe([i])
         if one is not None:
-            found = one if found is None else [a or b for a, b in zip(found, one)]
+            found = one if found is None else (
+                [a or b for a, b in zip(found[0], one[0])],
+                [a or b for a, b in zip(found[1], one[1])])
     return found
 
 

@@ -79,6 +79,46 @@ def bool_scalars_as_python(index: tuple) -> tuple:
                  and not ix.tshape else ix for ix in index)
 
 
+def bools_as_index_tensors(rank: int, index: tuple) -> tuple[list[int], tuple] | None:
+    """ATen's reading of Python bools in an index (``applySlicing``,
+    aten/src/ATen/TensorIndexing.h): each one unsqueezes a dim at its place and indexes it
+    with an index tensor, ``[0]`` for True and an empty one for False
+    (``boolToIndexingTensor``), so ``x[True, 5]`` is advanced indexing: a copy, and in a
+    write an ``index_put_``. Returns (the positions of the new size-1 dims, the index with
+    those dims indexed explicitly: a None becomes a full slice of its new dim, a bool its
+    index tensor), or None for an index without bools."""
+    if not any(isinstance(ix, bool) for ix in index):
+        return None
+    consumed = sum(len(ix.tshape) if type(ix) is TensorProxy and ix.tdtype in (
+        torch.bool, torch.uint8) else 0 if ix is None or ix is Ellipsis or isinstance(
+        ix, bool) else 1 for ix in index)
+    if any(ix is Ellipsis for ix in index):
+        i = next(k for k, ix in enumerate(index) if ix is Ellipsis)
+        index = index[:i] + (slice(None),) * max(rank - consumed, 0) + index[i + 1:]
+    new_dims, out, d = [], [], 0
+    for ix in index:
+        if ix is None or isinstance(ix, bool):
+            new_dims.append(d)
+            out.append(slice(None) if ix is None else
+                       prims.full((1,) if ix else (0,), 0, torch.int64))
+            d += 1
+        elif type(ix) is TensorProxy and ix.tdtype in (torch.bool, torch.uint8):
+            out.append(ix)
+            d += len(ix.tshape)
+        else:
+            out.append(ix)
+            d += 1
+    return new_dims, tuple(out)
+
+
+def unsqueezed(x: TensorProxy, new_dims: list[int]) -> TensorProxy:
+    """``x`` with size-1 dims at ``new_dims`` (positions in the result), as a reshape."""
+    shape = list(x.tshape)
+    for d in new_dims:
+        shape.insert(d, 1)
+    return prims.reshape(x, tuple(shape))
+
+
 @register("getitem", T.__getitem__, view=True)
 def getitem(input, index):
     if _sequence_as_tuple(index):
@@ -91,6 +131,9 @@ def getitem(input, index):
         with torch._C.DisableTorchFunction():
             shape = torch.empty(input.tshape, dtype=input.tdtype, device="meta")[meta].shape
         return prims.full(tuple(shape), 0, input.tdtype)
+    if any(ix is True for ix in index):  # index tensors [0], broadcast with the others
+        new_dims, index = bools_as_index_tensors(len(input.tshape), index)
+        return getitem(unsqueezed(input, new_dims), index)
     consumed = sum(1 for ix in index if ix is not None and ix is not Ellipsis
                    and not isinstance(ix, bool))
     if any(ix is Ellipsis for ix in index):

@@ -137,8 +137,10 @@ def register_inplace(functional: Symbol, *torch_fns: Callable) -> None:
             raise TypeError(f"{functional.name}_: expected a tensor, got {type(self).__name__}")
         check_overlap(self, (args, kwargs))
         out = functional(self, *args, **kwargs)
-        if self.requires_grad and out.tdtype is torch.bool and self.tdtype is not torch.bool:
-            # eager's x.le_(y) of a tensor that requires grad has a zero derivative
+        if out.tdtype is torch.bool and self.tdtype is not torch.bool and any(
+                type(t) is TensorProxy and t.requires_grad
+                for t in optree.tree_leaves((self, args, kwargs), none_is_leaf=True)):
+            # eager's x.le_(y) where x or y requires grad has a zero derivative for both
             # (derivatives.yaml), where the bool result has none: ATen runs it
             raise Fallback(f"{functional.name}_ of a tensor that requires grad")
         return write_inplace(self, out, functional.name + "_")

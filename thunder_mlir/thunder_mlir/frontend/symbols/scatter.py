@@ -23,10 +23,10 @@ from thunder_mlir.frontend.symbols.registry import T, register
 from thunder_mlir.frontend.symbols import shape as S
 from thunder_mlir.frontend.symbols.registry import SYMBOLS, _Inline, register_inplace
 from thunder_mlir.frontend.symbols.indexing import _as_index_tensor, _is_advanced, \
-    _sequence_as_tuple, bool_scalars_as_python, getitem
+    _sequence_as_tuple, bool_scalars_as_python, bools_as_index_tensors, getitem, unsqueezed
 from thunder_mlir.frontend.symbols.creation import _literal
-from thunder_mlir.frontend.functionalization import type_name, check_overlap, update_view, \
-    write_inplace
+from thunder_mlir.frontend.functionalization import type_name, check_overlap, keep_edge, \
+    update_view, write_inplace
 
 
 def _wrap(idx: TensorProxy, size: int) -> TensorProxy:
@@ -425,6 +425,11 @@ def index_assign(input, index, value):
     count depends on the data). Follows torch's ``index_put_`` and ``copy_`` semantics
     (aten/src/ATen/TensorIndexing.h, ``applySlicing`` and ``copy_to``)."""
     index = _normalize_index(index)
+    bools = bools_as_index_tensors(len(input.tshape), index)
+    if bools is not None:  # x[True, 5] = v: index_put_ into x unsqueezed (ATen's reading)
+        new_dims, index = bools
+        return prims.reshape(index_assign(unsqueezed(input, new_dims), index, value),
+                             input.tshape)
     tensors = [ix for ix in index if _is_advanced(ix)]
     if not tensors:  # a strided box of the base
         with torch._C.DisableTorchFunction():
@@ -434,10 +439,6 @@ def index_assign(input, index, value):
     masks = [ix for ix in index if _is_mask(ix)]
     if masks:
         return _mask_assign(input, index, value)
-    if type(value) is TensorProxy and value.tdtype != input.tdtype:  # ATen's index_put_
-        raise RuntimeError("Index put requires the source and destination dtypes match, got "
-                           f"{type_name(input.tdtype)} for the destination and "
-                           f"{type_name(value.tdtype)} for the source.")
     rank = len(input.tshape)
     if all(_is_advanced(ix) or (isinstance(ix, slice) and ix == slice(None)) for ix in index) \
             and len(index) <= rank:
@@ -456,6 +457,23 @@ def index_assign(input, index, value):
     out = prims.scatter(prims.reshape(input, (n,)), prims.reshape(where, (m, 1)),
                         prims.reshape(v, (m,)), "set")
     return prims.reshape(out, input.tshape)
+
+
+def _check_index_put_dtypes(input, index: tuple, value) -> None:
+    """ATen's ``index_put_`` check, for an index with tensors (Python bools are index
+    tensors too): a tensor value of another dtype than the written tensor's is an error,
+    not a conversion, unless ``index_put_`` dispatches to ``masked_fill_``, which converts
+    it: a one-element value and one boolean mask the only index tensor
+    (``canDispatchToMaskedFill``, aten/src/ATen/native/TensorAdvancedIndexing.cpp)."""
+    if type(value) is not TensorProxy or value.tdtype == input.tdtype:
+        return
+    tensors = [ix for ix in index if _is_advanced(ix) or isinstance(ix, bool)]
+    if not tensors or math.prod(value.tshape) == 1 and len(tensors) == 1 and \
+            _is_mask(tensors[0]):
+        return
+    raise RuntimeError("Index put requires the source and destination dtypes match, got "
+                       f"{type_name(input.tdtype)} for the destination and "
+                       f"{type_name(value.tdtype)} for the source.")
 
 
 def _mask_assign(input, index, value):
@@ -503,13 +521,14 @@ def _setitem(self, index, value):
     index = _normalize_index(index)
     basic = not any(_is_advanced(ix) for ix in index)
     check_overlap(self, value, (lambda m: m[index]) if basic else None)
+    _check_index_put_dtypes(self, index, value)
     try:
         new = index_assign(self, index, value)
     except Fallback:
         if not any(_is_mask(ix) for ix in index):
             raise
         new = index_assign(self, _masks_as_indices(index), value)
-    write_inplace(self, new, "__setitem__")
+    write_inplace(self, keep_edge(new, value), "__setitem__")
 
 
 def _masks_as_indices(index: tuple) -> tuple:
