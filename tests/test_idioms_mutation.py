@@ -326,6 +326,87 @@ def setitem_zero_dim_bool(x):
     return y.sum(0)
 
 
+# Edges of eager's autograd graph with a zero gradient (issue 25, found by the fuzzer): an
+# input behind them gets a zero .grad, not none.
+@case(FUNC, lambda: (leaf(3, 4), leaf(3, 4)))
+def fill_over_intermediate(x, w):
+    y = x * 2
+    y.fill_(3.0)  # derivatives.yaml fill_: self: zeros_like(grad)
+    return y * w
+
+
+@case(FUNC, lambda: (leaf(3, 4), leaf(3, 4)))
+def setitem_ellipsis_constant_over_intermediate(x, w):
+    y = x * 2
+    y[...] = 1.5
+    return y * w
+
+
+@case(FUNC, lambda: (leaf(3, 4), leaf(3, 4)))
+def copy_detached_over_intermediate(x, w):
+    y = x * 2
+    y.copy_(w.detach())
+    return y * w
+
+
+@case(FUNC, lambda: (leaf(3, 4), leaf(4)))
+def setitem_empty_index_with_a_value_that_requires_grad(x, w):
+    y = x * 2
+    y[(False,)] = w  # an empty index_put_: w still enters eager's graph
+    return y
+
+
+@case(FUNC, lambda: (leaf(3, 4), leaf(5)))
+def setitem_bare_false_does_nothing(x, w):
+    y = x * 2
+    y[False] = w  # eager's fast path: nothing happens, whatever the value's shape
+    return y
+
+
+@case(FUNC, lambda: (leaf(3, 4), leaf(3)))
+def copysign_other_gets_a_zero_gradient(x, w):
+    y = x * 2
+    y[:, 0].copysign_(w)  # derivatives.yaml copysign: other: zeros_like(other)
+    return y
+
+
+@case(FUNC, lambda: (leaf(3, 4), leaf(3)))
+def logical_and_other_gets_no_gradient(x, w):
+    y = x * 2
+    y[:, 0].logical_and_(w)  # eager records no edge to w
+    return y
+
+
+@case(FUNC, lambda: (leaf(12),))
+def setitem_python_true_then_int(x):
+    y = x * 2
+    y[True, 5] = 100.0  # bools are index tensors: writes y[5], not y[0]
+    return y
+
+
+@case(FUNC, lambda: (leaf(3, 4),))
+def setitem_python_true_among_index_tensors(x):
+    y = x * 2
+    y[True, torch.tensor([0, 2])] = y[True, torch.tensor([0, 2])] * 3
+    return y
+
+
+@case(FUNC, lambda: (leaf(3, 2),))
+def setitem_mask_with_none_one_element_other_dtype(x):
+    y = x * 2
+    y[None, torch.tensor([True, False, True])] = torch.tensor([[5]])  # masked_fill_: converts
+    return y
+
+
+@case(FUNC, lambda: (leaf(3, 2),),
+      error=(RuntimeError, "Index put requires the source and destination dtypes match",
+             "call"))
+def setitem_mask_several_values_other_dtype_raises(x):
+    y = x * 2
+    y[torch.tensor([True, False, True])] = torch.ones(2, 2, dtype=torch.float64)  # index_put_
+    return y
+
+
 @case(FUNC, lambda: (leaf(4, 5), leaf(5)))
 def setitem_broadcast_row_value(x, w):
     y = x * 2

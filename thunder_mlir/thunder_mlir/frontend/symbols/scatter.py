@@ -471,9 +471,17 @@ def _check_index_put_dtypes(input, index: tuple, value) -> None:
     if not tensors or math.prod(value.tshape) == 1 and len(tensors) == 1 and \
             _is_mask(tensors[0]):
         return
-    raise RuntimeError("Index put requires the source and destination dtypes match, got "
-                       f"{type_name(input.tdtype)} for the destination and "
-                       f"{type_name(value.tdtype)} for the source.")
+    from thunder_mlir.errors import TorchOpRuntimeError
+    from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+    # (raised at the user's line, as eager's: a re-run on zeros, whose mask selects nothing,
+    # would report a shape error instead)
+    raise TorchOpRuntimeError(
+        f"{describe_frame(user_frame())}\n  Index put requires the source and destination "
+        f"dtypes match, got {type_name(input.tdtype)} for the destination and "
+        f"{type_name(value.tdtype)} for the source.\n  Eager PyTorch raises this "
+        "RuntimeError too: index_put_ does not convert the value. Convert it with "
+        ".to(x.dtype) first.")
 
 
 def _mask_assign(input, index, value):
@@ -518,6 +526,8 @@ def _setitem(self, index, value):
     its views into its base, frontend/functionalization.py). Returns None, as eager."""
     if type(self) is not TensorProxy:
         raise TypeError(f"__setitem__: expected a tensor, got {type(self).__name__}")
+    if index is False:  # python_variable_indexing.cpp: "do nothing for false", any value
+        return
     index = _normalize_index(index)
     basic = not any(_is_advanced(ix) for ix in index)
     check_overlap(self, value, (lambda m: m[index]) if basic else None)
