@@ -207,9 +207,34 @@ REGRESSIONS: list = [
     # (no .grad), torch.autograd.grad's allow_unused had given it a zero gradient
     ([S('data', 'abs', (11, 5)), S('no_grad', 'tanh', (9, 10)), S('reverse', 'rowsum', (4, 5)), S('requires_grad_branch', 'square', (2, 6)), S('native_op', 't_t', (1, 5), ('intermediate', 'base', 'logical_and#1'))], (6, 7)),
     ([S('inplace_op', 'abs', (0, 1), ('intermediate', 'base', 'col_neg', 'logical_and#0'))], (0, 3)),
+    # (open until bools became index tensors, as ATen reads them)
+    # t[..., True, int_tensor, slice, int_tensor] *= v on an unsqueezed intermediate
+    ([S('binary', 'sub', (8, 8)), S('setitem', 'square', (4, 9), ('intermediate', 'base', 'unsqueeze', (('ellipsis',), ('bool0', True), ('int_tensor', (1,), (-1,)), ('none',), ('slice', 4, -2, 3), ('int_tensor', (1, 2), (-4, 1))), 'double_full', '*=', (1, 2, 1, 0))), S('data', 'square', (6, 6)), S('requires_grad_branch', 'neg', (9, 7)), S('buffer', 'sigmoid', (7, 6))], (3, 4)),
+    # (open until bools became index tensors, as ATen reads them)
+    # t[..., True, int_tensor, slice, int_tensor] *= v on an unsqueezed intermediate
+    ([S('binary', 'sub', (8, 8)), S('setitem', 'square', (4, 9), ('intermediate', 'base', 'unsqueeze', (('ellipsis',), ('bool0', True), ('int_tensor', (1, 2), (-1, 0)), ('slice', 4, -2, 3), ('int_tensor', (1, 2), (-4, 1))), 'double_full', '*=', (1, 2, 0))), S('data', 'square', (6, 6)), S('requires_grad_branch', 'neg', (9, 0)), S('buffer', 'sigmoid', (7, 6))], (3, 4)),
+    # (open until bools became index tensors) t[True, bool_mask] *= v on a row view
+    ([S('binary', 'lerp', (4, 10)), S('reverse', 'center', (11, 11)), S('setitem', 'exp', (7, 11), ('intermediate', 'view_made_before', 'row', (('bool0', True), ('bool_tensor', (4,), (True, False, False, False))), 'scalar', '*=', (1,))), S('flag', 'square', (4, 7)), S('setitem', 'sigmoid', (0, 3), ('after_fallback', 'base', 'unsqueeze', (('ellipsis',),), 'int_scalar', '=', (1, 3, 4)))], (6, 7)),
+    # (open until bools became index tensors) t[..., bool_mask, True, True, 2] *= v
+    ([S('buffer', 'floor', (1, 6)), S('unary', 'neg', (11, 0)), S('flag', 'floor', (12, 5)), S('config', 'rowsum', (2, 0)), S('setitem', 'flat', (12, 11), ('intermediate', 'view_made_before', 'unsqueeze', (('ellipsis',), ('bool_tensor', (3,), (False, True, True)), ('bool0', True), ('bool0', True), ('int', 2)), 'int_full', '*=', (1, 2)))], (8, 7)),
     # copysign_ of a view of an intermediate: eager gives ``other`` a zero gradient
     # (derivatives.yaml: zeros_like(other)), the chain rule through the sign bit none
     ([S('unary', 'abs', (0, 0)), S('inplace_op', 'abs', (0, 1), ('intermediate', 'base', 'col_neg', 'copysign#0'))], (0, 4)),
+    # issue 25, fuzzer program 181 (session 11's run): a mask index_put_ of several int64
+    # values into float32: eager's dtype error
+    ([S('setitem', 'abs', (3, 3), ('after_fallback', 'view_made_before', 'cols', (('bool_tensor', (3,), (True, False, True)),), 'int_full', '=', (2, 2))), S('unary', 'center', (8, 9)), S('inplace', 'neg', (8, 4)), S('binary', 'add', (8, 8)), S('data', 'center', (1, 2)), S('datadep', 'sigmoid', (3, 1), ('item',))], (9, 8)),
+    # issue 25, fuzzer program 238 (session 11's run): eq_ where only ``other`` requires
+    # grad: eager's zero gradient for it (ATen runs it)
+    ([S('reverse', 'center', (2, 12)), S('inplace_op', 'exp', (10, 5), ('intermediate', 'base', 'step', 'eq#0')), S('inplace_op', 'center', (9, 11), ('intermediate', 'base', 'cols', 'clamp_min#0'))], (12, 2, 4)),
+    # issue 25, fuzzer program 614 (session 11's run): t[False, True, 2] += v: an empty
+    # index_put_ keeps the value in eager's graph
+    ([S('setitem', 'sin', (12, 7), ('intermediate', 'view_made_before', 'col_neg', (('bool0', False), ('bool0', True), ('int', 2)), 'double_full', '+=', (0,))), S('requires_grad_branch', 'sin', (8, 6)), S('datadep', 'floor', (0, 7), ('mask_read',)), S('detach', 'abs', (3, 0))], (3,)),
+    # issue 25, fuzzer program 898 (session 11's run): t[True, True, 5] *= v on a flat view:
+    # wrote t[0] (bools read as None, a silent wrong value)
+    ([S('setitem', 'square', (5, 10), ('intermediate', 'base', 'flat', (('bool0', True), ('bool0', True), ('int', 5)), 'last_dim', '*=', (1,))), S('flag', 'square', (6, 5))], (5, 5, 3)),
+    # issue 25, fuzzer program 1458 (session 11's run): t[None, mask] = one int64 value:
+    # masked_fill_ converts it (no dtype error)
+    ([S('data', 'flat', (5, 2)), S('setitem', 'sigmoid', (8, 1), ('buffer', 'view_made_before', 'diagonal', (('none',), ('bool_tensor', (3,), (False, False, True))), 'int_full', '=', (1, 1))), S('reverse', 'center', (11, 5))], (9, 4)),
     # logit_ of the buffer: the generator now writes a buffer into the op's domain first
     ([S('inplace_op', 'softmax', (12, 1), ('buffer', 'base', 'col_neg', 'logit#0'))], (4, 3)),
 ]
@@ -217,18 +242,7 @@ REGRESSIONS: list = [
 
 # Differences the fuzzer found that are still open (issue 25's closing note lists them):
 # each is run and reported as skipped with its reason, so it is seen, not forgotten.
-OPEN: list = [
-    # t[..., True, int_tensor, slice, int_tensor] *= v on an unsqueezed intermediate: an
-    # input gets no .grad
-    ([S('binary', 'sub', (8, 8)), S('setitem', 'square', (4, 9), ('intermediate', 'base', 'unsqueeze', (('ellipsis',), ('bool0', True), ('int_tensor', (1,), (-1,)), ('none',), ('slice', 4, -2, 3), ('int_tensor', (1, 2), (-4, 1))), 'double_full', '*=', (1, 2, 1, 0))), S('data', 'square', (6, 6)), S('requires_grad_branch', 'neg', (9, 7)), S('buffer', 'sigmoid', (7, 6))], (3, 4)),
-    # t[..., True, int_tensor, slice, int_tensor] *= v on an unsqueezed intermediate: an
-    # input gets no .grad
-    ([S('binary', 'sub', (8, 8)), S('setitem', 'square', (4, 9), ('intermediate', 'base', 'unsqueeze', (('ellipsis',), ('bool0', True), ('int_tensor', (1, 2), (-1, 0)), ('slice', 4, -2, 3), ('int_tensor', (1, 2), (-4, 1))), 'double_full', '*=', (1, 2, 0))), S('data', 'square', (6, 6)), S('requires_grad_branch', 'neg', (9, 0)), S('buffer', 'sigmoid', (7, 6))], (3, 4)),
-    # t[True, bool_mask] *= v on a row view made before: the input gets no .grad
-    ([S('binary', 'lerp', (4, 10)), S('reverse', 'center', (11, 11)), S('setitem', 'exp', (7, 11), ('intermediate', 'view_made_before', 'row', (('bool0', True), ('bool_tensor', (4,), (True, False, False, False))), 'scalar', '*=', (1,))), S('flag', 'square', (4, 7)), S('setitem', 'sigmoid', (0, 3), ('after_fallback', 'base', 'unsqueeze', (('ellipsis',),), 'int_scalar', '=', (1, 3, 4)))], (6, 7)),
-    # t[..., bool_mask, True, True, 2] *= v: the jit raises an error where eager runs
-    ([S('buffer', 'floor', (1, 6)), S('unary', 'neg', (11, 0)), S('flag', 'floor', (12, 5)), S('config', 'rowsum', (2, 0)), S('setitem', 'flat', (12, 11), ('intermediate', 'view_made_before', 'unsqueeze', (('ellipsis',), ('bool_tensor', (3,), (False, True, True)), ('bool0', True), ('bool0', True), ('int', 2)), 'int_full', '*=', (1, 2)))], (8, 7)),
-]
+OPEN: list = []
 
 
 @pytest.mark.parametrize("stmts,outs", REGRESSIONS, ids=range(len(REGRESSIONS)))
