@@ -22,8 +22,8 @@ import thunder_mlir.runtime.compile_cache
 # too); the other files are skipped with a reason. Without a GPU every test is collected and
 # skipped with the reason. The OpInfo sweeps run float32 and bfloat16 only there.
 CUDA_FILES = frozenset((
-    "test_ops.py", "test_grad.py", "test_opinfo.py", "test_opinfo_dtypes.py", "test_models.py",
-    "test_generate.py", "test_autocast.py", "test_idioms_aliasing.py", "test_idioms_autocast.py",
+    "test_ops.py", "test_grad.py", "test_opinfo.py", "test_opinfo_dtypes.py",
+    "test_opinfo_dtypes_int.py", "test_models.py", "test_generate.py", "test_autocast.py", "test_idioms_aliasing.py", "test_idioms_autocast.py",
     "test_idioms_autograd.py", "test_idioms_errors.py", "test_idioms_gradnum.py",
     "test_idioms_guards.py", "test_idioms_modules.py", "test_dynamic_shapes.py",
     "test_compile_cache.py", "test_distributed.py", "test_random.py", "test_runtime.py",
@@ -66,7 +66,7 @@ def pytest_collection_modifyitems(config, items):
                 reason=f"--device cuda: {name} is not device-relevant (it runs on the CPU)"))
         elif no_cuda:
             item.add_marker(pytest.mark.skip(reason=f"--device cuda: {no_cuda}"))
-        elif name == "test_opinfo_dtypes.py" and not any(
+        elif name in ("test_opinfo_dtypes.py", "test_opinfo_dtypes_int.py") and not any(
                 d in item.name for d in CUDA_OPINFO_DTYPES):
             item.add_marker(pytest.mark.skip(
                 reason=f"--device cuda: OpInfo sweeps run {CUDA_OPINFO_DTYPES} only"))

@@ -21,10 +21,27 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_opinfo as _oi  # noqa: E402  (the harness; owned by the float32 conformance)
 
 
+# The integer dtypes run in test_opinfo_dtypes_int.py, a file of its own so that
+# ``--dist loadfile`` can put the two halves (about 450 s each here) on two workers.
+INTEGER = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+# int8 and uint8 (about 75 s each) run with THUNDER_OPINFO_ALL_DTYPES=1 (CI's 30 minutes):
+# the lowering is int32's and int16's, their values differ only in range
+NARROW = () if os.environ.get("THUNDER_OPINFO_ALL_DTYPES") == "1" else (torch.int8,
+                                                                      torch.uint8)
+
+
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("dtype", _oi.OTHER_DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", [d for d in _oi.OTHER_DTYPES if d not in INTEGER], ids=str)
 def test_opinfo_dtype(dtype):
     """Zero mismatches against eager in ``dtype``; errors exactly ``expected_errors(dtype)``."""
+    check_dtype(dtype)
+
+
+def check_dtype(dtype):
+    """The conformance pass in ``dtype`` (see the module docstring)."""
+    if dtype in NARROW:
+        pytest.skip(f"{dtype}: its lowering is that of the wider integer dtypes (CI time); "
+                    "THUNDER_OPINFO_ALL_DTYPES=1 runs it")
     full = not os.environ.get("THUNDER_OPINFO_OPS")
     counts, results = _oi._run_and_report([dtype], _oi.OTHER_SAMPLES,
                                           str(dtype).removeprefix("torch."))[dtype]
