@@ -72,6 +72,28 @@ def pytest_collection_modifyitems(config, items):
                 reason=f"--device cuda: OpInfo sweeps run {CUDA_OPINFO_DTYPES} only"))
 
 
+#: A file each test's outcome is appended to as it ends (tools/gpu_check.sh sets it): on the
+#: lent GPU machine the run can be cut at its time limit, which loses pytest's summary.
+_OUTCOMES = os.environ.get("THUNDER_TEST_OUTCOMES")
+
+
+def pytest_runtest_logreport(report):
+    """With ``THUNDER_TEST_OUTCOMES``, append one line per test phase that failed or per
+    passed/skipped call (``OUTCOME nodeid seconds``), and a failure's traceback (its last
+    4,000 characters). Under xdist the controller writes, as each worker's report arrives."""
+    if _OUTCOMES is None or (report.when != "call" and report.passed) or \
+            os.environ.get("PYTEST_XDIST_WORKER"):  # xdist's controller writes them all
+        return
+    outcome = report.outcome.upper() if report.when == "call" or report.skipped else \
+        f"{report.outcome.upper()}-IN-{report.when.upper()}"
+    text = f"{outcome} {report.nodeid} {report.duration:.1f}s\n"
+    if report.failed:
+        detail = report.longreprtext[-4000:]
+        text += "".join(f"    {line}\n" for line in detail.splitlines())
+    with open(_OUTCOMES, "a") as f:
+        f.write(text)
+
+
 @pytest.fixture(autouse=True)
 def _test_device():
     """Under ``--device cuda``, torch's default device is CUDA for the test."""

@@ -115,6 +115,22 @@ def test_mixing_cuda_and_cpu_is_a_clear_error():
         thunder_mlir.jit(lambda a, b: a + b)(torch.ones(2, device="cuda"), torch.ones(2))
 
 
+def test_cpu_scalar_beside_cuda_tensors_matches_eager():
+    """A 0-d CPU tensor beside CUDA tensors, as eager allows (frontend/cpu_scalars.py): read,
+    and written in place (written back into the caller's CPU tensor)."""
+    def f(a, s):
+        s += 1
+        return a * s + s
+
+    x = torch.randn(8, device="cuda")
+    s_eager, s_jit = torch.tensor(2.0), torch.tensor(2.0)
+    expected = f(x, s_eager)
+    out = thunder_mlir.jit(f)(x, s_jit)
+    assert out.device == x.device and s_jit.device.type == "cpu"
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(s_jit, s_eager)
+
+
 def test_program_on_cuda_1_runs_on_gpu_1():
     if torch.cuda.device_count() < 2:
         pytest.skip(f"needs 2 GPUs, this machine has {torch.cuda.device_count()}")

@@ -34,20 +34,30 @@ print("thunder_mlir from", thunder_mlir.__file__)
 PY
 
 echo "== pytest --device cuda (limit ${TEST_S} s)"
-timeout -k 10 "$TEST_S" $PY -m pytest --device cuda -n 4 --dist loadfile -p no:cacheprovider \
-    --junitxml="$OUT/pytest.xml" tests/test_cuda.py tests/test_ops.py tests/test_models.py \
+# pytest-timeout (in the image) ends a hung test (--timeout) and ends the session gracefully
+# at TEST_S - 30 s (--session-timeout), so the summary (-rfE: one line a failure with its
+# error) and the junit file are written even when the suite does not finish in time.
+# THUNDER_TEST_OUTCOMES (conftest): each test's outcome, and a failure's traceback, as it ends.
+TO=$($PY -c "import pytest_timeout" 2>/dev/null && \
+     echo "--timeout=${PER_TEST_S:-120} --session-timeout=$((TEST_S - 60))")
+THUNDER_TEST_OUTCOMES="$OUT/outcomes.txt" timeout -k 10 "$TEST_S" $PY -m pytest --device cuda -o addopts= -q -rfE --tb=short \
+    -n ${JOBS:-8} --dist loadfile $TO -p no:cacheprovider \
+    --junitxml="$OUT/pytest.xml" ${TESTS:-tests/test_cuda.py tests/test_ops.py tests/test_models.py \
     tests/test_generate.py tests/test_autocast.py tests/test_idioms_autocast.py \
     tests/test_idioms_aliasing.py tests/test_idioms_autograd.py tests/test_idioms_modules.py \
     tests/test_dynamic_shapes.py tests/test_compile_cache.py tests/test_distributed.py \
     tests/test_grad.py tests/test_random.py tests/test_runtime.py tests/test_opinfo_dtypes.py \
-    tests/test_opinfo.py \
+    tests/test_opinfo.py} \
     > "$OUT/pytest.log" 2>&1
 rc_tests=$?
-tail -40 "$OUT/pytest.log"
+grep -E "^(FAILED|ERROR) " "$OUT/pytest.log" | cut -c1-300 | head -80
+tail -3 "$OUT/pytest.log"
+echo "== outcomes (as they ended): $(grep -oE '^[A-Z-]+ ' "$OUT/outcomes.txt" | sort | uniq -c | tr '\n' ' ')"
+grep -E '^(FAILED|ERROR)' "$OUT/outcomes.txt" | cut -d' ' -f2 | cut -d: -f1 | sort | uniq -c
 echo "== pytest exit $rc_tests (124: cut at ${TEST_S} s)"
 
 echo "== benchmarks/gpu.py (limit ${BENCH_S} s)"
-timeout -k 10 "$BENCH_S" $PY benchmarks/gpu.py --out "$OUT/bench.jsonl" > "$OUT/bench.log" 2>&1
+timeout -k 10 "$BENCH_S" $PY benchmarks/gpu.py ${BENCH_ARGS:-} --out "$OUT/bench.jsonl" > "$OUT/bench.log" 2>&1
 rc_bench=$?
 cat "$OUT/bench.log" | tail -40
 echo "== bench exit $rc_bench; total $(( $(date +%s) - t0 )) s"

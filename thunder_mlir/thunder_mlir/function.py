@@ -20,7 +20,7 @@ import torch
 import torch.utils._pytree as torch_pytree
 from torch_mlir import ir
 
-from thunder_mlir.frontend import aliasing, compat, differentiability, pytrees
+from thunder_mlir.frontend import aliasing, compat, cpu_scalars, differentiability, pytrees
 from thunder_mlir.ir import dtypes
 from thunder_mlir.cache import CacheEntry, FunctionCache
 from thunder_mlir.ir.context import COMPILE_LOCK
@@ -447,14 +447,6 @@ def _paths_of_tensors(leaves, spec) -> list[str]:
     return [p for p, x in zip(paths, leaves) if isinstance(x, torch.Tensor)]
 
 
-def _program_device(tensors) -> torch.device:
-    devices = {t.device for t in tensors}
-    if len(devices) > 1:
-        raise UnsupportedInputError(f"inputs are on several devices {sorted(map(str, devices))}; "
-                                    "thunder_mlir compiles a program for one device")
-    return devices.pop() if devices else torch.device("cpu")
-
-
 def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                    grad_inputs: list[bool] | None = None, watch=(), dynamic_dims=None,
                    known_values=None):
@@ -472,7 +464,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     """
     compat.install()
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
-    trace = Trace(_program_device(tensors))
+    device, scalars = cpu_scalars.program_device(tensors)
+    trace = Trace(device)
     monitor = SharpEdgeMonitor(fn, sharp_edges)
     trace.monitor = monitor
     trace.known_values = list(known_values or ())
@@ -504,6 +497,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                 proxy_leaves.append(p)
             else:
                 proxy_leaves.append(x)
+        for k in scalars:  # 0-d CPU tensors beside a GPU's (frontend/cpu_scalars.py)
+            cpu_scalars.track(trace, trace.inputs[k])
         tree = optree.tree_unflatten(spec, proxy_leaves)
         # input objects (a KV cache): their copies, to find the program's writes to them
         objects = pytrees.ObjectState(tree, trace.inputs)
@@ -544,6 +539,9 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                     f"{type(x).__qualname__} holding tensors, which is not a pytree container "
                     "thunder_mlir can unpack; return tensors in tuples, lists or dicts")
         writes = objects.writes()
+        cpu_scalars.check_outputs(trace, [(f"output {i}", x) for i, x in enumerate(out_leaves)]
+                                  + [("a tensor stored on an input object", p)
+                                     for p in objects.tensors])
         # the tensors written to input objects or returned inside objects: program outputs
         # after the function's own (state outputs), before the write-backs; one that is also
         # an output comes back as that output (aliasing.output_views)

@@ -17,7 +17,7 @@ import torch
 
 from thunder_mlir.errors import DataDependentControlFlowError, DynamicShapeFallback, \
     Fallback, SharpEdgeError
-from thunder_mlir.frontend import autocast, value_guards
+from thunder_mlir.frontend import autocast, cpu_scalars, value_guards
 from thunder_mlir.frontend.aliasing import record_view
 from thunder_mlir.frontend.autograd_attributes import handle as handle_autograd_attribute
 from thunder_mlir.frontend.differentiability import user_op
@@ -160,6 +160,8 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
 
     with trace.location_of_user_line():
         out = user_op(func, args, kwargs, run)
+    if trace.cpu_scalars:  # results eager keeps on the CPU
+        out = cpu_scalars.propagate(trace, args, kwargs, out)
     record_view(func, args, kwargs, out)  # outputs that are views return eager's view
     value_guards.note_constant(func, args, kwargs, out)  # torch.tensor(3): its value
     return out

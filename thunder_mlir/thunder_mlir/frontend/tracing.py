@@ -47,6 +47,8 @@ class Trace(Builder):
         self.fallbacks: list[str] = []
         self.inputs: list[TensorProxy] = []  # the input proxies, in argument order
         self.mutated_inputs: dict[int, TensorProxy] = {}  # input index -> proxy (write-back)
+        # values eager keeps on the CPU beside a GPU's tensors (frontend/cpu_scalars.py)
+        self.cpu_scalars: dict[int, TensorProxy] = {}
         self.monitor = None  # the SharpEdgeMonitor of this trace, if any
         self.region_ops = 0  # cond/while/checkpoint scopes built (higher_order.py)
         self.backward_errors: list[str] = []  # (grad pass) no_derivative ops reached
