@@ -95,6 +95,10 @@ REGRESSIONS: list = [
     ([S('datadep', 'tanh', (10, 5), ('mask_assign',)), S('no_grad', 'flat', (11, 6)), S('no_grad', 'flat', (8, 5)), S('native_op', 't_t', (4, 0), ('intermediate', 'view_made_before', 'add#1'))], (6,)),
     # issue 25, fuzzer program 1832: wrong value today: output leaf 0: Tensor-likes are not close! /
     ([S('setitem', 'abs', (0, 12), ('after_fallback', 'base', 'col_neg', (('int', 0),), 'scalar', '=', ())), S('enable_grad', 'abs', (2, 1)), S('data', 'abs', (1, 1))], (3,)),
+    # fuzzer programs 1485-1489: pow_ of the buffer (negative bases) gives NaN where eager
+    # gives NaN; the harness compared NaN with NaN as a difference (now equal_nan)
+    ([S('native_op', 'sin', (12, 0), ('buffer', 'base', 'pow#1')), S('flag', 'clone', (6, 2))],
+     (8,)),
     # issue 25, fuzzer program 9: error today: step 0: eager raised RuntimeError, jit raised DataDependentControlFlowError: return x.exp() if 
     ([S('data', 'floor', (8, 5)), S('data', 'floor', (10, 1)), S('datadep', 't_t', (1, 7), ('any_branch',)), S('inplace_op', 'exp', (10, 8), ('leaf', 'base', 'flat', 'round#0'))], (12,)),
     # issue 25, fuzzer program 31: error today: step 0: eager succeeded, jit raised RuntimeError: torch.masked_select: its outputs [((9,), torc
@@ -242,7 +246,16 @@ REGRESSIONS: list = [
 
 # Differences the fuzzer found that are still open (issue 25's closing note lists them):
 # each is run and reported as skipped with its reason, so it is seen, not forgotten.
-OPEN: list = []
+OPEN: list = [
+    # fuzzer programs 1524-1526: `t[...] += v` into a view `t` of an intermediate that did
+    # not require grad, `v` requiring grad. Eager raises "a leaf Variable that requires grad
+    # is being used in an in-place operation" from `t.__setitem__`, but only because `t`'s
+    # grad_fn was not read after the write through `t[...]`: reading `t.grad_fn` before the
+    # setitem regenerates it and eager then runs and returns what the jit returns (checked
+    # in torch 2.13). An eager quirk of lazily regenerated view grad_fns, not reproduced.
+    ([S('setitem', 't_t', (8, 3), ('intermediate', 'view_made_before', 'row', (('ellipsis',),),
+                                   'last_dim', '+=', (4,)))], (9, 3)),
+]
 
 
 @pytest.mark.parametrize("stmts,outs", REGRESSIONS, ids=range(len(REGRESSIONS)))
