@@ -972,10 +972,7 @@ def test_catalogue_has_sixty_cases():
 
 # Cases still open (issue 25's closing note): run, and skipped with the reason printed while
 # they differ; a failure once they match eager (then they leave this table).
-OPEN = {
-    "unique_with_counts": "eager's backward raises 'the derivative for _unique2 is not "
-                          "implemented'; the jit's backward does not",
-}
+OPEN: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])

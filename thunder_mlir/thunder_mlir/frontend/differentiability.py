@@ -134,9 +134,9 @@ def _replay(func: Callable, args, kwargs, inputs: list[TensorProxy]) -> _Replay 
             raise TorchOpRuntimeError(
                 f"{describe_frame(user_frame())}\n  {e}\n  Eager PyTorch raises this "
                 "RuntimeError too (autograd: the tensor requires grad).") from None
-        return None
-    except Exception:  # noqa: BLE001 - no meta kernel: the caller applies the plain rule
-        return None
+        return _replay_on_zeros(func, args, kwargs, inputs)
+    except Exception:  # noqa: BLE001 - no meta kernel: replayed on small CPU tensors
+        return _replay_on_zeros(func, args, kwargs, inputs)
     outs = [o for o in optree.tree_leaves(out, none_is_leaf=True) if isinstance(o, torch.Tensor)]
     fns = [_grad_fn(o) for o in outs]
     errors = [_not_implemented_message(o, leaves)
@@ -147,6 +147,71 @@ def _replay(func: Callable, args, kwargs, inputs: list[TensorProxy]) -> _Replay 
     flows = [f is not None or not o._is_view() for o, f in zip(outs, fns)]
     return _Replay([o.requires_grad for o in outs],
                    {k: m.requires_grad for k, m in metas.items()}, errors, outs, metas, flows)
+
+
+#: The most elements a tensor replayed on real CPU memory may have (``_replay_on_zeros``).
+_ZEROS_REPLAY_NUMEL = 1 << 16
+
+
+def _replay_on_zeros(func: Callable, args, kwargs, inputs: list[TensorProxy]) -> _Replay | None:
+    """The replay of a call that has no meta kernel, or whose output sizes depend on values
+    (``unique``, ``nonzero``), on zero-filled CPU tensors of the proxies' shapes, dtypes and
+    ``requires_grad``: only its autograd flags are read (``requires_grad``, a
+    ``NotImplemented`` grad_fn's error, as ``_unique2``'s), never its values, and no eager
+    twin is kept. None where a tensor has more than ``_ZEROS_REPLAY_NUMEL`` elements or the
+    call fails on zeros: the caller then applies the plain rule."""
+    if _calls_user_code(args, kwargs):
+        return None
+    zeros: dict[int, torch.Tensor] = {}
+
+    def to_zeros(x):
+        if type(x) is not TensorProxy:
+            return x
+        z = zeros.get(id(x))
+        if z is None:
+            shape = hints(x.tshape)
+            n = 1
+            for d in shape:
+                n *= d
+            if n > _ZEROS_REPLAY_NUMEL:
+                raise OverflowError
+            with torch.inference_mode(False):
+                z = torch.zeros(shape, dtype=x.tdtype, device="cpu")
+                if x.requires_grad:
+                    z.requires_grad_()
+                    if not any(x is i for i in inputs):
+                        with torch.enable_grad():
+                            z = z.clone()
+            zeros[id(x)] = z
+        return z
+
+    try:
+        z_args, z_kwargs = optree.tree_map(to_zeros, (args, kwargs), none_is_leaf=True)
+        # (a random op would advance torch's generator: its state is restored)
+        with torch._C.DisableTorchFunction(), torch.random.fork_rng(devices=[]):
+            out = func(*z_args, **z_kwargs)
+    except Exception:  # noqa: BLE001 - too large, or zeros are not a valid input
+        return None
+    outs = [o for o in optree.tree_leaves(out, none_is_leaf=True) if isinstance(o, torch.Tensor)]
+    leaves = [z for z in zeros.values() if z.requires_grad]
+    fns = [_grad_fn(o) for o in outs]
+    errors = [_backward_error(o, leaves) if o.requires_grad and f is not None else None
+              for o, f in zip(outs, fns)]
+    flows = [f is not None or not o._is_view() for o, f in zip(outs, fns)]
+    return _Replay([o.requires_grad for o in outs],
+                   {k: z.requires_grad for k, z in zeros.items()}, errors, [], {}, flows)
+
+
+def _backward_error(out: torch.Tensor, leaves: list[torch.Tensor]) -> str | None:
+    """The error eager's backward raises through ``out`` for a derivative that is not
+    implemented (derivatives.yaml's ``not_implemented``: ``_unique2``'s grad_fn is a
+    ``Unique2Backward0`` that raises when applied), or None."""
+    try:
+        torch.autograd.grad(out, leaves, torch.zeros_like(out), allow_unused=True,
+                            retain_graph=True)
+    except RuntimeError as e:  # (NotImplementedError is one)
+        return str(e) if "not implemented" in str(e) else None
+    return None
 
 
 def user_op(func: Callable | None, args: tuple, kwargs: dict, run: Callable[[], Any]) -> Any:

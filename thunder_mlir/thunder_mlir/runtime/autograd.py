@@ -268,7 +268,12 @@ class ThunderAutogradFunction(torch.autograd.Function):
     def _backward(ctx, *grads):
         entry = ctx.entry
         if entry.backward_error is not None:
-            raise RuntimeError(entry.backward_error)
+            # torch's ``not_implemented()`` (autograd/FunctionsManual.cpp: "the derivative
+            # for 'op' is not implemented.", derivatives.yaml's not_implemented) raises
+            # NotImplementedError; a ``NotImplemented`` node raises RuntimeError
+            msg = entry.backward_error
+            raise (NotImplementedError if msg.startswith("the derivative for '")
+                   else RuntimeError)(msg)
         cots = []
         for g, d, o in zip(grads, entry.diff_outputs, range(len(grads))):
             if not d:
