@@ -276,6 +276,38 @@ def test_output_unused_in_loss():
     torch.testing.assert_close(a.grad, a.detach().cos(), **TOL)
 
 
+class _TwoHeads(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.a(x), self.b(x)
+
+
+@pytest.mark.parametrize("used", ["first", "both", "second_times_zero"])
+def test_input_reached_only_by_unused_outputs_keeps_grad_none(used):
+    """Eager leaves ``.grad`` None for a parameter that only an output without a gradient
+    reaches (a pooler head outside the loss; AdamW then skips it), zeros where the
+    gradient is a real zero (``v.sum() * 0``). The program is one autograd node, so the
+    runtime maps the outputs that got a gradient to the inputs they reach
+    (transforms/grad.output_reach)."""
+    torch.manual_seed(0)
+    eager = _TwoHeads()
+    jitted_mod = copy.deepcopy(eager)
+    jitted = thunder_mlir.jit(jitted_mod)
+    x = _r(2, 4)
+    for mod, run in ((eager, eager), (jitted_mod, jitted)):
+        u, v = run(x)
+        loss = {"first": u.sum(), "both": u.sum() + v.sum(),
+                "second_times_zero": u.sum() + v.sum() * 0}[used]
+        loss.backward()
+    for (name, pe), pj in zip(eager.named_parameters(), jitted_mod.parameters()):
+        assert (pj.grad is None) == (pe.grad is None), (name, pj.grad, pe.grad)
+        if pe.grad is not None:
+            torch.testing.assert_close(pj.grad, pe.grad, **TOL)
+
+
 def test_no_grad_gives_forward_only_plan():
     """Under torch.no_grad() the plan has no grad stage and no backward; outputs do not
     require grad; the same function recompiles with grad when grad mode is on."""

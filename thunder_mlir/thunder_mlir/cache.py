@@ -59,6 +59,9 @@ class CacheEntry:
     wrt: list[int] = field(default_factory=list)  # tensor-input indices that get gradients
     residual_bytes: int = 0
     backward_error: str | None = None  # eager's error for a derivative it does not implement
+    # per differentiated output, the positions in ``wrt`` it reaches; None: every one
+    # (transforms/grad.output_reach): an input only unused outputs reach gets no gradient
+    output_reach: list | None = None
     # the executor implementations the compilation registered, kept alive with the entry
     # (ir/implementations.py)
     implementations: list = field(default_factory=list)

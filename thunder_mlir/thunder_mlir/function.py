@@ -585,7 +585,8 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
              joint: str | None = None, watch=(), dynamic_dims=None,
              known_values=()) -> CacheEntry:
     from thunder_mlir.executors import execution_transform  # noqa: F401 (registers it)
-    from thunder_mlir.transforms.grad import DIFF_OUTPUTS, backward_error, reached_inputs
+    from thunder_mlir.transforms.grad import DIFF_OUTPUTS, backward_error, output_reach, \
+        reached_inputs
     from thunder_mlir.transforms.registry import PassContext, parse_element, pipeline_string
 
     from thunder_mlir.runtime.plan import build_plan, place_small_programs
@@ -719,6 +720,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         entry.backward_error = backward_error(module) or eager_backward_error
         reached = iter(reached_inputs(module))
         entry.wrt = [i for i, w in enumerate(wrt) if w and next(reached)]
+        entry.output_reach = output_reach(module)
         entry.residual_bytes = residual_bytes(module)
     return entry
 

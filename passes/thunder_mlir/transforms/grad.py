@@ -38,9 +38,10 @@ from thunder_mlir.ir import dtypes, prim_defs
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 from thunder_mlir.ir.dialect import REGION_OPS
 from thunder_mlir.ir.regions import (
-    eliminate_dead_code, inline_block, nested_ops, operand_sites)
+    eliminate_dead_code, free_values, inline_block, nested_ops, operand_sites)
 
-from thunder_mlir.transforms.backprop import accumulate, backprop, mark_active
+from thunder_mlir.transforms.backprop import accumulate, backprop, differentiable_results, \
+    mark_active
 from thunder_mlir.transforms.torch_vjp import CUSTOM_VJP_ATTR
 from thunder_mlir.transforms.vjp_composites import APPLIES, COMPOSITE_VJP
 
@@ -49,6 +50,9 @@ WRITE_BACKS = "thunder.num_write_backs"  # set by jit: trailing results that upd
 DIFF_OUTPUTS = "thunder.diff_outputs"  # set by jit: array<i1>, the outputs that get cotangents
 BACKWARD_ERROR = "thunder.backward_error"  # on @backward: raised when the backward runs
 REACHED = "thunder.reached"  # on @backward: per differentiated input, has a gradient
+# on @backward, where some differentiated output does not reach every reached input: per
+# differentiated output, the positions (among the reached inputs) it depends on
+OUTPUT_REACH = "thunder.output_reach"
 CHEAP = prim_defs.CHEAP  # cheap prims (``PrimDef.cheap``)
 # prims the backward may recompute instead of saving their results: the cheap ones and
 # slices (views, which torch's partitioner recomputes too)
@@ -121,6 +125,10 @@ def _differentiate(module: ir.Module, fwd, remat: bool) -> None:
         ct: dict[ir.Value, object] = {}
         for v, c in zip([v for v, d in zip(outputs, diff_out) if d], cots):
             accumulate(ct, v, bt.make_proxy(c))
+        # (before backprop, whose rules may replace forward ops: an executor call's saved
+        # values become results of a new op)
+        masks = _output_masks(body, [a for a, w in zip(args, wrt) if w],
+                              [v for v, d in zip(outputs, diff_out) if d])
         backprop(bt, body, ct, active)
         # a differentiated input no output depends on gets no gradient (eager leaves its
         # .grad None): @backward returns the gradients of the reached inputs only
@@ -133,6 +141,11 @@ def _differentiate(module: ir.Module, fwd, remat: bool) -> None:
                     grads.append(g.value)
         bt.finish(grads)
         bt.func_op.attributes[REACHED] = ir.ArrayAttr.get([ir.BoolAttr.get(r) for r in reached])
+        reach = _output_reach(masks, reached)
+        if reach is not None:
+            i64 = ir.IntegerType.get_signless(64)
+            bt.func_op.attributes[OUTPUT_REACH] = ir.ArrayAttr.get([
+                ir.ArrayAttr.get([ir.IntegerAttr.get(i64, k) for k in r]) for r in reach])
     # grad transforms (thunder_mlir.extend) emit their own forward and mark the op they
     # replace: drop it (in a region too, or in a region's copy recomputed in the backward),
     # and take the forward's ops and outputs as they are now
@@ -308,6 +321,51 @@ def _rematerialize(bblock, body, saved: set, uses: dict) -> list[ir.Value]:
         for user, i in uses.pop(op.results[0], []):
             user.operands[i] = clone.results[0]
     return order
+
+
+def _output_masks(body: list, diff_args: list, diff_outputs: list) -> list[int]:
+    """Per differentiated output, the bit set of the differentiated inputs (bit i: the i-th)
+    it depends on through differentiable results (``_output_reach``)."""
+    deps = {a: 1 << i for i, a in enumerate(diff_args)}
+    for op in body:
+        bits = 0
+        for v in free_values(op):
+            bits |= deps.get(v, 0)
+        if bits:
+            for r in differentiable_results(op):
+                deps[r] = bits
+    return [deps.get(v, 0) for v in diff_outputs]
+
+
+def _output_reach(masks: list[int], reached: list[bool]) -> list[list[int]] | None:
+    """Per differentiated output, the positions among the reached inputs (``@backward``'s
+    gradients, in order) that ``masks`` (``_output_masks``) says it depends on; None when
+    every output reaches every one (the attribute is then left out).
+
+    Eager gives an input no ``.grad`` (None) when the outputs that received a gradient do
+    not reach it, even if another output of the same call does (torch.autograd's graph
+    has one node per op, not one per program), so the runtime needs this to return None
+    instead of zeros. An over-approximation (a region op's results depend on every value
+    it reads) only gives zeros where eager gives None, never None for a real gradient."""
+    positions = [i for i, r in enumerate(reached) if r]  # reached position -> input bit
+    if not positions:
+        return None
+    reach = [[k for k, i in enumerate(positions) if m >> i & 1] for m in masks]
+    if all(len(r) == len(positions) for r in reach):
+        return None
+    return reach
+
+
+def output_reach(module: ir.Module) -> list[frozenset[int]] | None:
+    """``@backward``'s ``thunder.output_reach``: per differentiated output, the positions of
+    its gradients (among ``reached_inputs``) that the output depends on; None when every
+    output reaches every reached input."""
+    with module.context:
+        bwd = _func(module, "backward")
+        if bwd is None or OUTPUT_REACH not in bwd.attributes:
+            return None
+        return [frozenset(ir.IntegerAttr(i).value for i in ir.ArrayAttr(r))
+                for r in ir.ArrayAttr(bwd.attributes[OUTPUT_REACH])]
 
 
 def reached_inputs(module: ir.Module) -> list[bool]:

@@ -254,6 +254,9 @@ class ThunderAutogradFunction(torch.autograd.Function):
         nondiff = [o for o, d in zip(result, entry.diff_outputs) if not d]
         if nondiff:
             ctx.mark_non_differentiable(*nondiff)
+        if entry.output_reach is not None:  # an output that gets no gradient: None, not 0
+            ctx.set_materialize_grads(False)
+            ctx.out_metas = [(o.shape, o.dtype, o.device) for o in result]
         return result
 
     @staticmethod
@@ -275,11 +278,18 @@ class ThunderAutogradFunction(torch.autograd.Function):
             raise (NotImplementedError if msg.startswith("the derivative for '")
                    else RuntimeError)(msg)
         cots = []
+        reach = entry.output_reach
+        reached: set = set()  # (output_reach) gradients reached by an output that got one
         for g, d, o in zip(grads, entry.diff_outputs, range(len(grads))):
             if not d:
                 continue
             if g is None:
-                raise RuntimeError("internal: missing cotangent")  # materialize_grads is on
+                if reach is None:
+                    raise RuntimeError("internal: missing cotangent")  # materialize_grads on
+                shape, dtype, device = ctx.out_metas[o]
+                g = torch.zeros(shape, dtype=dtype, device=device)
+            elif reach is not None:
+                reached |= reach[len(cots)]
             cots.append(g)
         saved = ctx.saved_tensors  # raises torch's error when freed by an earlier backward
         if not ctx.direct:
@@ -310,8 +320,9 @@ class ThunderAutogradFunction(torch.autograd.Function):
             del buffers
             in_grads, _ = _execute(plan, _single_xla_step(plan), args, inputs)
         result = [None] * (1 + ctx.n_inputs)
-        for i, g in zip(entry.wrt, in_grads):
-            result[1 + i] = g
+        for k, (i, g) in enumerate(zip(entry.wrt, in_grads)):
+            if reach is None or k in reached:  # eager: no .grad where no used output reaches
+                result[1 + i] = g
         return tuple(result)
 
 
