@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from thunder_mlir.errors import (  # noqa: F401
     CallArgumentError, CompileError, DataDependentControlFlowError, DeviceMismatchError,
     LoweringError, PassError,
@@ -21,6 +23,9 @@ from thunder_mlir.module import ThunderMethod, ThunderModule  # noqa: F401
 from thunder_mlir.ir.proxy import TensorProxy  # noqa: F401
 from thunder_mlir.examine import Examination, OpReport, examine  # noqa: F401
 from thunder_mlir.runtime.compile_cache import compile_cache_dir, set_compile_cache_dir  # noqa: F401
+
+if "torch._dynamo" in sys.modules:  # backend="thunder_mlir" (dynamo_backend.py), at no cost
+    from thunder_mlir import dynamo_backend  # noqa: F401
 
 
 def _function(jfn) -> ThunderFunction:
