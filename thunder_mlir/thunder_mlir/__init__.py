@@ -8,7 +8,23 @@
 
 from __future__ import annotations
 
+import os
 import sys
+
+
+def _checkout_layers(package_dir: str) -> list[str]:
+    """The package's other source roots when it is imported from a checkout (``pip install
+    -e .``: pyproject's ``dev-mode-dirs`` puts only ``<checkout>/thunder_mlir`` on sys.path):
+    ``<checkout>/{dialects,passes,tools}/thunder_mlir``, holding ``ir``, ``transforms`` and
+    ``tools``. Empty for an installed wheel, which holds all four in one folder."""
+    checkout = os.path.dirname(os.path.dirname(package_dir))
+    if not os.path.isfile(os.path.join(checkout, "pyproject.toml")):
+        return []
+    roots = [os.path.join(checkout, r, "thunder_mlir") for r in ("dialects", "passes", "tools")]
+    return [r for r in roots if os.path.isdir(r)]
+
+
+__path__ += _checkout_layers(os.path.dirname(os.path.abspath(__file__)))  # noqa: F821
 
 from thunder_mlir.errors import (  # noqa: F401
     CallArgumentError, CompileError, DataDependentControlFlowError, DeviceMismatchError,
