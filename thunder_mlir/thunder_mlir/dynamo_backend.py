@@ -13,12 +13,14 @@ Training: the graph is compiled by ``jit`` with thunder_mlir's own VJP (the ``gr
 not through AOTAutograd. When an input requires grad the jitted graph returns outputs
 that carry one ``torch.autograd.Function`` node, so ``loss.backward()`` fills ``.grad`` as
 eager does. Why not AOTAutograd (``torch._dynamo.backends.common.aot_autograd`` with
-thunder_mlir compiling its forward and backward): AOTAutograd hands over graphs of ATen ops
-(``aten.addmm``, ``aten.gelu_backward``, ``aten.t``), for which thunder_mlir has no
-symbols, so every op runs on the torch fallback executor, and its backward graph is
-thunder_mlir-opaque. Measured on a training step of an MLP (64-256-256-10, batch 32, SGD)
-on this 2-core AMD EPYC: this design 18.6 ms per step, AOTAutograd 27.4 ms (eager 1.2 ms;
-medians of 7x50 steps, /tmp/bench_designs.py in the commit message of this file).
+thunder_mlir compiling its forward and backward): it hands over graphs of ATen ops (``aten.addmm``, ``aten.t``, ``aten.gelu_backward``) for
+which thunder_mlir has no symbols: all of them (8 forward, 24 backward for a 3-layer MLP)
+run on the torch fallback executor, so nothing of the step runs on XLA. Measured on an
+SGD training step of an MLP (64-256-256-10, batch 32) on a 2-core AMD EPYC, fastest of
+7 rounds of 50 steps (the machine was shared; medians varied 3x): this design 6.9 ms per
+step, AOTAutograd 27.7 ms, eager 1.8 ms (tiny kernels: thunder_mlir's per-call overhead
+dominates; ``jit(model)`` took the same time as this design, 33.4 vs 32.8 ms, in a
+loaded round).
 
 Sharp edges: the FX graph Dynamo made is functional (Python side effects, ``random``,
 ``time`` stay in Dynamo's Python, between graphs), so thunder_mlir's sharp-edge monitor
