@@ -198,3 +198,30 @@ def test_backend_is_listed_and_its_entry_point_loads_it():
     if any(str(f).endswith("thunder_mlir/dynamo_backend.py") for f in dist.files or ()):
         assert [e.value for e in dist.entry_points
                 if e.group == "torch_dynamo_backends"] == [value]
+
+
+def test_buffer_updates_input_mutation_and_dynamic_sizes_match_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+    ref_model = copy.deepcopy(model)
+    compiled = torch.compile(model, backend="thunder_mlir")
+    for _ in range(2):  # running statistics are buffers Dynamo passes as graph inputs
+        x = torch.randn(2, 3, 8, 8)
+        torch.testing.assert_close(compiled(x), ref_model(x))
+        for name, buf in model.named_buffers():
+            torch.testing.assert_close(buf, dict(ref_model.named_buffers())[name], msg=name)
+
+    def scale_(a):
+        a.mul_(2)  # an in-place write to the caller's tensor
+        return a + 1
+
+    a = torch.randn(3)
+    ref_a = a.clone()
+    torch.testing.assert_close(torch.compile(scale_, backend="thunder_mlir")(a), scale_(ref_a))
+    torch.testing.assert_close(a, ref_a)
+
+    # dynamic=True: Dynamo's graph takes the sizes as SymInt inputs (Python ints here)
+    summed = torch.compile(lambda t: (t * 2).sum(0), backend="thunder_mlir", dynamic=True)
+    for n in (3, 5, 7):
+        t = torch.randn(n, 4)
+        torch.testing.assert_close(summed(t), (t * 2).sum(0))
