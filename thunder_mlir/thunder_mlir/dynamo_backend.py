@@ -13,14 +13,16 @@ Training: the graph is compiled by ``jit`` with thunder_mlir's own VJP (the ``gr
 not through AOTAutograd. When an input requires grad the jitted graph returns outputs
 that carry one ``torch.autograd.Function`` node, so ``loss.backward()`` fills ``.grad`` as
 eager does. Why not AOTAutograd (``torch._dynamo.backends.common.aot_autograd`` with
-thunder_mlir compiling its forward and backward): it hands over graphs of ATen ops (``aten.addmm``, ``aten.t``, ``aten.gelu_backward``) for
-which thunder_mlir has no symbols: all of them (8 forward, 24 backward for a 3-layer MLP)
-run on the torch fallback executor, so nothing of the step runs on XLA. Measured on an
-SGD training step of an MLP (64-256-256-10, batch 32) on a 2-core AMD EPYC, fastest of
-7 rounds of 50 steps (the machine was shared; medians varied 3x): this design 6.9 ms per
-step, AOTAutograd 27.7 ms, eager 1.8 ms (tiny kernels: thunder_mlir's per-call overhead
-dominates; ``jit(model)`` took the same time as this design, 33.4 vs 32.8 ms, in a
-loaded round).
+thunder_mlir compiling its forward and backward): it hands over graphs of ATen ops
+(``aten.addmm``, ``aten.t``, ``aten.gelu_backward``) for which thunder_mlir has no
+symbols: all of them (8 forward, 24 backward for a 3-layer MLP) run on the torch fallback
+executor, so nothing of the step runs on XLA. Measured (benchmarks/dynamo_training.py) on an
+SGD training step of an MLP (64-256-256-10, batch 32) on a 2-core AMD EPYC shared with
+other jobs (load 3-5), fastest of 7 rounds of 50 steps, in 4 runs: this design 7.2, 6.9,
+28.6, 4.8 ms per step; AOTAutograd 33.4, 27.7, 57.4, 17.0 ms (2.0-4.6x slower in every
+run); eager 1.8 ms in the quietest round (tiny kernels: thunder_mlir's per-call overhead
+dominates; ``jit(model)`` took the same time as this design, 33.4 vs 32.8 ms in a loaded
+round).
 
 Sharp edges: the FX graph Dynamo made is functional (Python side effects, ``random``,
 ``time`` stay in Dynamo's Python, between graphs), so thunder_mlir's sharp-edge monitor
@@ -52,9 +54,9 @@ __all__ = ["BACKEND_NAME", "DynamoGraph", "ThunderMLIRBackend", "compiled_graphs
 BACKEND_NAME = "thunder_mlir"
 #: ``torch.compile(..., options={...})`` keys: jit's keyword options (its signature)
 JIT_OPTIONS = tuple(p for p in inspect.signature(jit).parameters if p != "fn")
-#: the graphs compiled through the registered name, newest last (bounded: each holds its
-#: GraphModule and example inputs)
-_RECENT: collections.deque[DynamoGraph] = collections.deque(maxlen=64)
+#: the graphs compiled through the registered name, newest last; bounded, as each holds its
+#: GraphModule and example inputs (an input batch among them) alive
+_RECENT: collections.deque[DynamoGraph] = collections.deque(maxlen=16)
 
 
 @dataclass(eq=False)
@@ -122,7 +124,7 @@ def thunder_mlir_backend(gm: torch.fx.GraphModule, example_inputs: list, *,
 
 def compiled_graphs() -> list[DynamoGraph]:
     """The graphs compiled through ``backend="thunder_mlir"`` in this process, oldest
-    first (the last 64): ``thunder_mlir.last_traces(compiled_graphs()[-1].jitted)``."""
+    first (the last 16): ``thunder_mlir.last_traces(compiled_graphs()[-1].jitted)``."""
     return list(_RECENT)
 
 
