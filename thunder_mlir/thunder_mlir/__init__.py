@@ -8,19 +8,41 @@
 
 from __future__ import annotations
 
-from thunder_mlir.errors import (  # noqa: F401
+import os
+import sys
+
+
+def _checkout_layers(package_dir: str) -> list[str]:
+    """The package's other source roots when it is imported from a checkout (``pip install
+    -e .``: pyproject's ``dev-mode-dirs`` puts only ``<checkout>/thunder_mlir`` on sys.path):
+    ``<checkout>/{dialects,passes,tools}/thunder_mlir``, holding ``ir``, ``transforms`` and
+    ``tools``. Empty for an installed wheel, which holds all four in one folder."""
+    checkout = os.path.dirname(os.path.dirname(package_dir))
+    if not os.path.isfile(os.path.join(checkout, "pyproject.toml")):
+        return []
+    roots = [os.path.join(checkout, r, "thunder_mlir") for r in ("dialects", "passes", "tools")]
+    return [r for r in roots if os.path.isdir(r)]
+
+
+# before the imports below, which need the other roots (E402: they follow this statement)
+__path__ += _checkout_layers(os.path.dirname(os.path.abspath(__file__)))  # noqa: F821
+
+from thunder_mlir.errors import (  # noqa: E402, F401
     CallArgumentError, CompileError, DataDependentControlFlowError, DeviceMismatchError,
     LoweringError, PassError,
     PerformanceWarning, RecompileWarning, SharpEdgeError, SharpEdgeWarning, ThunderError,
     TorchOpError, TraceError, UnsupportedError, UnsupportedInputError)
-from thunder_mlir.grad_api import grad, value_and_grad  # noqa: F401
-from thunder_mlir.function import Stage, ThunderFunction  # noqa: F401
-from thunder_mlir.jit import jit  # noqa: F401
-from thunder_mlir.dynamic import mark_dynamic  # noqa: F401
-from thunder_mlir.module import ThunderMethod, ThunderModule  # noqa: F401
-from thunder_mlir.ir.proxy import TensorProxy  # noqa: F401
-from thunder_mlir.examine import Examination, OpReport, examine  # noqa: F401
-from thunder_mlir.runtime.compile_cache import compile_cache_dir, set_compile_cache_dir  # noqa: F401
+from thunder_mlir.grad_api import grad, value_and_grad  # noqa: E402, F401
+from thunder_mlir.function import Stage, ThunderFunction  # noqa: E402, F401
+from thunder_mlir.jit import jit  # noqa: E402, F401
+from thunder_mlir.dynamic import mark_dynamic  # noqa: E402, F401
+from thunder_mlir.module import ThunderMethod, ThunderModule  # noqa: E402, F401
+from thunder_mlir.ir.proxy import TensorProxy  # noqa: E402, F401
+from thunder_mlir.examine import Examination, OpReport, examine  # noqa: E402, F401
+from thunder_mlir.runtime.compile_cache import compile_cache_dir, set_compile_cache_dir  # noqa: E402, F401
+
+if "torch._dynamo" in sys.modules:  # backend="thunder_mlir" (dynamo_backend.py), at no cost
+    from thunder_mlir import dynamo_backend  # noqa: E402, F401
 
 
 def _function(jfn) -> ThunderFunction:
