@@ -583,6 +583,20 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
     return entry
 
 
+def program_name(fn) -> str:
+    """A compiled program in error messages: the jitted function (a module: its class's
+    ``forward``) and where it is defined, e.g. "`mlp` (defined at model.py:12)"."""
+    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    target = getattr(target, "__func__", target)
+    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    if isinstance(fn, torch.nn.Module):
+        name = f"{type(fn).__qualname__}.forward"
+    code = getattr(target, "__code__", None)
+    where = f" (defined at {code.co_filename}:{code.co_firstlineno})" \
+        if isinstance(code, types.CodeType) else ""
+    return f"the compiled program of `{name}`{where}"
+
+
 def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
              joint: str | None = None, watch=(), dynamic_dims=None,
              known_values=()) -> CacheEntry:
@@ -674,13 +688,16 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         from thunder_mlir.runtime.autograd import mark_donated_residuals
 
         plan, texts = build_plan(module, trace.device, "forward")
+        plan.name_program(program_name(fn) + ", its forward")
         # residuals only the backward reads: donated to it (their memory holds gradients)
         mark_donated_residuals(module, plan, sum(type(x) is TensorProxy for x in out_leaves)
                                + len(state_outs) + len(trace.mutated_inputs))
         bwd, btexts = build_plan(module, trace.device, "backward")
+        bwd.name_program(program_name(fn) + ", its backward")
         texts.update(btexts)
     else:
         plan, texts = build_plan(module, trace.device)
+        plan.name_program(program_name(fn))
     compiled = f"// {len(texts)} region(s) compiled"
     # inference programs only: a training step's forward and backward stay on the main pool
     # (runtime/plan.py place_small_programs says why)

@@ -9,12 +9,14 @@ XLA region to another never visit torch.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 from torch_mlir import ir
 
+from thunder_mlir.errors import ExecutionError, ThunderError
 from thunder_mlir.frontend.torch_fallback import implementation_of
 from thunder_mlir.ir.dialect import SEED_ATTR
 from thunder_mlir.runtime import dlpack, jax_internals, xla
@@ -32,6 +34,10 @@ class XlaStep:
     # the executable's arguments marked ``jax.buffer_donor`` (DONOR_ATTR): XLA may write
     # its results into their memory, and the jax arrays passed there are deleted by a run
     donated: tuple[int, ...] = ()
+    # for error messages (execution_error): the region's StableHLO, and the program it
+    # belongs to ("`mlp` (defined at model.py:12)", set by Plan.name_program)
+    text: str | None = None
+    program: str = "a compiled program"
 
     def execute(self, args: list, device) -> list:
         """Run the executable on XLA buffers ``args``; its output arrays. The first run
@@ -39,10 +45,15 @@ class XlaStep:
         (``result_handlers``); later runs consume results with them, which skips the
         per-output sharding objects ``execute``/``disassemble`` make (~3 us each). A
         ``ShapeSpecializedExecutable``'s output shapes change per call: it gets none."""
-        res = self.executable.execute_sharded(args)
-        if self.handlers is not None:
-            return res.consume_with_handlers(self.handlers)
-        arrays = [r[0] for r in res.disassemble_into_single_device_arrays()]
+        try:
+            res = self.executable.execute_sharded(args)
+            if self.handlers is not None:
+                return res.consume_with_handlers(self.handlers)
+            arrays = [r[0] for r in res.disassemble_into_single_device_arrays()]
+        except ThunderError:
+            raise
+        except Exception as e:  # noqa: BLE001 - every XLA runtime error: one of ours
+            raise execution_error(self, args, e) from e
         # a handler fixes its array's shape: a region with symbolic sizes (one executable
         # per concrete shape, runtime/refine.py) keeps disassembling
         if type(self.executable) is not ShapeSpecializedExecutable:
@@ -114,17 +125,26 @@ class Plan:
         """``_run_single`` once the region's result handlers exist, with what it looks up
         bound beforehand (~0.4 us of a 2x2 add's ~9 us in Plan.run)."""
         buffers, order, pick = self._imports.buffers, self._order, self._pick
-        execute, handlers = self._step.executable.execute_sharded, self._step.handlers
+        step = self._step
+        execute, handlers = step.executable.execute_sharded, step.handlers
         on_cpu = self._on_cpu
+        # (a try block costs nothing until it raises: Python 3.11's zero-cost exceptions)
         if order is None and pick is None:  # the common case
             def run(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-                return dlpack.to_torch_many(
-                    execute(buffers(inputs)).consume_with_handlers(handlers), on_cpu)
+                args = buffers(inputs)
+                try:
+                    outs = execute(args).consume_with_handlers(handlers)
+                except Exception as e:  # noqa: BLE001 - every XLA runtime error: ours
+                    raise execution_error(step, args, e) from e
+                return dlpack.to_torch_many(outs, on_cpu)
             return run
 
         def run(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-            args = inputs if order is None else [inputs[i] for i in order]
-            outs = execute(buffers(args)).consume_with_handlers(handlers)
+            args = buffers(inputs if order is None else [inputs[i] for i in order])
+            try:
+                outs = execute(args).consume_with_handlers(handlers)
+            except Exception as e:  # noqa: BLE001 - every XLA runtime error: ours
+                raise execution_error(step, args, e) from e
             return _select(outs, inputs, pick, on_cpu)
         return run
 
@@ -176,6 +196,13 @@ class Plan:
         return dlpack.ArgumentImports(self._jax_device, self.n_inputs, self._on_cpu, fixed,
                                       uncached=donated)
 
+    def name_program(self, program: str) -> None:
+        """Name the program this plan runs in the errors its XLA steps raise
+        (``execution_error``): e.g. "`mlp` (defined at model.py:12), backward"."""
+        for s in self.steps:
+            if type(s) is XlaStep:
+                s.program = program
+
     @property
     def fallback_count(self) -> int:
         return sum(1 for s in self.steps if type(s) is TorchStep)
@@ -190,6 +217,76 @@ def _select(outs: list, inputs: Sequence[torch.Tensor], pick: tuple[int, ...] | 
         return dlpack.to_torch_many(outs, on_cpu)
     exported = iter(dlpack.to_torch_many([outs[j] for j in pick if j >= 0], on_cpu))
     return [next(exported) if j >= 0 else inputs[~j] for j in pick]
+
+
+_TENSOR_TYPE = re.compile(r"%arg(\d+): tensor<((?:[^<>]|<[^<>]*>)*)>")
+_DIMS = re.compile(r"((?:[0-9?]+x)*)(.+)")  # 2x?xf32 -> ("2x?x", "f32")
+# numpy dtype names (jax arrays' ``dtype.name``) -> MLIR element types, as the region's
+# signature spells them
+_MLIR_ELEMENT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+                 "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "ui8",
+                 "uint16": "ui16", "uint32": "ui32", "uint64": "ui64", "bool": "i1",
+                 "complex64": "complex<f32>", "complex128": "complex<f64>"}
+
+
+def expected_arguments(text: str) -> list[tuple[tuple[str, ...], str]]:
+    """The argument types of a region's ``@main`` (StableHLO text): per argument, its
+    dims (strings: ``"2"``, or ``"?"`` for a symbolic size) and MLIR element type
+    (``f32``)."""
+    header = text[text.index("@main("):]
+    header = header[:header.index("{\n")] if "{\n" in header else header
+    out = []
+    for m in _TENSOR_TYPE.finditer(header):
+        dims, element = _DIMS.match(m.group(2)).groups()
+        out.append((tuple(dims.split("x")[:-1]), element))
+    return out
+
+
+def describe_buffer(a) -> str:
+    """A buffer (jax array) as ``f32[2,3]``, the notation of ``expected_arguments``."""
+    shape, dtype = getattr(a, "shape", None), getattr(a, "dtype", None)
+    if shape is None or dtype is None:
+        return type(a).__name__
+    name = getattr(dtype, "name", str(dtype))
+    return f"{_MLIR_ELEMENT.get(name, name)}[{','.join(str(d) for d in shape)}]"
+
+
+def execution_error(step: XlaStep, args: Sequence, err: BaseException) -> ExecutionError:
+    """The ``ExecutionError`` for XLA's error ``err`` running ``step`` on buffers ``args``:
+    names the program (``step.program``) and region, and every argument position whose
+    buffer's shape or dtype differs from the executable's signature (its StableHLO text;
+    a ``?`` dim matches any size), with both types; then XLA's message. A disagreement
+    means the program was traced with other metadata than it runs with: a thunder_mlir
+    bug, which the message asks to report."""
+    text = step.text if step.text is not None else getattr(step.executable, "text", None)
+    diffs = []
+    if text is not None:
+        try:
+            expected = expected_arguments(text)
+        except ValueError:  # no @main in the text: no comparison
+            expected = None
+        if expected is not None:
+            if len(expected) != len(args):
+                diffs.append(f"{len(args)} buffers given, the executable takes "
+                             f"{len(expected)}")
+            for k, (a, (dims, element)) in enumerate(zip(args, expected)):
+                got = describe_buffer(a)
+                shape = tuple(str(d) for d in getattr(a, "shape", ()))
+                dtype = getattr(getattr(a, "dtype", None), "name", None)
+                if len(shape) != len(dims) or _MLIR_ELEMENT.get(dtype, dtype) != element \
+                        or any(d != "?" and d != s for d, s in zip(dims, shape)):
+                    diffs.append(f"argument {k}: expected {element}[{','.join(dims)}], "
+                                 f"got {got}")
+    xla = str(err).strip() or type(err).__name__
+    if diffs:
+        return ExecutionError(
+            f"XLA could not run {step.program}: its region {step.name} was given buffers "
+            "whose shapes or dtypes differ from what its executable expects:\n  "
+            + "\n  ".join(diffs) + "\nthunder_mlir traced the program with other metadata "
+            "than it runs with: this is a thunder_mlir bug; please report it with this "
+            f"message. XLA said: {xla}")
+    return ExecutionError(f"XLA failed while running {step.program} (its region "
+                          f"{step.name}): {xla}")
 
 
 def result_handlers(arrays, device) -> list | None:
@@ -313,7 +410,8 @@ def build_plan(module: ir.Module, device: torch.device,
                 # symbolic sizes: compiled per concrete input shape at run time (refine.py)
                 exe = ShapeSpecializedExecutable(text, device) if has_symbolic_sizes(text) \
                     else compile_stablehlo(text, device)
-                steps.append(XlaStep(callee, exe, ins, outs, donated=donated_arguments(
+                steps.append(XlaStep(callee, exe, ins, outs, text=text,
+                                     donated=donated_arguments(
                     next(o for o in module.body.operations
                          if o.operation.name == "func.func" and ir.StringAttr(
                              o.operation.attributes["sym_name"]).value == callee))))

@@ -1,0 +1,92 @@
+"""No internal error reaches a user (issue 28, part 4): an XLA runtime error of a compiled
+program's run is an ``ExecutionError`` naming the program, the argument positions and both
+types; ``native_batch_norm``'s eval-mode residuals (empty on the CPU, (C,) on meta) match
+eager in the forward and the backward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import thunder_mlir
+from thunder_mlir.errors import ExecutionError, ThunderError
+from thunder_mlir.runtime.plan import XlaStep, expected_arguments
+
+
+def add2(a, b):
+    return a + b
+
+
+def _plan_of(jfn):
+    return jfn.last.plan
+
+
+@pytest.mark.parametrize("prepared", [False, True], ids=["first-run", "prepared"])
+def test_mismatched_buffer_names_program_position_and_shapes(prepared):
+    """A plan given a buffer of another shape than its executable takes: the error names
+    the program (function and definition line), the argument's position and both types."""
+    jfn = thunder_mlir.jit(add2)
+    a, b = torch.randn(2, 2), torch.randn(2, 2)
+    torch.testing.assert_close(jfn(a, b), add2(a, b))
+    plan = _plan_of(jfn)
+    if not prepared:  # a fresh step (no result handlers yet): XlaStep.execute
+        step = next(s for s in plan.steps if type(s) is XlaStep)
+        step.handlers = None
+        run = lambda ts: step.execute(plan._imports.buffers(ts), plan._jax_device)  # noqa: E731
+    else:
+        jfn(a, b)  # the second run: the prepared closure
+        run = plan.run
+    with pytest.raises(ExecutionError) as info:
+        run([a, torch.randn(3)])
+    msg = str(info.value)
+    assert isinstance(info.value, ThunderError) and isinstance(info.value, RuntimeError)
+    assert "`add2`" in msg and f"{__file__}:{add2.__code__.co_firstlineno}" in msg, msg
+    assert "argument 1: expected f32[2,2], got f32[3]" in msg, msg
+    assert "argument 0" not in msg, msg  # the matching buffer is not named
+    with pytest.raises(ExecutionError, match=r"argument 0: expected f32\[2,2\], got i64\[2,2\]"):
+        run([torch.ones(2, 2, dtype=torch.int64), b])
+
+
+def test_expected_arguments_parses_signatures():
+    text = ("func.func @main(%arg0: tensor<2x?xf32> {jax.buffer_donor = true}, "
+            "%arg1: tensor<complex<f64>>, %arg2: tensor<3xcomplex<f32>>, %arg3: tensor<i1>)"
+            " -> tensor<2xf32> {\n  return\n}")
+    assert expected_arguments(text) == [(("2", "?"), "f32"), ((), "complex<f64>"),
+                                        (("3",), "complex<f32>"), ((), "i1")]
+
+
+def _native_bn(training):
+    def f(x, w, b, rm, rv):
+        out, save_mean, save_invstd = torch.native_batch_norm(x, w, b, rm, rv, training,
+                                                              0.1, 1e-5)
+        return out * 2, save_mean, save_invstd
+    return f
+
+
+def _functional_bn(x, w, b, rm, rv):
+    return F.batch_norm(x, rm, rv, w, b, training=False, momentum=0.1, eps=1e-5) * 2
+
+
+@pytest.mark.parametrize("fn", [_native_bn(False), _native_bn(True), _functional_bn],
+                         ids=["native-eval", "native-train", "F.batch_norm-eval"])
+def test_batch_norm_backward_matches_eager(fn):
+    """Outputs (save_mean/save_invstd included: empty in eval mode on the CPU), the
+    gradients of x, weight and bias, and the running statistics, against eager."""
+    torch.manual_seed(0)
+    x, w, b = torch.randn(3, 2, 4), torch.randn(2), torch.randn(2)
+    rm, rv = torch.randn(2), torch.rand(2) + 0.5
+    results = []
+    for f in (fn, thunder_mlir.jit(fn)):
+        xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
+        stats = [rm.clone(), rv.clone()]
+        out = f(xs, ws, bs, *stats)
+        outs = out if isinstance(out, tuple) else (out,)
+        outs[0].pow(2).sum().backward()
+        results.append(([o.detach() for o in outs], [xs.grad, ws.grad, bs.grad], stats))
+    (e_out, e_grads, e_stats), (j_out, j_grads, j_stats) = results
+    for e, j in zip(e_out, j_out):
+        assert e.shape == j.shape
+        torch.testing.assert_close(j, e)
+    for e, j in zip(e_grads + e_stats, j_grads + j_stats):
+        torch.testing.assert_close(j, e)
