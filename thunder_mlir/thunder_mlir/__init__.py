@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from thunder_mlir.errors import (  # noqa: F401
     CallArgumentError, CompileError, DataDependentControlFlowError, DeviceMismatchError,
+    ExecutionError,
     LoweringError, PassError,
     PerformanceWarning, RecompileWarning, SharpEdgeError, SharpEdgeWarning, ThunderError,
     TorchOpError, TraceError, UnsupportedError, UnsupportedInputError)
