@@ -90,3 +90,28 @@ def test_batch_norm_backward_matches_eager(fn):
         torch.testing.assert_close(j, e)
     for e, j in zip(e_grads + e_stats, j_grads + j_stats):
         torch.testing.assert_close(j, e)
+
+
+class _Scale(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3))
+
+    def forward(self, x):
+        return x * self.w
+
+
+def test_backward_plan_error_names_the_module_and_its_backward():
+    """A module's backward plan fed a cotangent of another shape: the message names the
+    module's forward, its definition line and the backward."""
+    jm = thunder_mlir.jit(_Scale())
+    x = torch.randn(2, 3, requires_grad=True)
+    jm(x).sum().backward()
+    fn = next(v for v in vars(jm).values() if type(v).__name__ == "ThunderFunction")
+    bwd = fn.last.backward_plan
+    with pytest.raises(ExecutionError) as info:
+        bwd.run([torch.randn(5)] + [torch.randn(2, 3), torch.randn(3)])
+    msg = str(info.value)
+    line = _Scale.forward.__code__.co_firstlineno
+    assert "`_Scale.forward`" in msg and f"{__file__}:{line}), its backward" in msg, msg
+    assert "got f32[5]" in msg and "expected f32[2,3]" in msg, msg

@@ -10,6 +10,7 @@ metadata, Python values, grad mode, default dtype and guards).
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 import time
 import types
@@ -585,12 +586,14 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
 
 def program_name(fn) -> str:
     """A compiled program in error messages: the jitted function (a module: its class's
-    ``forward``) and where it is defined, e.g. "`mlp` (defined at model.py:12)"."""
+    ``forward``; ``ThunderModule`` jits ``partial(_functional_forward, module)`` and
+    ``partial(_functional_method, method)``) and where it is defined, e.g. "`mlp` (defined
+    at model.py:12)"."""
+    while isinstance(fn, functools.partial) and fn.args:  # the module or method it runs
+        fn = fn.args[0]
     target = fn.forward if isinstance(fn, torch.nn.Module) else fn
-    target = getattr(target, "__func__", target)
+    target = inspect.unwrap(getattr(target, "__func__", target))
     name = getattr(target, "__qualname__", None) or type(target).__qualname__
-    if isinstance(fn, torch.nn.Module):
-        name = f"{type(fn).__qualname__}.forward"
     code = getattr(target, "__code__", None)
     where = f" (defined at {code.co_filename}:{code.co_firstlineno})" \
         if isinstance(code, types.CodeType) else ""
