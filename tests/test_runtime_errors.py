@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import thunder_mlir
 from thunder_mlir.errors import ExecutionError, ThunderError
-from thunder_mlir.runtime.plan import XlaStep, expected_arguments
+from thunder_mlir.runtime.plan import XlaStep, executable_arguments, expected_arguments
 
 
 def add2(a, b):
@@ -44,7 +44,8 @@ def test_mismatched_buffer_names_program_position_and_shapes(prepared):
     assert "`add2`" in msg and f"{__file__}:{add2.__code__.co_firstlineno}" in msg, msg
     assert "argument 1: expected f32[2,2], got f32[3]" in msg, msg
     assert "argument 0" not in msg, msg  # the matching buffer is not named
-    with pytest.raises(ExecutionError, match=r"argument 0: expected f32\[2,2\], got i64\[2,2\]"):
+    with pytest.raises(ExecutionError,
+                       match=r"argument 0: expected f32\[2,2\], got s64\[2,2\]"):
         run([torch.ones(2, 2, dtype=torch.int64), b])
 
 
@@ -52,8 +53,14 @@ def test_expected_arguments_parses_signatures():
     text = ("func.func @main(%arg0: tensor<2x?xf32> {jax.buffer_donor = true}, "
             "%arg1: tensor<complex<f64>>, %arg2: tensor<3xcomplex<f32>>, %arg3: tensor<i1>)"
             " -> tensor<2xf32> {\n  return\n}")
-    assert expected_arguments(text) == [(("2", "?"), "f32"), ((), "complex<f64>"),
-                                        (("3",), "complex<f32>"), ((), "i1")]
+    assert expected_arguments(text) == [(("2", "?"), "f32"), ((), "c128"), (("3",), "c64"),
+                                        ((), "pred")]
+    jfn = thunder_mlir.jit(lambda a, n, m: (a * n, m.logical_not()))
+    jfn(torch.randn(2, 3), torch.tensor(3), torch.ones(4, dtype=torch.bool))
+    step = next(s for s in _plan_of(jfn).steps if type(s) is XlaStep)
+    # (the region orders its arguments by type)
+    assert sorted(executable_arguments(step.executable)) == [((), "s64"), (("2", "3"), "f32"),
+                                                             (("4",), "pred")]
 
 
 def _native_bn(training):

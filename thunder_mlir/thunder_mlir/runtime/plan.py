@@ -34,10 +34,12 @@ class XlaStep:
     # the executable's arguments marked ``jax.buffer_donor`` (DONOR_ATTR): XLA may write
     # its results into their memory, and the jax arrays passed there are deleted by a run
     donated: tuple[int, ...] = ()
-    # for error messages (execution_error): the region's StableHLO, and the program it
-    # belongs to ("`mlp` (defined at model.py:12)", set by Plan.name_program)
-    text: str | None = None
+    # for error messages (execution_error): the program the step belongs to ("the
+    # compiled program of `mlp` (defined at model.py:12)", set by Plan.name_program), and
+    # the StableHLO whose signature gives the expected arguments where the executable's
+    # own parameter shapes do not (an SPMD program's are per shard)
     program: str = "a compiled program"
+    text: str | None = None
 
     def execute(self, args: list, device) -> list:
         """Run the executable on XLA buffers ``args``; its output arrays. The first run
@@ -198,7 +200,8 @@ class Plan:
 
     def name_program(self, program: str) -> None:
         """Name the program this plan runs in the errors its XLA steps raise
-        (``execution_error``): e.g. "`mlp` (defined at model.py:12), backward"."""
+        (``execution_error``): e.g. "the compiled program of `mlp` (defined at
+        model.py:12), its backward"."""
         for s in self.steps:
             if type(s) is XlaStep:
                 s.program = program
@@ -221,62 +224,86 @@ def _select(outs: list, inputs: Sequence[torch.Tensor], pick: tuple[int, ...] | 
 
 _TENSOR_TYPE = re.compile(r"%arg(\d+): tensor<((?:[^<>]|<[^<>]*>)*)>")
 _DIMS = re.compile(r"((?:[0-9?]+x)*)(.+)")  # 2x?xf32 -> ("2x?x", "f32")
-# numpy dtype names (jax arrays' ``dtype.name``) -> MLIR element types, as the region's
-# signature spells them
-_MLIR_ELEMENT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
-                 "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "ui8",
-                 "uint16": "ui16", "uint32": "ui32", "uint64": "ui64", "bool": "i1",
-                 "complex64": "complex<f32>", "complex128": "complex<f64>"}
+_HLO_TYPE = re.compile(r"([a-z]+[0-9]*)\[([0-9,]*)\]")  # f32[2,3]{1,0} -> ("f32", "2,3")
+# element types in XLA's notation (f32, s64, pred, c64), from numpy's dtype names (jax
+# arrays' ``dtype.name``) and from MLIR's (a StableHLO signature's)
+_HLO_ELEMENT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+                "int8": "s8", "int16": "s16", "int32": "s32", "int64": "s64", "uint8": "u8",
+                "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "pred",
+                "complex64": "c64", "complex128": "c128"}
+_MLIR_TO_HLO = {"i1": "pred", "i8": "s8", "i16": "s16", "i32": "s32", "i64": "s64",
+                "ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64",
+                "complex<f32>": "c64", "complex<f64>": "c128"}
 
 
 def expected_arguments(text: str) -> list[tuple[tuple[str, ...], str]]:
     """The argument types of a region's ``@main`` (StableHLO text): per argument, its
-    dims (strings: ``"2"``, or ``"?"`` for a symbolic size) and MLIR element type
-    (``f32``)."""
+    dims (strings: ``"2"``, or ``"?"`` for a symbolic size) and element type in XLA's
+    notation (``f32``, ``s64``, ``pred``). ValueError where the text has no ``@main``."""
     header = text[text.index("@main("):]
     header = header[:header.index("{\n")] if "{\n" in header else header
     out = []
     for m in _TENSOR_TYPE.finditer(header):
         dims, element = _DIMS.match(m.group(2)).groups()
-        out.append((tuple(dims.split("x")[:-1]), element))
+        out.append((tuple(dims.split("x")[:-1]), _MLIR_TO_HLO.get(element, element)))
     return out
 
 
+def executable_arguments(executable) -> list[tuple[tuple[str, ...], str]] | None:
+    """The parameter types of a compiled executable (its HloModule's
+    ``entry_computation_layout``), as ``expected_arguments`` gives them; None where this
+    jaxlib does not tell them."""
+    try:
+        first = executable.hlo_modules()[0].to_string().split("\n", 1)[0]
+    except Exception:  # noqa: BLE001 - another jaxlib, or not a LoadedExecutable
+        return None
+    m = re.search(r"entry_computation_layout=\{\((.*)\)->", first)
+    if m is None:
+        return None
+    return [(tuple(d for d in dims.split(",") if d), element)
+            for element, dims in _HLO_TYPE.findall(m.group(1))]
+
+
 def describe_buffer(a) -> str:
-    """A buffer (jax array) as ``f32[2,3]``, the notation of ``expected_arguments``."""
+    """A buffer (jax array) in XLA's notation, ``f32[2,3]``."""
     shape, dtype = getattr(a, "shape", None), getattr(a, "dtype", None)
     if shape is None or dtype is None:
         return type(a).__name__
     name = getattr(dtype, "name", str(dtype))
-    return f"{_MLIR_ELEMENT.get(name, name)}[{','.join(str(d) for d in shape)}]"
+    return f"{_HLO_ELEMENT.get(name, name)}[{','.join(str(d) for d in shape)}]"
 
 
 def execution_error(step: XlaStep, args: Sequence, err: BaseException) -> ExecutionError:
     """The ``ExecutionError`` for XLA's error ``err`` running ``step`` on buffers ``args``:
     names the program (``step.program``) and region, and every argument position whose
-    buffer's shape or dtype differs from the executable's signature (its StableHLO text;
-    a ``?`` dim matches any size), with both types; then XLA's message. A disagreement
-    means the program was traced with other metadata than it runs with: a thunder_mlir
-    bug, which the message asks to report."""
+    buffer's shape or dtype differs from the executable's parameters (``step.text``'s
+    signature where set, else the compiled executable's own, else the StableHLO of a
+    ``ShapeSpecializedExecutable``, whose ``?`` dims match any size), with both types in
+    XLA's notation; then XLA's message. A disagreement means the program was traced with
+    other metadata than it runs with: a thunder_mlir bug, which the message asks to
+    report."""
+    expected = None
     text = step.text if step.text is not None else getattr(step.executable, "text", None)
-    diffs = []
-    if text is not None:
+    if step.text is None:
+        expected = executable_arguments(step.executable)
+    if expected is None and text is not None:
         try:
             expected = expected_arguments(text)
         except ValueError:  # no @main in the text: no comparison
             expected = None
-        if expected is not None:
-            if len(expected) != len(args):
-                diffs.append(f"{len(args)} buffers given, the executable takes "
-                             f"{len(expected)}")
-            for k, (a, (dims, element)) in enumerate(zip(args, expected)):
-                got = describe_buffer(a)
-                shape = tuple(str(d) for d in getattr(a, "shape", ()))
-                dtype = getattr(getattr(a, "dtype", None), "name", None)
-                if len(shape) != len(dims) or _MLIR_ELEMENT.get(dtype, dtype) != element \
-                        or any(d != "?" and d != s for d, s in zip(dims, shape)):
-                    diffs.append(f"argument {k}: expected {element}[{','.join(dims)}], "
-                                 f"got {got}")
+    diffs = []
+    if expected is not None:
+        if len(expected) != len(args):
+            diffs.append(f"{len(args)} buffers given, the executable takes "
+                         f"{len(expected)}")
+        for k, (a, (dims, element)) in enumerate(zip(args, expected)):
+            got = describe_buffer(a)
+            shape = tuple(str(d) for d in getattr(a, "shape", ()))
+            dtype = getattr(getattr(a, "dtype", None), "name", None)
+            if len(shape) != len(dims) or _HLO_ELEMENT.get(dtype, dtype) != element \
+                    or any(d != "?" and d != s for d, s in zip(dims, shape)):
+                diffs.append(f"argument {k}: expected {element}[{','.join(dims)}], "
+                             f"got {got}")
     xla = str(err).strip() or type(err).__name__
     if diffs:
         return ExecutionError(
@@ -410,8 +437,7 @@ def build_plan(module: ir.Module, device: torch.device,
                 # symbolic sizes: compiled per concrete input shape at run time (refine.py)
                 exe = ShapeSpecializedExecutable(text, device) if has_symbolic_sizes(text) \
                     else compile_stablehlo(text, device)
-                steps.append(XlaStep(callee, exe, ins, outs, text=text,
-                                     donated=donated_arguments(
+                steps.append(XlaStep(callee, exe, ins, outs, donated=donated_arguments(
                     next(o for o in module.body.operations
                          if o.operation.name == "func.func" and ir.StringAttr(
                              o.operation.attributes["sym_name"]).value == callee))))
