@@ -131,13 +131,15 @@ def _editable_root(dist) -> str | None:
 def _user_anchor() -> str:
     """Where the user's program lives: the ``__main__`` script's file, or, where
     ``__main__`` has no file of the user's (``python -c``, the REPL, IPython, ``python -m
-    pytest``: a library's ``__main__``), the current working directory."""
+    pytest`` and console scripts: a library's ``__main__``, in the standard library, a
+    site directory or the interpreter's scripts directory), the working directory."""
     import sysconfig
 
     main = getattr(sys.modules.get("__main__"), "__file__", None)
     if isinstance(main, str) and main:
         main = os.path.realpath(main)
-        std = [os.path.realpath(p) + os.sep for p in sysconfig.get_paths().values()]
+        std = [os.path.realpath(p) + os.sep for k, p in sysconfig.get_paths().items()
+               if k in ("stdlib", "platstdlib", "purelib", "platlib", "scripts")]
         if not main.startswith(tuple(std)) and \
                 os.sep + _SITE_DIR_NAMES[0] + os.sep not in main and \
                 os.sep + _SITE_DIR_NAMES[1] + os.sep not in main:
