@@ -4,7 +4,9 @@
 error wherever it is installed, while the same write in the user's own code is still a
 ``SharpEdgeError``.
 
-One subprocess holds every layout (each subprocess imports torch: ~4 s): libraries in a
+One subprocess holds every layout (each subprocess imports torch: ~4 s): torch itself
+imported through ``PYTHONPATH`` from a directory that is no site directory (the issue's
+``torch/utils/_device.py:10: the program assigns global 'CURRENT_DEVICE'``), libraries in a
 directory a ``.pth`` file of another site directory adds (through a symlink), on
 ``PYTHONPATH`` (a ``site-packages`` directory and a ``pip install --target`` directory
 with its ``.dist-info``), in the user site (``pip install --user``, ``PYTHONUSERBASE``), an
@@ -58,6 +60,17 @@ MAIN = textwrap.dedent("""
             continue
         torch.testing.assert_close(got, torch.tanh(x * 2) + 1)
         print(f"LIBRARY-OK {m.__name__} {m.__file__}")
+
+    def device_block(x):  # torch.device's context writes torch.utils._device.CURRENT_DEVICE
+        with torch.device(x.device):
+            return x + torch.ones(3)
+
+
+    try:
+        torch.testing.assert_close(thunder_mlir.jit(device_block)(x), x + 1)
+        print(f"TORCH-OK {torch.__file__}")
+    except SharpEdgeError as e:
+        print(f"TORCH-REFUSED: {e}".replace(chr(10), " "))
 
     G = 0
 
@@ -144,7 +157,14 @@ def _layouts(tmp):
     _write(script, MAIN)
     env = dict(os.environ, OTHER_SITE=other_site, EDITABLE_SITE=editable_site,
                PYTHONUSERBASE=userbase)
-    paths = [pp_site, target]
+    # torch itself imported from a directory that is neither a site directory nor holds
+    # its metadata (a symlink to the installed package): the issue's CURRENT_DEVICE error
+    import torch
+
+    torch_home = os.path.join(tmp, "torchhome")
+    os.makedirs(torch_home)
+    os.symlink(os.path.dirname(torch.__file__), os.path.join(torch_home, "torch"))
+    paths = [torch_home, pp_site, target]
     try:  # transformers imported from a PYTHONPATH site directory (a symlink to it)
         import importlib.util
 
@@ -180,6 +200,7 @@ def test_libraries_wherever_installed_are_not_user_code(tmp_path):
         line = next((ln for ln in out.splitlines() if f" {name}" in ln.split(":")[0]), "")
         assert line.startswith("USER-REFUSED") and "assigns global" in line \
             and os.path.join(tmp, file) in line, out
+    assert f"TORCH-OK {os.path.join(tmp, 'torchhome', 'torch')}" in out, out
     if env.get("HF"):
         assert f"HF-OK {os.path.join(tmp, 'hf')}" in out, out
     else:
