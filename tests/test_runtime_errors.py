@@ -71,12 +71,27 @@ def _native_bn(training):
     return f
 
 
+def _aten_bn(op):
+    def f(x, w, b, rm, rv):
+        if op is torch.ops.aten._native_batch_norm_legit:
+            outs = op(x, w, b, rm, rv, False, 0.1, 1e-5)
+        else:
+            outs = op(x, w, b, rm, rv, 0.1, 1e-5)
+        return (outs[0] * 2,) + tuple(outs[1:])
+    return f
+
+
 def _functional_bn(x, w, b, rm, rv):
     return F.batch_norm(x, rm, rv, w, b, training=False, momentum=0.1, eps=1e-5) * 2
 
 
-@pytest.mark.parametrize("fn", [_native_bn(False), _native_bn(True), _functional_bn],
-                         ids=["native-eval", "native-train", "F.batch_norm-eval"])
+_EVAL_OPS = ["_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+             "_batch_norm_no_update"]
+
+
+@pytest.mark.parametrize("fn", [_native_bn(False), _native_bn(True), _functional_bn] + [
+    _aten_bn(getattr(torch.ops.aten, n)) for n in _EVAL_OPS],
+    ids=["native-eval", "native-train", "F.batch_norm-eval"] + [f"{n}-eval" for n in _EVAL_OPS])
 def test_batch_norm_backward_matches_eager(fn):
     """Outputs (save_mean/save_invstd included: empty in eval mode on the CPU), the
     gradients of x, weight and bias, and the running statistics, against eager."""

@@ -547,13 +547,29 @@ _DOCUMENTED_METADATA: dict[Callable, Callable] = {
 
 # Ops whose meta kernel gives other output shapes than the real kernel: their metadata comes
 # from a trial run on zeros (on the program's device) and every real run is checked against
-# it. native_batch_norm in eval mode (training=False): the meta kernel returns save_mean
-# and save_invstd of shape (C,), the CPU kernel empty ones of shape (0,) (torch 2.13), so
-# the traced shape reached a compiled region that read them (issue 28).
-_META_DIFFERS: frozenset = frozenset(
-    f for f in (torch.native_batch_norm, getattr(torch.ops.aten, "native_batch_norm", None),
-                getattr(getattr(torch.ops.aten, "native_batch_norm", None), "default", None))
-    if f is not None)
+# it. The batch norms that skip the batch statistics (eval mode: training=False, or the
+# no-training variants): the meta kernels return save_mean and save_invstd of shape (C,),
+# the CPU kernels empty ones of shape (0,) (torch 2.13), so the traced shape reached a
+# compiled region that read them (issue 28: RuntimeProgramInputMismatch in the backward).
+# (_batch_norm_impl_index differs too, but returns an int a trial run cannot give: it
+# keeps its meta metadata.)
+_META_DIFFERS_NAMES = ("native_batch_norm", "_native_batch_norm_legit",
+                       "_native_batch_norm_legit_no_training", "_batch_norm_no_update")
+
+
+def _meta_differs() -> frozenset:
+    out = set()
+    for name in _META_DIFFERS_NAMES:
+        if hasattr(torch, name):
+            out.add(getattr(torch, name))
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is not None:
+            out.add(packet)
+            out.update(getattr(packet, o) for o in packet.overloads())
+    return frozenset(out)
+
+
+_META_DIFFERS = _meta_differs()
 
 
 def _documented_metadata(func: Callable, m_args, m_kwargs):
