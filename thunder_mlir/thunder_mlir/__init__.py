@@ -29,6 +29,7 @@ __path__ += _checkout_layers(os.path.dirname(os.path.abspath(__file__)))  # noqa
 
 from thunder_mlir.errors import (  # noqa: E402, F401
     CallArgumentError, CompileError, DataDependentControlFlowError, DeviceMismatchError,
+    ExecutionError,
     LoweringError, PassError,
     PerformanceWarning, RecompileWarning, SharpEdgeError, SharpEdgeWarning, ThunderError,
     TorchOpError, TraceError, UnsupportedError, UnsupportedInputError)

@@ -91,6 +91,14 @@ class TorchOpNotImplementedError(TorchOpError, NotImplementedError):
 
 
 
+class ExecutionError(ThunderError, RuntimeError):
+    """XLA failed while running a compiled program (any jaxlib/XLA runtime error of an
+    executable's run: ``runtime/plan.py`` ``execution_error``). The message names the
+    program (the jitted function and where it is defined), the region, the argument
+    positions whose buffers' shapes or dtypes differ from what the executable expects
+    (both written as ``f32[2,3]``), and XLA's own message. Also a ``RuntimeError``."""
+
+
 class DeviceMismatchError(RuntimeError, ThunderError):
     """Tensors of one call on different devices (``cuda:0`` and ``cuda:1``, or a CUDA
     tensor given to a program compiled for the CPU), or a device thunder_mlir cannot run

@@ -10,6 +10,7 @@ metadata, Python values, grad mode, default dtype and guards).
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 import time
 import types
@@ -581,6 +582,22 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
     return entry
 
 
+def program_name(fn) -> str:
+    """A compiled program in error messages: the jitted function (a module: its class's
+    ``forward``; ``ThunderModule`` jits ``partial(_functional_forward, module)`` and
+    ``partial(_functional_method, method)``) and where it is defined, e.g. "`mlp` (defined
+    at model.py:12)"."""
+    while isinstance(fn, functools.partial) and fn.args:  # the module or method it runs
+        fn = fn.args[0]
+    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    target = inspect.unwrap(getattr(target, "__func__", target))
+    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    code = getattr(target, "__code__", None)
+    where = f" (defined at {code.co_filename}:{code.co_firstlineno})" \
+        if isinstance(code, types.CodeType) else ""
+    return f"the compiled program of `{name}`{where}"
+
+
 def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
              joint: str | None = None, watch=(), dynamic_dims=None,
              known_values=()) -> CacheEntry:
@@ -673,13 +690,16 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         from thunder_mlir.runtime.autograd import mark_donated_residuals
 
         plan, texts = build_plan(module, trace.device, "forward")
+        plan.name_program(program_name(fn) + ", its forward")
         # residuals only the backward reads: donated to it (their memory holds gradients)
         mark_donated_residuals(module, plan, sum(type(x) is TensorProxy for x in out_leaves)
                                + len(state_outs) + len(trace.mutated_inputs))
         bwd, btexts = build_plan(module, trace.device, "backward")
+        bwd.name_program(program_name(fn) + ", its backward")
         texts.update(btexts)
     else:
         plan, texts = build_plan(module, trace.device)
+        plan.name_program(program_name(fn))
     compiled = f"// {len(texts)} region(s) compiled"
     # inference programs only: a training step's forward and backward stay on the main pool
     # (runtime/plan.py place_small_programs says why)

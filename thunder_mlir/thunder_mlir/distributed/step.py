@@ -37,8 +37,16 @@ def _run(prog: program.Program, inputs: list, out_shardings: list):
     """Execute ``prog`` on global jax Arrays ``inputs``; -> the outputs as jax Arrays."""
     import jax
 
-    res = prog.executable.execute_sharded([inputs[i] for i in prog.region_inputs])
-    per_device = res.disassemble_into_single_device_arrays()
+    args = [inputs[i] for i in prog.region_inputs]
+    try:
+        res = prog.executable.execute_sharded(args)
+        per_device = res.disassemble_into_single_device_arrays()
+    except Exception as e:  # noqa: BLE001 - every XLA runtime error: an ExecutionError
+        from thunder_mlir.runtime.plan import XlaStep, execution_error
+
+        step = XlaStep("main", prog.executable, (), (), text=prog.hlo_text,
+                       program="the compiled SPMD training step")
+        raise execution_error(step, args, e) from e
     outs = []
     for j, (kind, k) in enumerate(prog.outputs):
         if kind == "input":

@@ -112,6 +112,14 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
             with torch._C.DisableTorchFunction(), torch.device("meta"):
                 meta_out = func(*m_args, **m_kwargs)
             written = _written([meta_leaves[i] for i in positions])
+            if func in _META_DIFFERS:
+                # the meta kernel's output shapes are not the real kernel's (it still tells
+                # what the op writes): the shapes come from a run on zeros, and every real
+                # run is checked against them
+                trial = True
+                meta_out = _trial_run(func, leaves, positions, spec, trace.device)
+                if meta_out is None:
+                    raise RuntimeError("the trial run on zeros failed")
     except Exception as e:
         meta_out = _documented_metadata(func, m_args, m_kwargs)
         if meta_out is None:
@@ -535,6 +543,33 @@ def _ctc_loss_metadata(log_probs, targets, input_lengths, target_lengths, blank=
 _DOCUMENTED_METADATA: dict[Callable, Callable] = {
     torch.nn.functional.ctc_loss: _ctc_loss_metadata,
 }
+
+
+# Ops whose meta kernel gives other output shapes than the real kernel: their metadata comes
+# from a trial run on zeros (on the program's device) and every real run is checked against
+# it. The batch norms that skip the batch statistics (eval mode: training=False, or the
+# no-training variants): the meta kernels return save_mean and save_invstd of shape (C,),
+# the CPU kernels empty ones of shape (0,) (torch 2.13), so the traced shape reached a
+# compiled region that read them (issue 28: RuntimeProgramInputMismatch in the backward).
+# (_batch_norm_impl_index differs too, but returns an int a trial run cannot give: it
+# keeps its meta metadata.)
+_META_DIFFERS_NAMES = ("native_batch_norm", "_native_batch_norm_legit",
+                       "_native_batch_norm_legit_no_training", "_batch_norm_no_update")
+
+
+def _meta_differs() -> frozenset:
+    out = set()
+    for name in _META_DIFFERS_NAMES:
+        if hasattr(torch, name):
+            out.add(getattr(torch, name))
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is not None:
+            out.add(packet)
+            out.update(getattr(packet, o) for o in packet.overloads())
+    return frozenset(out)
+
+
+_META_DIFFERS = _meta_differs()
 
 
 def _documented_metadata(func: Callable, m_args, m_kwargs):

@@ -9,12 +9,14 @@ XLA region to another never visit torch.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import torch
 from torch_mlir import ir
 
+from thunder_mlir.errors import ExecutionError, ThunderError
 from thunder_mlir.frontend.torch_fallback import implementation_of
 from thunder_mlir.ir.dialect import SEED_ATTR
 from thunder_mlir.runtime import dlpack, jax_internals, xla
@@ -32,6 +34,12 @@ class XlaStep:
     # the executable's arguments marked ``jax.buffer_donor`` (DONOR_ATTR): XLA may write
     # its results into their memory, and the jax arrays passed there are deleted by a run
     donated: tuple[int, ...] = ()
+    # for error messages (execution_error): the program the step belongs to ("the
+    # compiled program of `mlp` (defined at model.py:12)", set by Plan.name_program), and
+    # the StableHLO whose signature gives the expected arguments where the executable's
+    # own parameter shapes do not (an SPMD program's are per shard)
+    program: str = "a compiled program"
+    text: str | None = None
 
     def execute(self, args: list, device) -> list:
         """Run the executable on XLA buffers ``args``; its output arrays. The first run
@@ -39,10 +47,15 @@ class XlaStep:
         (``result_handlers``); later runs consume results with them, which skips the
         per-output sharding objects ``execute``/``disassemble`` make (~3 us each). A
         ``ShapeSpecializedExecutable``'s output shapes change per call: it gets none."""
-        res = self.executable.execute_sharded(args)
-        if self.handlers is not None:
-            return res.consume_with_handlers(self.handlers)
-        arrays = [r[0] for r in res.disassemble_into_single_device_arrays()]
+        try:
+            res = self.executable.execute_sharded(args)
+            if self.handlers is not None:
+                return res.consume_with_handlers(self.handlers)
+            arrays = [r[0] for r in res.disassemble_into_single_device_arrays()]
+        except ThunderError:
+            raise
+        except Exception as e:  # noqa: BLE001 - every XLA runtime error: one of ours
+            raise execution_error(self, args, e) from e
         # a handler fixes its array's shape: a region with symbolic sizes (one executable
         # per concrete shape, runtime/refine.py) keeps disassembling
         if type(self.executable) is not ShapeSpecializedExecutable:
@@ -114,17 +127,26 @@ class Plan:
         """``_run_single`` once the region's result handlers exist, with what it looks up
         bound beforehand (~0.4 us of a 2x2 add's ~9 us in Plan.run)."""
         buffers, order, pick = self._imports.buffers, self._order, self._pick
-        execute, handlers = self._step.executable.execute_sharded, self._step.handlers
+        step = self._step
+        execute, handlers = step.executable.execute_sharded, step.handlers
         on_cpu = self._on_cpu
+        # (a try block costs nothing until it raises: Python 3.11's zero-cost exceptions)
         if order is None and pick is None:  # the common case
             def run(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-                return dlpack.to_torch_many(
-                    execute(buffers(inputs)).consume_with_handlers(handlers), on_cpu)
+                args = buffers(inputs)
+                try:
+                    outs = execute(args).consume_with_handlers(handlers)
+                except Exception as e:  # noqa: BLE001 - every XLA runtime error: ours
+                    raise execution_error(step, args, e) from e
+                return dlpack.to_torch_many(outs, on_cpu)
             return run
 
         def run(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-            args = inputs if order is None else [inputs[i] for i in order]
-            outs = execute(buffers(args)).consume_with_handlers(handlers)
+            args = buffers(inputs if order is None else [inputs[i] for i in order])
+            try:
+                outs = execute(args).consume_with_handlers(handlers)
+            except Exception as e:  # noqa: BLE001 - every XLA runtime error: ours
+                raise execution_error(step, args, e) from e
             return _select(outs, inputs, pick, on_cpu)
         return run
 
@@ -176,6 +198,14 @@ class Plan:
         return dlpack.ArgumentImports(self._jax_device, self.n_inputs, self._on_cpu, fixed,
                                       uncached=donated)
 
+    def name_program(self, program: str) -> None:
+        """Name the program this plan runs in the errors its XLA steps raise
+        (``execution_error``): e.g. "the compiled program of `mlp` (defined at
+        model.py:12), its backward"."""
+        for s in self.steps:
+            if type(s) is XlaStep:
+                s.program = program
+
     @property
     def fallback_count(self) -> int:
         return sum(1 for s in self.steps if type(s) is TorchStep)
@@ -190,6 +220,100 @@ def _select(outs: list, inputs: Sequence[torch.Tensor], pick: tuple[int, ...] | 
         return dlpack.to_torch_many(outs, on_cpu)
     exported = iter(dlpack.to_torch_many([outs[j] for j in pick if j >= 0], on_cpu))
     return [next(exported) if j >= 0 else inputs[~j] for j in pick]
+
+
+_TENSOR_TYPE = re.compile(r"%arg(\d+): tensor<((?:[^<>]|<[^<>]*>)*)>")
+_DIMS = re.compile(r"((?:[0-9?]+x)*)(.+)")  # 2x?xf32 -> ("2x?x", "f32")
+_HLO_TYPE = re.compile(r"([a-z]+[0-9]*)\[([0-9,]*)\]")  # f32[2,3]{1,0} -> ("f32", "2,3")
+# element types in XLA's notation (f32, s64, pred, c64), from numpy's dtype names (jax
+# arrays' ``dtype.name``) and from MLIR's (a StableHLO signature's)
+_HLO_ELEMENT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
+                "int8": "s8", "int16": "s16", "int32": "s32", "int64": "s64", "uint8": "u8",
+                "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "pred",
+                "complex64": "c64", "complex128": "c128"}
+_MLIR_TO_HLO = {"i1": "pred", "i8": "s8", "i16": "s16", "i32": "s32", "i64": "s64",
+                "ui8": "u8", "ui16": "u16", "ui32": "u32", "ui64": "u64",
+                "complex<f32>": "c64", "complex<f64>": "c128"}
+
+
+def expected_arguments(text: str) -> list[tuple[tuple[str, ...], str]]:
+    """The argument types of a region's ``@main`` (StableHLO text): per argument, its
+    dims (strings: ``"2"``, or ``"?"`` for a symbolic size) and element type in XLA's
+    notation (``f32``, ``s64``, ``pred``). ValueError where the text has no ``@main``."""
+    header = text[text.index("@main("):]
+    header = header[:header.index("{\n")] if "{\n" in header else header
+    out = []
+    for m in _TENSOR_TYPE.finditer(header):
+        dims, element = _DIMS.match(m.group(2)).groups()
+        out.append((tuple(dims.split("x")[:-1]), _MLIR_TO_HLO.get(element, element)))
+    return out
+
+
+def executable_arguments(executable) -> list[tuple[tuple[str, ...], str]] | None:
+    """The parameter types of a compiled executable (its HloModule's
+    ``entry_computation_layout``), as ``expected_arguments`` gives them; None where this
+    jaxlib does not tell them."""
+    try:
+        first = executable.hlo_modules()[0].to_string().split("\n", 1)[0]
+    except Exception:  # noqa: BLE001 - another jaxlib, or not a LoadedExecutable
+        return None
+    m = re.search(r"entry_computation_layout=\{\((.*)\)->", first)
+    if m is None:
+        return None
+    return [(tuple(d for d in dims.split(",") if d), element)
+            for element, dims in _HLO_TYPE.findall(m.group(1))]
+
+
+def describe_buffer(a) -> str:
+    """A buffer (jax array) in XLA's notation, ``f32[2,3]``."""
+    shape, dtype = getattr(a, "shape", None), getattr(a, "dtype", None)
+    if shape is None or dtype is None:
+        return type(a).__name__
+    name = getattr(dtype, "name", str(dtype))
+    return f"{_HLO_ELEMENT.get(name, name)}[{','.join(str(d) for d in shape)}]"
+
+
+def execution_error(step: XlaStep, args: Sequence, err: BaseException) -> ExecutionError:
+    """The ``ExecutionError`` for XLA's error ``err`` running ``step`` on buffers ``args``:
+    names the program (``step.program``) and region, and every argument position whose
+    buffer's shape or dtype differs from the executable's parameters (``step.text``'s
+    signature where set, else the compiled executable's own, else the StableHLO of a
+    ``ShapeSpecializedExecutable``, whose ``?`` dims match any size), with both types in
+    XLA's notation; then XLA's message. A disagreement means the program was traced with
+    other metadata than it runs with: a thunder_mlir bug, which the message asks to
+    report."""
+    expected = None
+    text = step.text if step.text is not None else getattr(step.executable, "text", None)
+    if step.text is None:
+        expected = executable_arguments(step.executable)
+    if expected is None and text is not None:
+        try:
+            expected = expected_arguments(text)
+        except ValueError:  # no @main in the text: no comparison
+            expected = None
+    diffs = []
+    if expected is not None:
+        if len(expected) != len(args):
+            diffs.append(f"{len(args)} buffers given, the executable takes "
+                         f"{len(expected)}")
+        for k, (a, (dims, element)) in enumerate(zip(args, expected)):
+            got = describe_buffer(a)
+            shape = tuple(str(d) for d in getattr(a, "shape", ()))
+            dtype = getattr(getattr(a, "dtype", None), "name", None)
+            if len(shape) != len(dims) or _HLO_ELEMENT.get(dtype, dtype) != element \
+                    or any(d != "?" and d != s for d, s in zip(dims, shape)):
+                diffs.append(f"argument {k}: expected {element}[{','.join(dims)}], "
+                             f"got {got}")
+    xla = str(err).strip() or type(err).__name__
+    if diffs:
+        return ExecutionError(
+            f"XLA could not run {step.program}: its region {step.name} was given buffers "
+            "whose shapes or dtypes differ from what its executable expects:\n  "
+            + "\n  ".join(diffs) + "\nthunder_mlir traced the program with other metadata "
+            "than it runs with: this is a thunder_mlir bug; please report it with this "
+            f"message. XLA said: {xla}")
+    return ExecutionError(f"XLA failed while running {step.program} (its region "
+                          f"{step.name}): {xla}")
 
 
 def result_handlers(arrays, device) -> list | None:
