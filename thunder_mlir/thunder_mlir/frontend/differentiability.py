@@ -137,16 +137,24 @@ def _replay(func: Callable, args, kwargs, inputs: list[TensorProxy]) -> _Replay 
         return _replay_on_zeros(func, args, kwargs, inputs)
     except Exception:  # noqa: BLE001 - no meta kernel: replayed on small CPU tensors
         return _replay_on_zeros(func, args, kwargs, inputs)
+    return _read_flags(out, metas, lambda o, f: _not_implemented_message(o, leaves)
+                       if type(f).__name__ == "NotImplemented" else None, keep=True)
+
+
+def _read_flags(out, inputs: dict[int, torch.Tensor], error_of, keep: bool) -> _Replay:
+    """The ``_Replay`` of a replayed call's results ``out`` and its replayed ``inputs`` (by
+    proxy identity): per output, ``requires_grad``, ``error_of(output, grad_fn)`` for one
+    that requires grad, and whether a gradient flows; ``keep``: the tensors are kept as
+    the proxies' eager twins."""
     outs = [o for o in optree.tree_leaves(out, none_is_leaf=True) if isinstance(o, torch.Tensor)]
     fns = [_grad_fn(o) for o in outs]
-    errors = [_not_implemented_message(o, leaves)
-              if o.requires_grad and type(f).__name__ == "NotImplemented" else None
-              for o, f in zip(outs, fns)]
+    errors = [error_of(o, f) if o.requires_grad else None for o, f in zip(outs, fns)]
     # a view made under no_grad() of a tensor that requires grad requires grad too, but has
     # no grad_fn: no gradient flows through it (a stop-gradient whose flag stays True)
     flows = [f is not None or not o._is_view() for o, f in zip(outs, fns)]
     return _Replay([o.requires_grad for o in outs],
-                   {k: m.requires_grad for k, m in metas.items()}, errors, outs, metas, flows)
+                   {k: m.requires_grad for k, m in inputs.items()}, errors,
+                   outs if keep else [], inputs if keep else {}, flows)
 
 
 #: The most elements a tensor replayed on real CPU memory may have (``_replay_on_zeros``).
@@ -192,14 +200,9 @@ def _replay_on_zeros(func: Callable, args, kwargs, inputs: list[TensorProxy]) ->
             out = func(*z_args, **z_kwargs)
     except Exception:  # noqa: BLE001 - too large, or zeros are not a valid input
         return None
-    outs = [o for o in optree.tree_leaves(out, none_is_leaf=True) if isinstance(o, torch.Tensor)]
     leaves = [z for z in zeros.values() if z.requires_grad]
-    fns = [_grad_fn(o) for o in outs]
-    errors = [_backward_error(o, leaves) if o.requires_grad and f is not None else None
-              for o, f in zip(outs, fns)]
-    flows = [f is not None or not o._is_view() for o, f in zip(outs, fns)]
-    return _Replay([o.requires_grad for o in outs],
-                   {k: z.requires_grad for k, z in zeros.items()}, errors, [], {}, flows)
+    return _read_flags(out, zeros, lambda o, f: None if f is None else
+                       _backward_error(o, leaves), keep=False)
 
 
 def _backward_error(out: torch.Tensor, leaves: list[torch.Tensor]) -> str | None:
