@@ -125,7 +125,9 @@ class OptimizerStep:
                         "the compiled optimizer step supports float32 or float64 parameters "
                         f"of one dtype; got {dtype} and {p.dtype}")
             steps = self._init_state(rule, group, ps)
-            rows = [rule.scalars(group, s) for s in steps]
+            by_step: dict = {}  # (usually every parameter of a group is at one step)
+            rows = [by_step[s] if s in by_step else by_step.setdefault(s, rule.scalars(group, s))
+                    for s in steps]
             config.append((rule.name, rule.options, len(ps)))
             params += ps
             grads += [p.grad for p in ps]

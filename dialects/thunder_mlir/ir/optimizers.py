@@ -103,12 +103,12 @@ def _check_common(name: str, group: Mapping) -> None:
                 f"step (its formulas differ from the default path); use {flag}=False")
 
 
-def _lerp(start, end, weight):
+def _lerp(start, end, weight, small: bool):
     """``torch.lerp(start, end, weight)`` for a 0-d tensor ``weight``, ATen's formula
-    (``aten/src/ATen/native/Lerp.h``, ``is_lerp_weight_small``: ``|w| < 0.5``)."""
+    (``aten/src/ATen/native/Lerp.h``); ``small``: ``is_lerp_weight_small(weight)``, i.e.
+    ``|weight| < 0.5``, decided on the host (an option: the branch is not computed twice)."""
     diff = end - start
-    return torch.where(weight.abs() < 0.5, start + weight * diff,
-                       end - diff * (1 - weight))
+    return start + weight * diff if small else end - diff * (1 - weight)
 
 
 class SGD(OptimizerRule):
@@ -190,13 +190,15 @@ class Adam(OptimizerRule):
 
     def __init__(self, options: tuple):
         super().__init__(options)
-        self.weight_decay, self.decoupled, self.amsgrad, self.maximize = options
+        self.weight_decay, self.decoupled, self.amsgrad, self.maximize, self.lerp_small = \
+            options
         self.state_names = ("exp_avg", "exp_avg_sq") + (
             ("max_exp_avg_sq",) if self.amsgrad else ())
 
     @classmethod
     def options_of(cls, group: Mapping) -> tuple:
-        """(weight_decay != 0, decoupled weight decay, amsgrad, maximize)."""
+        """(weight_decay != 0, decoupled weight decay, amsgrad, maximize, |1 - beta1| <
+        0.5: which of lerp's two formulas ATen uses)."""
         _check_common(cls.name, group)
         for k in ("lr", "eps", "weight_decay"):
             _float(group, k)
@@ -206,7 +208,8 @@ class Adam(OptimizerRule):
                     "Tensor betas are not supported by the compiled optimizer step; pass "
                     "floats")
         return (group["weight_decay"] != 0, bool(group.get("decoupled_weight_decay", False)),
-                bool(group["amsgrad"]), bool(group["maximize"]))
+                bool(group["amsgrad"]), bool(group["maximize"]),
+                abs(1 - float(group["betas"][0])) < 0.5)
 
     def scalars(self, group: Mapping, step: float) -> list[float]:
         """[weight_decay, 1 - lr * weight_decay, 1 - beta1, beta2, 1 - beta2,
@@ -233,7 +236,7 @@ class Adam(OptimizerRule):
                 p = p * decay_factor
             else:
                 g = g + weight_decay * p
-        exp_avg = _lerp(exp_avg, g, one_minus_beta1)
+        exp_avg = _lerp(exp_avg, g, one_minus_beta1, self.lerp_small)
         exp_avg_sq = exp_avg_sq * beta2 + one_minus_beta2 * g * g
         new_state = [exp_avg, exp_avg_sq]
         second = exp_avg_sq
