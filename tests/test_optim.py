@@ -171,3 +171,35 @@ def test_unsupported_optimizers_are_named():
     model(torch.ones(1, 2)).sum().backward()
     with pytest.raises(UnsupportedInputError, match="capturable"):
         jstep()
+
+
+def test_float64_closure_and_hooks():
+    """float64 parameters (float64 scalars, as eager's double opmath), ``step(closure)``
+    returning the closure's loss, and step pre-/post-hooks running as in eager."""
+    cls, options = CONFIGS["SGD"]
+    m, o = _make(cls, options, {}, torch.float64)
+    m_ref, o_ref = _make(cls, options, {}, torch.float64)
+    calls = []
+    for opt in (o, o_ref):
+        opt.register_step_pre_hook(lambda opt, args, kwargs: calls.append("pre"))
+        opt.register_step_post_hook(lambda opt, args, kwargs: calls.append("post"))
+    jstep = thunder_mlir.jit(o.step)
+    x = torch.randn(6, 4, dtype=torch.float64)
+
+    def closure_of(model, opt):
+        def closure():
+            opt.zero_grad()
+            loss = model(x, use_b=True).square().mean()
+            loss.backward()
+            return loss
+        return closure
+
+    for _ in range(3):
+        loss = jstep(closure_of(m, o))
+        loss_ref = o_ref.step(closure_of(m_ref, o_ref))
+        torch.testing.assert_close(loss, loss_ref)
+    for p, q in zip(m.parameters(), m_ref.parameters()):
+        torch.testing.assert_close(p, q)
+    for i, st in o_ref.state_dict()["state"].items():
+        torch.testing.assert_close(o.state_dict()["state"][i], st)
+    assert calls == ["pre", "post"] * 6
