@@ -67,7 +67,8 @@ class OptimizerStep:
     Raises UnsupportedInputError (at ``jit``) for an optimizer class without a rule,
     naming it and the supported ones, and (at a call) for options without a rule
     (``capturable``, ``differentiable``, Tensor hyperparameters), sparse gradients, or
-    parameters that are not float32/float64 or not all of one dtype."""
+    parameters that are not float32/float64, not all of one dtype or not all on one
+    device."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, **jit_options):
         optimizers.rule_class(type(optimizer))  # refuse an unsupported class now
@@ -107,23 +108,29 @@ class OptimizerStep:
     def _step(self) -> None:
         opt = self.optimizer
         config, params, grads, states, tables = [], [], [], [], []
-        dtype = None
+        dtype = device = None
+        work = []  # checked before any state is created or counter advanced
         for group in opt.param_groups:
             rule = self._rule(group)
             ps = [p for p in group["params"] if p.grad is not None]
-            if not ps:
-                continue
+            if ps:
+                work.append((rule, group, ps))
             for p in ps:
                 if p.grad.is_sparse:
                     raise UnsupportedInputError(
                         f"torch.optim.{rule.name}: sparse gradients are not supported by "
                         "the compiled optimizer step")
                 if dtype is None:
-                    dtype = p.dtype
+                    dtype, device = p.dtype, p.device
                 if p.dtype != dtype or p.dtype not in _SCALAR_DTYPES:
                     raise UnsupportedInputError(
                         "the compiled optimizer step supports float32 or float64 parameters "
                         f"of one dtype; got {dtype} and {p.dtype}")
+                if p.device != device:
+                    raise UnsupportedInputError(
+                        "the compiled optimizer step runs one program on one device; the "
+                        f"parameters are on {device} and {p.device}")
+        for rule, group, ps in work:
             steps = self._init_state(rule, group, ps)
             by_step: dict = {}  # (usually every parameter of a group is at one step)
             rows = [by_step[s] if s in by_step else by_step.setdefault(s, rule.scalars(group, s))
@@ -137,7 +144,8 @@ class OptimizerStep:
             tables.append(rows)
         if not params:
             return
-        tables = [torch.tensor(rows, dtype=dtype) for rows in tables]
+        # (on the parameters' device: a program's CPU inputs beside a GPU's are 0-d only)
+        tables = [torch.tensor(rows, dtype=dtype, device=device) for rows in tables]
         self._fn(tuple(config), params, grads, states, tables)
 
     def _init_state(self, rule, group, ps) -> list[float]:
