@@ -67,10 +67,6 @@ class OptimizerRule:
         UnsupportedInputError for settings the rule does not implement."""
         raise NotImplementedError
 
-    def state_for(self, options_group: Mapping) -> tuple[str, ...]:
-        """The state names used for these options (``state_names`` by default)."""
-        return self.state_names
-
     def scalars(self, group: Mapping, step: float) -> list[float]:
         """The host scalars (Python doubles, ``scalar_names`` order) for a parameter of
         ``group`` at step ``step`` (1.0 at the first ``step()``)."""
@@ -259,7 +255,8 @@ RULES: dict[type, type[OptimizerRule]] = {
 
 
 def supported_names() -> str:
-    """"SGD, Adam, AdamW": the classes with a rule (for error messages)."""
+    """The classes with a rule, ``torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW``
+    (for error messages)."""
     return ", ".join(f"torch.optim.{c.__name__}" for c in RULES)
 
 
