@@ -6,7 +6,9 @@ timed alone: the median of ``repeats`` measurements of ``iters`` back-to-back st
 the first call (trace + compile) and one warm-up, the systems interleaved. Every system runs the same number of
 steps from the same parameters, so the last column checks its parameters against eager's
 (max abs difference). torch and XLA at 1 thread by default (``--threads N``, 0: torch's
-default); the CPU is named in the header.
+default); the CPU is named in the header. Then GPT-2 tiny's whole training step (forward,
+backward, AdamW step, zero_grad) four ways: eager, ``jit(model)`` with eager or jitted
+``opt.step``, and ``torch.compile`` of both.
 
     .venv/bin/python benchmarks/optimizer_step.py [--quick] [--threads N]
 """
@@ -41,7 +43,8 @@ def models():
     def gpt2(n_layer, n_embd, n_head):
         torch.manual_seed(0)
         cfg = GPT2Config(n_layer=n_layer, n_embd=n_embd, n_head=n_head, vocab_size=1000,
-                         n_positions=256, bos_token_id=999, eos_token_id=999)
+                         n_positions=256, bos_token_id=999, eos_token_id=999,
+                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
         return GPT2LMHeadModel(cfg)
 
     return {"GPT-2 tiny (2x128) AdamW step": lambda: gpt2(2, 128, 4),
@@ -93,6 +96,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--quick", action="store_true", help="4x fewer timed steps")
+    ap.add_argument("--no-train", action="store_true", help="only the optimizer-step rows")
+    ap.add_argument("--train-only", action="store_true", help="only the whole-step rows")
     opts = ap.parse_args()
     if opts.threads > 0:
         torch.set_num_threads(opts.threads)
@@ -105,7 +110,7 @@ def main() -> int:
     print(f"{'workload':30s} {'system':14s} {'first [s]':>9s} {'median':>8s} {'min':>8s} "
           f"{'/eager':>7s} {'/compile':>9s} {'max|p-eager|':>12s}   (ms/step; ratios of "
           "medians)")
-    for name, factory in models().items():
+    for name, factory in ({} if opts.train_only else models()).items():
         iters = max(2, int((20 if "tiny" in name else 4) * scale))
         made, steps = {}, {}
         for system in SYSTEMS:
@@ -121,7 +126,50 @@ def main() -> int:
                        for a, b in zip(made[system].parameters(), ref))
             print(f"{name:30s} {system:14s} {first:9.2f} {med * 1e3:8.3f} {low * 1e3:8.3f} "
                   f"{med / eager[1]:6.2f}x {med / comp[1]:8.2f}x {diff:12.2e}")
+    if not opts.no_train:
+        train_rows(iters=max(2, int(10 * scale)))
     return 0
+
+
+TRAIN = ("eager", "jit(model) + opt.step", "jit(model) + jit(opt.step)",
+         "compile(model) + compile(opt.step)")
+
+
+def train_rows(iters: int) -> None:
+    """Whole training steps of GPT-2 tiny (LM loss, batch 2 x 64; the model and optimizer
+    of bench.py's "GPT-2 tiny train step" row): forward, ``loss.backward()``, AdamW
+    ``step()``, ``zero_grad()``; the four ways of compiling it, interleaved."""
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 1000, (2, 64), generator=g)
+    steps, made = {}, {}
+    for system in TRAIN:
+        model = models()["GPT-2 tiny (2x128) AdamW step"]()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        if system == "eager":
+            fwd, ostep = model, opt.step
+        elif system.startswith("compile"):
+            fwd, ostep = torch.compile(model), torch.compile(opt.step)
+        else:
+            fwd = thunder_mlir.jit(model)
+            ostep = thunder_mlir.jit(opt.step) if "jit(opt.step)" in system else opt.step
+
+        def step(fwd=fwd, opt=opt, ostep=ostep):
+            loss = fwd(input_ids=ids, labels=ids, use_cache=False).loss
+            loss.backward()
+            ostep()
+            opt.zero_grad(set_to_none=True)
+        steps[system], made[system] = step, model
+    res = measure(steps, iters, 9)
+    eager = res["eager"][1]
+    comp = res["compile(model) + compile(opt.step)"][1]
+    ref = list(made["eager"].parameters())
+    print(f"\nGPT-2 tiny whole training step, 2x64 (ms/step; ratios of medians)")
+    for system in TRAIN:
+        first, med, low = res[system]
+        diff = max((a - b).abs().max().item() for a, b in zip(made[system].parameters(), ref))
+        print(f"{system:36s} first {first:6.2f} s  median {med * 1e3:7.3f}  min {low * 1e3:7.3f}"
+              f"  /eager {med / eager:5.2f}x  /compile {med / comp:5.2f}x  max|p-eager| "
+              f"{diff:.2e}")
 
 
 if __name__ == "__main__":
