@@ -272,9 +272,9 @@ def test_api_errors():
     with pytest.raises(UnsupportedInputError, match="no update rule"):
         dist.train_step(torch.nn.Linear(2, 2), lambda m, x: m(x).sum(), torch.optim.RMSprop,
                         m, lr=0.1)
-    with pytest.raises(UnsupportedInputError, match="amsgrad"):
+    with pytest.raises(UnsupportedInputError, match="capturable"):
         dist.train_step(torch.nn.Linear(2, 2), lambda m, x: m(x).sum(), torch.optim.AdamW,
-                        m, amsgrad=True)
+                        m, capturable=True)
 
 
 def test_one_device_step_matches_eager_with_dropout_refused():
@@ -321,7 +321,8 @@ class _PartlyUsed(torch.nn.Module):
 
 @pytest.mark.parametrize("opt", [(torch.optim.SGD, dict(lr=0.1, momentum=0.9,
                                                          weight_decay=0.1)),
-                                 (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.1))])
+                                 (torch.optim.AdamW, dict(lr=0.01, weight_decay=0.1,
+                                                          amsgrad=True))])
 def test_frozen_and_unused_parameters_as_torch_optim(opt):
     """torch.optim skips parameters whose grad is None (frozen, or unused by the loss): no
     weight decay, no state; the step leaves them unchanged too."""

@@ -38,6 +38,7 @@ from thunder_mlir.function import Stage, ThunderFunction  # noqa: E402, F401
 from thunder_mlir.jit import jit  # noqa: E402, F401
 from thunder_mlir.dynamic import mark_dynamic  # noqa: E402, F401
 from thunder_mlir.module import ThunderMethod, ThunderModule  # noqa: E402, F401
+from thunder_mlir.optimizer import OptimizerStep  # noqa: E402, F401
 from thunder_mlir.ir.proxy import TensorProxy  # noqa: E402, F401
 from thunder_mlir.examine import Examination, OpReport, examine  # noqa: E402, F401
 from thunder_mlir.runtime.compile_cache import compile_cache_dir, set_compile_cache_dir  # noqa: E402, F401
@@ -47,7 +48,7 @@ if "torch._dynamo" in sys.modules:  # backend="thunder_mlir" (dynamo_backend.py)
 
 
 def _function(jfn) -> ThunderFunction:
-    if isinstance(jfn, (ThunderModule, ThunderMethod)):
+    if isinstance(jfn, (ThunderModule, ThunderMethod, OptimizerStep)):
         return jfn._fn
     if isinstance(jfn, ThunderFunction):
         return jfn

@@ -52,6 +52,12 @@ def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
     thunder_mlir's frames from the traceback (``THUNDER_MLIR_VERBOSE_ERRORS=1`` shows them;
     ``error_reporting.py``).
     """
+    from thunder_mlir.optimizer import OptimizerStep, optimizer_of_step
+
+    opt = optimizer_of_step(fn)
+    if opt is not None:  # jit(opt.step): torch.optim's update as one program (optimizer.py)
+        return OptimizerStep(opt, sharp_edges=sharp_edges, cache=cache,
+                             recompile_limit=recompile_limit, executors=executors)
     if isinstance(fn, types.MethodType) and isinstance(fn.__self__, torch.nn.Module):
         # m.forward = jit(m.forward): the module's parameters are inputs (module.py)
         return ThunderMethod(fn, sharp_edges=sharp_edges, cache=cache,

@@ -57,8 +57,8 @@ def train_step(model: torch.nn.Module, loss_fn: Callable, optimizer_cls: type,
     takes ``Fused(3, spec)`` (fused.py: each device gets its own q, k and v heads).
     Optimizers:
     ``torch.optim.SGD`` (momentum, dampening, nesterov, weight_decay, maximize),
-    ``torch.optim.AdamW`` and ``torch.optim.Adam`` (not amsgrad), with torch.optim's
-    formulas (``optim.py``).
+    ``torch.optim.AdamW`` and ``torch.optim.Adam`` (amsgrad, maximize), with torch.optim's
+    formulas (``thunder_mlir/ir/optimizers.py``, shared with ``jit(opt.step)``).
 
     The model's tensors are read once and not modified; ``step.state_dict()`` returns
     the trained ones. Raises UnsupportedInputError for programs that cannot be sharded

@@ -7,7 +7,7 @@ Stages (each kept as a ``function.Stage`` for ``last_traces``):
 * ``grad`` / ``joint``: the project's passes (``grad{remat=true}``,
   ``joint{keep-outputs=true}``): one ``@computation`` returning the loss and the gradient
   of every parameter;
-* ``step``: the optimizer's update (``optim.py``) traced separately and spliced into that
+* ``step``: the optimizer's update (``ir/optimizers.py``) traced separately and spliced into that
   ``@computation`` (its parameter arguments are the loss program's, its gradients the
   joint's results), with ``thunder.mesh`` on the function and ``thunder.sharding`` on
   every argument and result (ir/sharding.py);

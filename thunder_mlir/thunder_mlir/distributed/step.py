@@ -11,8 +11,9 @@ import torch
 import torch.utils._pytree as torch_pytree
 
 from thunder_mlir.errors import UnsupportedInputError
+from thunder_mlir.ir import optimizers
 
-from thunder_mlir.distributed import optim, placement, program
+from thunder_mlir.distributed import placement, program
 from thunder_mlir.distributed.collectives import Collective, bytes_by_kind
 from thunder_mlir.distributed.mesh import DeviceMesh
 
@@ -78,7 +79,9 @@ class TrainStep:
         self.model, self.loss_fn, self.mesh, self.strategy = model, loss_fn, mesh, strategy
         self.tp_plan = dict(tp_plan or {})
         self.sharp_edges = sharp_edges
-        self.rule = optim.rule_for(optimizer_cls, optimizer_kwargs)
+        # the same rules as jit(opt.step) (ir/optimizers.py), the hyperparameters torch's
+        self.hyper = optimizers.defaults(optimizer_cls, optimizer_kwargs)
+        self.rule = optimizers.rule_for(optimizer_cls, self.hyper)
         params, buffers = _named_state(model)
         self.pnames, self.bnames = list(params), list(buffers)
         self._meta = {n: (tuple(t.shape), t.dtype) for n, t in {**params, **buffers}.items()}
@@ -106,7 +109,7 @@ class TrainStep:
         prog, xs = self._prepare(batch)
         self.steps += 1
         scalars = [placement.put(torch.tensor(v, dtype=torch.float32), self.mesh, ())
-                   for v in self.rule.scalars(self.steps)]
+                   for v in self.rule.scalars(self.hyper, float(self.steps))]
         inputs = self._params + self._buffers + xs + self._state + scalars
         outs = _run(prog, inputs, self._out_shardings)
         n = len(self._params)
