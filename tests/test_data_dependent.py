@@ -5,9 +5,10 @@ output sizes of ``nonzero``, ``argwhere``, one-argument ``where``, ``masked_sele
 ``x[mask]``, ``unique``, ``unique_consecutive``, ``repeat_interleave`` by tensor,
 ``tensor_split`` by tensor, ``bincount``: the trace specializes on the value of the call
 it was traced on (the program prefix compiled and run on the inputs) and guards it at run
-time (frontend/value_guards.py, thunder_mlir/value_specialization.py). Every test calls
-with values that change between calls (branches flip, sizes change) and compares with
-eager.
+time (frontend/value_guards.py, thunder_mlir/value_specialization.py); data-dependent
+output sizes are unbacked size symbols where the program allows (traced once, the XLA
+regions after the op compiled per size). Every test calls with values that change between
+calls (branches flip, sizes change) and compares with eager.
 """
 
 from __future__ import annotations
@@ -574,3 +575,37 @@ def test_item_of_several_elements_raises_eagers_error():
         torch.ones(3).item()
     with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
         thunder_mlir.jit(lambda x: x * x.item())(torch.ones(3))
+
+
+def test_an_unbacked_size_read_as_an_int_is_specialized_there_alone():
+    """Iterating over ``nonzero``'s rows reads its size as a Python int: that size is
+    specialized (the guard size == traced, checked where nonzero runs) while
+    ``masked_select``'s size stays a symbol: a new count of rows re-traces, a new
+    masked_select size does not."""
+    def f(x, m1, m2):
+        total = x.new_zeros(x.shape[1])
+        for r in torch.nonzero(m1).flatten():
+            total = total + x[r]
+        return total, torch.masked_select(x[:, 0], m2) * 2
+    jfn = thunder_mlir.jit(f)
+    x = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+    misses = []
+    for a, b in ((3, 2), (3, 4), (3, 5), (4, 2), (4, 6), (3, 3)):
+        args = (x, _mask_rows(a), _mask_rows(b).flip(0))
+        _same(jfn(*args), f(*args))
+        misses.append(thunder_mlir.cache_misses(jfn))
+    assert misses == [1, 1, 1, 2, 2, 2], misses
+    [entry, _] = thunder_mlir.cache_info(jfn)["entries"]
+    assert len(entry["unbacked_sizes"]) == 2, entry
+
+
+def test_index_add_at_data_dependent_indices_is_traced_once():
+    """transformers' eager MoE experts: gather the routed rows, scatter-add them back."""
+    def f(x, m):
+        idx = torch.nonzero(m).flatten()
+        return torch.zeros(6, 3).index_add(0, idx, x[idx] * 2).sum(1)
+    jfn = thunder_mlir.jit(f)
+    x = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+    for n in (2, 5, 3, 6):
+        _same(jfn(x, _mask_rows(n).roll(n)), f(x, _mask_rows(n).roll(n)))
+    assert thunder_mlir.cache_misses(jfn) == 1, thunder_mlir.cache_info(jfn)

@@ -332,7 +332,11 @@ class ThunderFunction:
         dynamic lowering, a guard relating two such sizes) the function specializes them on
         values from then on (value_guards.py), the reason in ``entry.unbacked_fallback``."""
         limit = self.cache.recompile_limit
-        if self.unbacked_off is None:
+        # (a program that needs a backward: gradients through symbolic sizes are not
+        # supported, so it would trace twice; it specializes on values at once)
+        grad = self.joint is not None or torch.is_grad_enabled() and any(
+            isinstance(x, torch.Tensor) and x.requires_grad for x in compile_args[3])
+        if self.unbacked_off is None and not grad:
             try:
                 return compile_function(*compile_args, known_values=known_values,
                                         unbacked=True, recompile_limit=limit)
@@ -343,7 +347,10 @@ class ThunderFunction:
                 self.unbacked_off = why
         entry = compile_function(*compile_args, known_values=known_values,
                                  recompile_limit=limit)
-        entry.unbacked_fallback = self.unbacked_off
+        if entry.value_sites:
+            entry.unbacked_fallback = self.unbacked_off or (
+                "a gradient is needed (requires_grad inputs under grad mode): gradients "
+                "through symbolic sizes are not supported" if grad else None)
         return entry
 
     def _compile_miss(self, args, kwargs, leaves, spec, key, dims, nodes, known_values=()):

@@ -141,6 +141,11 @@ class ShapeEnv:
         """The numbers k of the unbacked symbols s<k>."""
         return [k for k, s in enumerate(self.sources) if s is None]
 
+    def all_unbacked(self, expr: sympy.Expr) -> bool:
+        """Whether ``expr`` has symbols and all of them are unbacked."""
+        unbacked = {symbol(k) for k in self.unbacked}
+        return bool(expr.free_symbols) and expr.free_symbols <= unbacked
+
     def guards_of(self, ks: Sequence[int]) -> list[tuple[str, Any, bool]]:
         """The guards that mention one of the symbols s<k> for k in ``ks``."""
         syms = {symbol(k) for k in ks}
@@ -349,13 +354,24 @@ class SymInt:
         return hash(self.expr)
 
     def __int__(self):
-        _fallback("int()")
+        return self._specialized("int()")
 
     def __index__(self):
-        _fallback("using as an index (range, slicing a list, ...)")
+        return self._specialized("using as an index (range, slicing a list, ...)")
 
     def __float__(self):
-        _fallback("float()")
+        return float(self._specialized("float()"))
+
+    def _specialized(self, what: str) -> int:
+        """A size made of unbacked symbols alone (a data-dependent op's output size) read as
+        a Python int: its traced value, with the guard ``expr == value`` (checked where the
+        op runs, as torch specializes a size converted to an int). Any other symbolic size:
+        DynamicShapeFallback (the program is compiled for static shapes)."""
+        if not self.env.all_unbacked(self.expr):
+            _fallback(what)
+        value = self.hint
+        self.env.decide("==", self.expr, sympy.Integer(value))
+        return value
 
     def __truediv__(self, o):
         _fallback("true division")

@@ -17,8 +17,12 @@ not computed. The trace asks for them in order (query 0, 1, ...):
   compiles and runs that prefix on the call's real inputs, computes the value, and traces
   again knowing it (thunder_mlir/function.py ``_compile``).
 
-Sources: torch.compile's graph breaks and unbacked symbols (``torch._dynamo``), done here as
-specialization plus guards, as Dynamo does for values it guards on.
+Data-dependent output sizes are *unbacked size symbols* where the trace allows it
+(``trace.unbacked``; section "unbacked sizes" below): one trace for every size >= 2.
+
+Sources: torch.compile's graph breaks and unbacked symbols (``torch._dynamo``,
+``torch/fx/experimental/symbolic_shapes.py``), done here as specialization plus guards for
+Python values, as Dynamo does for values it guards on.
 """
 
 from __future__ import annotations
