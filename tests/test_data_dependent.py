@@ -5,9 +5,10 @@ output sizes of ``nonzero``, ``argwhere``, one-argument ``where``, ``masked_sele
 ``x[mask]``, ``unique``, ``unique_consecutive``, ``repeat_interleave`` by tensor,
 ``tensor_split`` by tensor, ``bincount``: the trace specializes on the value of the call
 it was traced on (the program prefix compiled and run on the inputs) and guards it at run
-time (frontend/value_guards.py, thunder_mlir/value_specialization.py). Every test calls
-with values that change between calls (branches flip, sizes change) and compares with
-eager.
+time (frontend/value_guards.py, thunder_mlir/value_specialization.py); data-dependent
+output sizes are unbacked size symbols where the program allows (traced once, the XLA
+regions after the op compiled per size). Every test calls with values that change between
+calls (branches flip, sizes change) and compares with eager.
 """
 
 from __future__ import annotations
@@ -63,9 +64,9 @@ def test_branch_flips_both_entries_stay_cached():
     assert len(info["entries"]) == 2
     [site] = _site(info)
     assert site.startswith("bool(tensor) at ") and "if x.sum() > 0:" in site
-    # the newest entry is tried first: pos's guard fails at the first neg, neg's at the
-    # second pos (which then runs pos's entry); the last neg hits neg's entry directly
-    assert info["value_guards"][site] == 2
+    # the entry whose guards held last is tried first (FunctionCache.promote): each flip
+    # fails one guard (neg, pos, neg) and runs the other entry; a repeat hits directly
+    assert info["value_guards"][site] == 3
     assert sorted(e["value_guards"][site] for e in info["entries"]) == [False, True]
     assert "a value guard failed: bool(tensor)" in info["recompile_reasons"][0]
     assert "was True when traced, now False" in info["recompile_reasons"][0]
@@ -253,15 +254,85 @@ def test_data_dependent_sizes_follow_the_values(name):
         shapes  # the output sizes vary (or a reduction of them)
     jfn = _calls(fn, inputs)
     info = thunder_mlir.cache_info(jfn)
-    assert info["misses"] >= 2, info  # the sizes changed: guarded and re-traced
-    assert any(site.startswith("the output size of") for site in info["value_guards"])
-    assert len(info["entries"]) == info["misses"]
+    if name in _SPECIALIZED:  # the sizes changed: guarded and re-traced
+        assert info["misses"] >= 2, info
+        assert any(site.startswith("the output size of") for site in info["value_guards"])
+        assert len(info["entries"]) == info["misses"]
+    else:  # traced once: the sizes are unbacked size symbols
+        assert info["misses"] == 1, info
+        assert info["entries"][0]["unbacked_sizes"], info
+        assert "tensor<?" in thunder_mlir.last_traces(jfn)[-2].text or \
+            "x?" in thunder_mlir.last_traces(jfn)[-2].text
+
+
+# data-dependent sizes that stay specialized on values (re-traced per value), and why
+_SPECIALIZED = {"one_hot": "num_classes=-1 is max(input) + 1, a Python int in torch's own "
+                           "kernel (no unbacked size for it)",
+                "tensor_split": "indices from nonzero: the number of outputs depends on the "
+                                "values (a Python structure, not a size)"}
+
+
+def _mask_rows(n: int, total: int = 6) -> torch.Tensor:
+    m = torch.zeros(total, dtype=torch.bool)
+    m[:n] = True
+    return m
+
+
+def test_unbacked_sizes_0_and_1_are_specialized_and_the_symbolic_entry_is_kept():
+    """Sizes >= 2 share one trace; 0 and 1 get their own entries (as torch specializes
+    them); a size >= 2 after them runs the symbolic entry again, no new trace."""
+    def f(x, m):
+        y = x[m]
+        return y * 2 + 1, y.sum(0), torch.nonzero(m).sum(0)
+    jfn = thunder_mlir.jit(f)
+    x = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+    misses = []
+    for n in (3, 0, 1, 4, 1, 0, 5, 6, 2, 3):
+        _same(jfn(x, _mask_rows(n)), f(x, _mask_rows(n)))
+        misses.append(thunder_mlir.cache_misses(jfn))
+    assert misses == [1, 2, 3, 3, 3, 3, 3, 3, 3, 3], misses
+    unbacked = [e["unbacked_sizes"] for e in thunder_mlir.cache_info(jfn)["entries"]
+                if e.get("unbacked_sizes")]
+    assert len(unbacked) == 1 and len(unbacked[0]) == 2, unbacked  # x[m] and nonzero
+
+
+def test_unbacked_sizes_past_the_limit_warn_naming_the_op_without_retracing():
+    jfn = thunder_mlir.jit(lambda x, m: x[m].exp(), recompile_limit=2)
+    x = torch.randn(6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(2, 6):
+            _same(jfn(x, _mask_rows(n)), x[_mask_rows(n)].exp())
+    assert thunder_mlir.cache_misses(jfn) == 1
+    msgs = [str(w.message) for w in caught if issubclass(w.category, RecompileWarning)]
+    assert len(msgs) == 1 and "torch.Tensor.__getitem__" in msgs[0] and \
+        "3 distinct values" in msgs[0], msgs
+
+
+def test_a_guard_relating_two_unbacked_sizes_specializes_on_values():
+    """``x[m1] + x[m2]``: equal sizes at the traced call; the guard s0 == s1 could only be
+    checked once both ops ran, so the function specializes on values (and says why)."""
+    def f(x, m1, m2):
+        return x[m1] + x[m2]
+    jfn = thunder_mlir.jit(f)
+    x = torch.randn(6)
+    for a, b in ((3, 3), (4, 4), (2, 2)):
+        _same(jfn(x, _mask_rows(a), _mask_rows(b).flip(0)), f(x, _mask_rows(a),
+                                                           _mask_rows(b).flip(0)))
+    with pytest.raises(RuntimeError, match="must match the size"):
+        f(x, _mask_rows(2), _mask_rows(3))
+    with pytest.raises(RuntimeError, match="must match the size"):
+        jfn(x, _mask_rows(2), _mask_rows(3))
+    info = thunder_mlir.cache_info(jfn)
+    assert info["misses"] == 3, info
+    assert "relates a data-dependent size" in info["entries"][0]["values_specialized_because"]
 
 
 def test_a_size_seen_before_hits():
+    """Size 1 (specialized) and sizes >= 2 (one symbolic entry): two traces, then hits."""
     jfn = thunder_mlir.jit(lambda x: torch.nonzero(x).sum())
-    a, b = torch.tensor([1., 0, 1]), torch.tensor([1., 1, 1])
-    for x in (a, b, a, b, a):
+    a, b, c = torch.tensor([1., 0, 0]), torch.tensor([1., 1, 0]), torch.tensor([1., 1, 1])
+    for x in (a, b, a, c, a):
         _same(jfn(x), torch.nonzero(x).sum())
     info = thunder_mlir.cache_info(jfn)
     assert info["misses"] == 2 and info["hits"] == 3
@@ -302,8 +373,12 @@ def test_size_then_branch():
         if idx.shape[0] > 2:
             return x[idx[:, 0]].sum()
         return x.sum() * 0
+    # sizes 3, 1, 4, 2, 4, 1, 2: one symbolic entry for sizes > 2 (its guard s > 2 is
+    # checked where nonzero runs), one for size 1 (specialized), one symbolic for size 2
+    # (the guard's other side)
     jfn = _calls(f, [(torch.tensor(v),) for v in
-                     ([1., 2, 3, -1], [1., -2, -3, -1], [1., 2, 3, 4], [1., -2, -3, -1])])
+                     ([1., 2, 3, -1], [1., -2, -3, -1], [1., 2, 3, 4], [1., 2, -3, -1],
+                      [4., 3, 2, 1], [1., -2, -3, -1], [-1., 2, -3, 4])])
     assert thunder_mlir.cache_misses(jfn) == 3
 
 
@@ -500,3 +575,37 @@ def test_item_of_several_elements_raises_eagers_error():
         torch.ones(3).item()
     with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
         thunder_mlir.jit(lambda x: x * x.item())(torch.ones(3))
+
+
+def test_an_unbacked_size_read_as_an_int_is_specialized_there_alone():
+    """Iterating over ``nonzero``'s rows reads its size as a Python int: that size is
+    specialized (the guard size == traced, checked where nonzero runs) while
+    ``masked_select``'s size stays a symbol: a new count of rows re-traces, a new
+    masked_select size does not."""
+    def f(x, m1, m2):
+        total = x.new_zeros(x.shape[1])
+        for r in torch.nonzero(m1).flatten():
+            total = total + x[r]
+        return total, torch.masked_select(x[:, 0], m2) * 2
+    jfn = thunder_mlir.jit(f)
+    x = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+    misses = []
+    for a, b in ((3, 2), (3, 4), (3, 5), (4, 2), (4, 6), (3, 3)):
+        args = (x, _mask_rows(a), _mask_rows(b).flip(0))
+        _same(jfn(*args), f(*args))
+        misses.append(thunder_mlir.cache_misses(jfn))
+    assert misses == [1, 1, 1, 2, 2, 2], misses
+    [entry, _] = thunder_mlir.cache_info(jfn)["entries"]
+    assert len(entry["unbacked_sizes"]) == 2, entry
+
+
+def test_index_add_at_data_dependent_indices_is_traced_once():
+    """transformers' eager MoE experts: gather the routed rows, scatter-add them back."""
+    def f(x, m):
+        idx = torch.nonzero(m).flatten()
+        return torch.zeros(6, 3).index_add(0, idx, x[idx] * 2).sum(1)
+    jfn = thunder_mlir.jit(f)
+    x = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+    for n in (2, 5, 3, 6):
+        _same(jfn(x, _mask_rows(n).roll(n)), f(x, _mask_rows(n).roll(n)))
+    assert thunder_mlir.cache_misses(jfn) == 1, thunder_mlir.cache_info(jfn)

@@ -102,7 +102,9 @@ def cache_info(jfn) -> dict:
     symbols were turned off for it, if they were), ``value_guards`` ("bool(tensor) at
     file:line: source" -> how many calls that value guard failed: the program branched
     on, or sized an output by, a tensor's value; each entry's ``value_guards`` holds the
-    values it was traced with)."""
+    values it was traced with, ``unbacked_sizes`` the data-dependent sizes it keeps as size
+    symbols, and ``values_specialized_because`` why it specializes them on values
+    instead)."""
     f = _function(jfn)
     c, policy = f.cache, f.dynamic
     return {"hits": c.hits, "misses": c.misses, "recompile_reasons": list(c.reasons),

@@ -86,6 +86,11 @@ class CacheEntry:
     value_path: list = field(default_factory=list)
     value_sites: list = field(default_factory=list)
     value_group: list = field(default_factory=list)
+    # per query of a data-dependent size traced as unbacked size symbols: the test of an
+    # observed value (any size the symbols stand for passes); s<k> -> the op and its line
+    value_accepts: dict = field(default_factory=dict)
+    unbacked_sizes: dict = field(default_factory=dict)
+    unbacked_fallback: str | None = None  # why data-dependent sizes were specialized
 
     def failed_guards(self, leaves) -> list[str]:
         """The shape guards (or the size >= 2 rule) this call's sizes break."""
@@ -158,6 +163,10 @@ class CacheEntry:
                                     in zip(self.value_sites, self.value_path)}
         if self.dynamic_fallback is not None:
             spec["static_because"] = self.dynamic_fallback
+        if self.unbacked_sizes:  # data-dependent sizes traced as symbols
+            spec["unbacked_sizes"] = dict(self.unbacked_sizes)
+        if self.unbacked_fallback is not None:
+            spec["values_specialized_because"] = self.unbacked_fallback
         if self.key[5] is not None:  # compiled inside a torch.autocast region
             spec["autocast"] = autocast.describe_state(self.key[5])
         return spec
@@ -205,6 +214,14 @@ class FunctionCache:
         if entry is not None:
             self._hit = (key, entry)
         return entry
+
+    def promote(self, key, entry: CacheEntry) -> None:
+        """Make ``entry`` (of ``key``'s value group: value guards, value_specialization.py)
+        the one ``key`` looks up first, after its value guards held at a call where the
+        looked-up entry's failed: the next call of the same kind hits it directly."""
+        if self.enabled and key in self.entries and self.entries[key] is not entry:
+            self.entries[key] = entry
+            self._hit = None
 
     def insert(self, key, entry: CacheEntry, paths: list[str], guards: list[tuple[Guard, Any]]):
         """Record a compiled entry; extends the guard schema with new sources."""

@@ -177,6 +177,10 @@ class ThunderFunction:
                                                             "__qualname__", repr(fn))
         self.cache = FunctionCache(name, recompile_limit, enabled=cache == "constant values")
         self.dynamic = DynamicPolicy(dynamic)  # dynamic shapes (dynamic.py)
+        # why data-dependent sizes are specialized on values, not unbacked size symbols
+        # (value_guards.py), once a program could not keep them symbolic; dynamic=False
+        # specializes them always
+        self.unbacked_off: str | None = None if dynamic is not False else "dynamic=False"
         if _joint is not None:  # a gradient program: no gradients through symbolic sizes
             self.dynamic.disabled = _dynamic.GRAD_REASON
         self.last: CacheEntry | None = None
@@ -321,6 +325,34 @@ class ThunderFunction:
             return _object_results(entry, nodes, tensors, outs)
         return entry.rebuild(outs)
 
+    def _compile_static(self, compile_args, known_values):
+        """``compile_function`` for static input shapes. Data-dependent output sizes are
+        traced as unbacked size symbols first; where the program cannot keep them symbolic
+        (a DynamicShapeFallback: a size read as a Python int, a gradient, a prim without a
+        dynamic lowering, a guard relating two such sizes) the function specializes them on
+        values from then on (value_guards.py), the reason in ``entry.unbacked_fallback``."""
+        limit = self.cache.recompile_limit
+        # (a program that needs a backward: gradients through symbolic sizes are not
+        # supported, so it would trace twice; it specializes on values at once)
+        grad = self.joint is not None or torch.is_grad_enabled() and any(
+            isinstance(x, torch.Tensor) and x.requires_grad for x in compile_args[3])
+        if self.unbacked_off is None and not grad:
+            try:
+                return compile_function(*compile_args, known_values=known_values,
+                                        unbacked=True, recompile_limit=limit)
+            except Exception as e:  # noqa: BLE001 - only a DynamicShapeFallback retries
+                why = _dynamic_fallback(e)
+                if why is None:
+                    raise
+                self.unbacked_off = why
+        entry = compile_function(*compile_args, known_values=known_values,
+                                 recompile_limit=limit)
+        if entry.value_sites:
+            entry.unbacked_fallback = self.unbacked_off or (
+                "a gradient is needed (requires_grad inputs under grad mode): gradients "
+                "through symbolic sizes are not supported" if grad else None)
+        return entry
+
     def _compile_miss(self, args, kwargs, leaves, spec, key, dims, nodes, known_values=()):
         """Compile for a cache miss; dynamic shapes (dynamic.py): automatic dims, the
         symbolic compile, and the static compile when symbols cannot be used. ``nodes``:
@@ -370,7 +402,7 @@ class ThunderFunction:
                 policy.disabled = fallback
                 key = key[:1] + (_static_metas(key[1], tensors),) + key[2:]
         if not dims or fallback is not None:
-            entry = compile_function(*compile_args, known_values=known_values)
+            entry = self._compile_static(compile_args, known_values)
             if fallback is None and policy.on() and _dynamic.needs_grad(tensors):
                 fallback = _dynamic.GRAD_REASON  # (dims() chose no symbols for this call)
             entry.dynamic_fallback = fallback
@@ -450,7 +482,7 @@ def _paths_of_tensors(leaves, spec) -> list[str]:
 
 def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                    grad_inputs: list[bool] | None = None, watch=(), dynamic_dims=None,
-                   known_values=None):
+                   known_values=None, unbacked: bool = False, recompile_limit: int = 8):
     """Trace ``fn`` on proxies for the tensor leaves (requiring grad as the tensors do, or
     as ``grad_inputs`` says per tensor).
 
@@ -461,7 +493,9 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     the trace asks for, in order (frontend/value_guards.py); one more raises
     ``ValueNeeded`` with ``need.trace`` the program prefix returning its tensors. None (a
     caller that cannot compute them: examine, distributed programs):
-    DataDependentControlFlowError instead.
+    DataDependentControlFlowError instead. ``unbacked``: the output sizes of data-dependent
+    ops become unbacked size symbols where torch's fake kernels allow (value_guards.py);
+    ``recompile_limit``: the function's, for their warning past it.
     """
     compat.install()
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
@@ -470,6 +504,7 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     monitor = SharpEdgeMonitor(fn, sharp_edges)
     trace.monitor = monitor
     trace.known_values = list(known_values or ())
+    trace.unbacked, trace.recompile_limit = unbacked, recompile_limit
     for obj, owner in watch:  # objects whose attribute reads are guarded (guards.py)
         monitor.recorder.watch(obj, owner)
     env = trace.shape_env = symbolic.ShapeEnv()
@@ -560,7 +595,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
 
 def compile_function(fn: Callable, args, kwargs, leaves, spec,
                      sharp_edges: str = "warn", executors=(), joint: str | None = None,
-                     watch=(), dynamic_dims=None, known_values=()) -> CacheEntry:
+                     watch=(), dynamic_dims=None, known_values=(), unbacked: bool = False,
+                     recompile_limit: int = 8) -> CacheEntry:
     """Trace, transform, lower and compile ``fn`` for these inputs (under COMPILE_LOCK).
     ``executors``: user executors (thunder_mlir.extend), in priority order. ``joint``:
     "grad" or "value_and_grad" compiles the gradient program of ``thunder_mlir.grad``
@@ -568,7 +604,9 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
     whose attribute reads become guards (guards.py). ``dynamic_dims``: tensor index ->
     {dim: reason} traced as size symbols (dynamic.py); raises DynamicShapeFallback when
     the program cannot be compiled with them. ``known_values``: Python values of tensors
-    already known, in query order (value_specialization.py computes the others)."""
+    already known, in query order (value_specialization.py computes the others).
+    ``unbacked``: trace data-dependent output sizes as unbacked size symbols (raises
+    DynamicShapeFallback where the program cannot keep them symbolic)."""
     from thunder_mlir.executors.extend import compiling
     from thunder_mlir.ir import implementations
 
@@ -577,7 +615,7 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
     # that every stage's symbols resolve while the function lives (ir/implementations.py)
     with compiling(executors) as ext, implementations.holding() as held:
         entry = _compile(fn, leaves, spec, sharp_edges, ext, joint, watch, dynamic_dims,
-                         known_values)
+                         known_values, unbacked, recompile_limit)
     entry.implementations = held
     return entry
 
@@ -600,7 +638,7 @@ def program_name(fn) -> str:
 
 def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
              joint: str | None = None, watch=(), dynamic_dims=None,
-             known_values=()) -> CacheEntry:
+             known_values=(), unbacked: bool = False, recompile_limit: int = 8) -> CacheEntry:
     from thunder_mlir.executors import execution_transform  # noqa: F401 (registers it)
     from thunder_mlir.transforms.grad import DIFF_OUTPUTS, backward_error, output_reach, \
         reached_inputs
@@ -619,12 +657,14 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         try:
             trace, out_spec, out_leaves, monitor = trace_function(
                 fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None,
-                watch=watch, dynamic_dims=dynamic_dims, known_values=known)
+                watch=watch, dynamic_dims=dynamic_dims, known_values=known,
+                unbacked=unbacked, recompile_limit=recompile_limit)
             break
         except ValueNeeded as need:
             known.append(value_specialization.prefix_value(need, ext, tensors))
     module = trace.module
     env = trace.shape_env
+    env.check_unbacked_guards(trace.unbacked_groups)  # (value_guards.py: unbacked sizes)
     # (before the passes rewrite the values the proxies hold)
     output_views = [] if joint else aliasing.output_views(
         trace.inputs, [x for x in out_leaves if type(x) is TensorProxy] +
@@ -720,13 +760,17 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     if trace.value_sites:  # value guards (frontend/value_guards.py)
         entry.value_path, entry.value_sites = known, list(trace.value_sites)
         entry.value_group = [entry]
+        entry.value_accepts = dict(trace.value_accepts)  # (queries of unbacked sizes)
+    if env.unbacked:  # data-dependent sizes kept symbolic: cache_info lists them
+        entry.unbacked_sizes = {f"s{k}": env.reasons[k] for k in env.unbacked}
     if trace.objects:
         if joint:
             raise UnsupportedError("thunder_mlir.grad of a function that writes tensors to "
                                    "its input objects or returns objects is not supported")
         entry.object_state = (trace.objects[0], trace.objects[1], len(state_outs))
-    if env.sources:  # dynamic shapes (ir/symbolic.py): the guards checked at every call
-        entry.sym_sources, entry.sym_reasons = list(env.sources), list(env.reasons)
+    if env.input_sources:  # dynamic shapes (ir/symbolic.py): guards checked at every call
+        n = len(env.input_sources)
+        entry.sym_sources, entry.sym_reasons = list(env.input_sources), env.reasons[:n]
         entry.sym_check = env.guard_function()
         entry.shape_guards = env.describe_guards()
         entry.shape_guard_terms = list(env.guards)

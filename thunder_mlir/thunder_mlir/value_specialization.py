@@ -54,6 +54,14 @@ def prefix_value(need: ValueNeeded, ext, tensors: list[torch.Tensor]):
     return need.compute(*outs)
 
 
+def accepts(entry, j: int, observed) -> bool:
+    """Whether ``entry``'s value guard ``j`` passes for ``observed``: the value it was
+    traced with, or, for a data-dependent size traced as unbacked size symbols, any size
+    they stand for."""
+    test = entry.value_accepts.get(j)
+    return test(observed) if test is not None else same_value(entry.value_path[j], observed)
+
+
 def describe_value(value) -> str:
     """A traced value for messages: a data-dependent op's output shapes as shapes."""
     if type(value) is tuple and len(value) == 2 and type(value[1]) is tuple and \
@@ -93,7 +101,7 @@ def guard_failed(fn, entry, failed: ValueGuardFailed, leaves, spec, key, dims, n
                       and len(e.value_path) > j and e.value_sites[:j + 1] ==
                       entry.value_sites[:j + 1]
                       and all(same_value(a, b) for a, b in zip(e.value_path[:j], prefix))
-                      and same_value(e.value_path[j], observed)]
+                      and accepts(e, j, observed)]
         if candidates:
             new = candidates[0]
             cache.hits += 1
@@ -102,9 +110,12 @@ def guard_failed(fn, entry, failed: ValueGuardFailed, leaves, spec, key, dims, n
                            kwargs, state, site)
         tried.add(id(new))
         try:
-            return new, _execute(new, tensors)
+            outs = _execute(new, tensors)
         except ValueGuardFailed as again:
             entry, failed = new, again
+        else:
+            cache.promote(key, new)
+            return new, outs
     raise DataDependentControlFlowError(
         f"{entry.value_sites[failed.index][1]}\n  {entry.value_sites[failed.index][0]} "
         f"differed from the value it was traced with {MAX_ATTEMPTS} times in one call "
@@ -118,7 +129,7 @@ def _compile(fn, entry, j: int, observed, leaves, spec, key, dims, nodes, args, 
     guard may not have run yet when guard ``j`` failed, so only guard 0's value is sure),
     added to ``entry``'s group of the same key."""
     cache = fn.cache
-    known = [observed] if j == 0 else []
+    known = [observed] if j == 0 and observed is not None else []
     with COMPILE_LOCK:
         if state is not None:
             flags, params = state.read()

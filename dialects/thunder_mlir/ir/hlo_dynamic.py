@@ -300,12 +300,18 @@ def _gather_dim(op) -> set[int]:
     return {_int(op, "dim")}
 
 
+def _batch_dims(op) -> set[int]:
+    return set(range(ir.RankedTensorType(op.operands[1].type).rank - 1))
+
+
 # Prims whose static lowering is right when the named operands' dims are static except
 # those listed: the gather of ``take`` reads the table's sizes as slice sizes, that of
-# ``take_along`` compares the sizes of both operands outside ``dim``.
+# ``take_along`` compares the sizes of both operands outside ``dim``; ``scatter`` reads the
+# size of the index vectors' last dim (the number of indexed dims), not their number.
 DYNAMIC_IF_STATIC = {
     "take": ((0, _gather_dim),),
     "take_along": ((0, _gather_dim), (1, _gather_dim)),
+    "scatter": ((1, _batch_dims),),
 }
 
 

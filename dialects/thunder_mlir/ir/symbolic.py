@@ -46,6 +46,9 @@ from thunder_mlir.errors import DynamicShapeFallback
 SHAPE_ATTR = "thunder.shape"          # per op result: the expression of each dim
 ARG_SHAPES_ATTR = "thunder.arg_shapes"  # on @computation: the expression of each arg dim
 SYM_ATTR_PREFIX = "thunder.sym."      # thunder.sym.<field>: expressions of an INTS field
+# on an executor call with symbolic result sizes (unbacked sizes of a data-dependent op):
+# per result, the expression of each dim
+RESULT_SHAPES_ATTR = "thunder.result_shapes"
 
 
 @functools.lru_cache(maxsize=None)
@@ -90,13 +93,17 @@ _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 class ShapeEnv:
     """The symbols and guards of one trace.
 
-    ``sources[k]``: (tensor input index, dim) whose size symbol ``s<k>`` is; ``hints[k]``
-    its size at the traced call; ``guards``: (relation text, sympy relational, value) for
-    every comparison decided from hints; ``reasons``: why each symbol exists (mark_dynamic,
-    dynamic=True, automatic)."""
+    ``sources[k]``: (tensor input index, dim) whose size symbol ``s<k>`` is, or None for an
+    *unbacked* symbol: the size of a data-dependent op's output (``nonzero``,
+    ``masked_select``, ...), known only when the op has run (torch's unbacked SymInts,
+    ``torch/fx/experimental/symbolic_shapes.py``). The input symbols come first
+    (``input_sources``), the unbacked ones are made while tracing. ``hints[k]``: its size
+    at the traced call; ``guards``: (relation text, sympy relational, value) for every
+    comparison decided from hints; ``reasons``: why each symbol exists (mark_dynamic,
+    dynamic=True, automatic, the data-dependent op)."""
 
     def __init__(self):
-        self.sources: list[tuple[int, int]] = []
+        self.sources: list[tuple[int, int] | None] = []
         self.hints: list[int] = []
         self.reasons: list[str] = []
         self.guards: list[tuple[str, Any, bool]] = []
@@ -105,11 +112,69 @@ class ShapeEnv:
     def new_symbol(self, source: tuple[int, int], hint: int, reason: str) -> "SymInt":
         """A new size symbol s<k> for dim ``source`` = (tensor index, dim) whose size at the traced
         call is ``hint``; ``reason`` says why it is symbolic (cache_info)."""
+        if self.unbacked:
+            raise AssertionError("input size symbols are made before unbacked ones")
         k = len(self.sources)
         self.sources.append(source)
         self.hints.append(int(hint))
         self.reasons.append(reason)
         return SymInt(symbol(k), self)
+
+    def new_unbacked(self, hint: int, reason: str) -> "SymInt":
+        """A new unbacked size symbol s<k>: an output size of a data-dependent op that was
+        ``hint`` (at least 2) at the traced call; ``reason`` names the op and its line."""
+        if hint < 2:
+            raise ValueError(f"an unbacked size symbol stands for sizes >= 2, got {hint}")
+        k = len(self.sources)
+        self.sources.append(None)
+        self.hints.append(int(hint))
+        self.reasons.append(reason)
+        return SymInt(symbol(k), self)
+
+    @property
+    def input_sources(self) -> list[tuple[int, int]]:
+        """The (tensor index, dim) of each input symbol (s0, s1, ... before the unbacked)."""
+        return [s for s in self.sources if s is not None]
+
+    @property
+    def unbacked(self) -> list[int]:
+        """The numbers k of the unbacked symbols s<k>."""
+        return [k for k, s in enumerate(self.sources) if s is None]
+
+    def all_unbacked(self, expr: sympy.Expr) -> bool:
+        """Whether ``expr`` has symbols and all of them are unbacked."""
+        unbacked = {symbol(k) for k in self.unbacked}
+        return bool(expr.free_symbols) and expr.free_symbols <= unbacked
+
+    def guards_of(self, ks: Sequence[int]) -> list[tuple[str, Any, bool]]:
+        """The guards that mention one of the symbols s<k> for k in ``ks``."""
+        syms = {symbol(k) for k in ks}
+        return [g for g in self.guards if g[1].free_symbols & syms]
+
+    def unbacked_check(self, ks: Sequence[int]) -> Callable[[Sequence[int]], bool]:
+        """``check(sizes)`` for the unbacked symbols s<k>, k in ``ks`` (one data-dependent
+        op's, in that order): True when each is >= 2 and every guard that mentions them
+        holds. The guards must mention no other symbol (``check_unbacked_guards``)."""
+        syms = [symbol(k) for k in ks]
+        terms = [rel if value else sympy.Not(rel) for _, rel, value in self.guards_of(ks)]
+        body = sympy.lambdify(syms, sympy.And(*terms) if terms else sympy.true, "math")
+
+        def check(sizes: Sequence[int]) -> bool:
+            return all(s >= 2 for s in sizes) and bool(body(*sizes))
+        return check
+
+    def check_unbacked_guards(self, groups: Sequence[Sequence[int]]) -> None:
+        """Raise DynamicShapeFallback where a guard relates the unbacked symbols of one
+        data-dependent op (``groups``: the symbol numbers of each op) to any other symbol:
+        such a guard could only be checked once both sizes are known, and the program is
+        then specialized on the values instead."""
+        for ks in groups:
+            mine = {symbol(k) for k in ks}
+            for text, rel, _ in self.guards_of(ks):
+                if not rel.free_symbols <= mine:
+                    raise DynamicShapeFallback(
+                        f"the guard {text} relates a data-dependent size to another size; "
+                        "the program is specialized on the values instead")
 
     def hint_of(self, expr: sympy.Expr) -> int:
         """The value of ``expr`` at the traced call's sizes (an int; cached per expression)."""
@@ -135,12 +200,16 @@ class ShapeEnv:
         return value
 
     def guard_function(self) -> Callable[[Sequence], bool] | None:
-        """``check(sizes)``: True when the sizes (one per symbol) satisfy every guard and
-        are all >= 2; None when the program has no symbol."""
-        if not self.sources:
+        """``check(sizes)``: True when the sizes (one per input symbol) satisfy every guard
+        of input symbols alone and are all >= 2; None when the program has no input
+        symbol."""
+        n = len(self.input_sources)
+        if not n:
             return None
-        syms = [symbol(k) for k in range(len(self.sources))]
-        terms = [rel if value else sympy.Not(rel) for _, rel, value in self.guards]
+        syms = [symbol(k) for k in range(n)]
+        unbacked = {symbol(k) for k in self.unbacked}
+        terms = [rel if value else sympy.Not(rel) for _, rel, value in self.guards
+                 if not rel.free_symbols & unbacked]  # (checked where the op runs)
         body = sympy.lambdify(syms, sympy.And(*terms) if terms else sympy.true, "math")
 
         def check(sizes: Sequence[int]) -> bool:
@@ -285,13 +354,24 @@ class SymInt:
         return hash(self.expr)
 
     def __int__(self):
-        _fallback("int()")
+        return self._specialized("int()")
 
     def __index__(self):
-        _fallback("using as an index (range, slicing a list, ...)")
+        return self._specialized("using as an index (range, slicing a list, ...)")
 
     def __float__(self):
-        _fallback("float()")
+        return float(self._specialized("float()"))
+
+    def _specialized(self, what: str) -> int:
+        """A size made of unbacked symbols alone (a data-dependent op's output size) read as
+        a Python int: its traced value, with the guard ``expr == value`` (checked where the
+        op runs, as torch specializes a size converted to an int). Any other symbolic size:
+        DynamicShapeFallback (the program is compiled for static shapes)."""
+        if not self.env.all_unbacked(self.expr):
+            _fallback(what)
+        value = self.hint
+        self.env.decide("==", self.expr, sympy.Integer(value))
+        return value
 
     def __truediv__(self, o):
         _fallback("true division")

@@ -201,6 +201,10 @@ def _value_shape(module: ir.Module, fn, v: ir.Value) -> list[str] | None:
         return _value_shape(module, region, inner)
     if symbolic.SHAPE_ATTR in op.attributes:
         return [ir.StringAttr(s).value for s in ir.ArrayAttr(op.attributes[symbolic.SHAPE_ATTR])]
+    if symbolic.RESULT_SHAPES_ATTR in op.attributes:  # an executor call's result
+        shapes = ir.ArrayAttr(op.attributes[symbolic.RESULT_SHAPES_ATTR])
+        return [ir.StringAttr(s).value
+                for s in ir.ArrayAttr(shapes[ir.OpResult(v).result_number])]
     t = ir.RankedTensorType(v.type)
     return None if not t.has_static_shape else [str(d) for d in t.shape]
 

@@ -27,7 +27,7 @@ from torch_mlir import ir
 from thunder_mlir.ir.dialect import ExecutorCallOp, fits_in_runs, segment_kwargs
 
 from thunder_mlir.frontend import autocast, value_guards
-from thunder_mlir.ir import dtypes, implementations
+from thunder_mlir.ir import dtypes, implementations, symbolic
 from thunder_mlir.errors import TraceError
 from thunder_mlir.ir.proxy import TensorProxy
 
@@ -88,15 +88,17 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     positions = [i for i, leaf in enumerate(leaves) if type(leaf) is TensorProxy]
     proxies = [leaves[i] for i in positions]
     meta_leaves = list(leaves)
-    for i in positions:
-        meta_leaves[i] = leaves[i].meta
+    data_dependent = value_guards.is_data_dependent(func, args, kwargs)
+    for i in positions:  # (a data-dependent op's symbolic operands: value_guards.py)
+        meta_leaves[i] = leaves[i].meta if not data_dependent or not trace.unbacked or \
+            not symbolic.is_symbolic(leaves[i].tshape) else None
     m_args, m_kwargs = optree.tree_unflatten(spec, meta_leaves)
     trial = False  # metadata from a trial run or a documented rule: checked every real run
     pin = autocast.pin_state(trace.device)  # the autocast state the op runs under
     written = None  # which tensor arguments the op writes (None: judged by its name)
     guarded = None  # data-dependent output sizes: specialized and guarded (value_guards.py)
     try:
-        if value_guards.is_data_dependent(func, args, kwargs):
+        if data_dependent:
             meta_out, guarded = value_guards.output_metadata(trace, name, func, leaves,
                                                              positions, spec)
         elif pin is not None and pin[1]:
@@ -149,7 +151,11 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     out_pos = [i for i, leaf in enumerate(out_leaves)
                if isinstance(leaf, torch.Tensor) and i not in returned]
     result_metas = [out_leaves[i] for i in out_pos] + [leaves[positions[j]].meta for j in written]
-    result_types = [dtypes.tensor_type(m.shape, m.dtype) for m in result_metas]
+    # unbacked output sizes of a data-dependent op (value_guards.py): symbolic shapes
+    sym_shapes = getattr(guarded, "shapes", None) or {}
+    result_shapes = [sym_shapes.get(i, tuple(out_leaves[i].shape)) for i in out_pos] + \
+        [tuple(m.shape) for m in result_metas[len(out_pos):]]
+    result_types = [dtypes.tensor_type(s, m.dtype) for s, m in zip(result_shapes, result_metas)]
     operand_types = [p.value.type for p in proxies]
     in_order, out_order = type_order(operand_types), type_order(result_types)
     if not fits_in_runs([operand_types[i] for i in in_order]) or \
@@ -183,6 +189,10 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         operand_of = {j: k for k, j in enumerate(in_order)}
         op.operation.attributes[WRITES_ATTR] = ir.DenseI64ArrayAttr.get(
             [operand_of[j] for j in written])
+    if sym_shapes:  # the expression of each dim of each result (ir/symbolic.py)
+        op.operation.attributes[symbolic.RESULT_SHAPES_ATTR] = ir.ArrayAttr.get([
+            ir.ArrayAttr.get([ir.StringAttr.get(symbolic.dim_text(d))
+                              for d in result_shapes[i]]) for i in out_order])
     if call is not None:
         op.operation.attributes[CALL_ATTR] = ir.StringAttr.get(call)
         if trial:
@@ -205,7 +215,7 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         assign(p, TensorProxy(r, p.tshape, p.tdtype, trace.device))
     for k, i in enumerate(out_pos):
         m = out_leaves[i]
-        out_leaves[i] = TensorProxy(fresh[k], tuple(m.shape), m.dtype, trace.device)
+        out_leaves[i] = TensorProxy(fresh[k], result_shapes[k], m.dtype, trace.device)
     for i, j in returned.items():
         out_leaves[i] = proxies[j]
     return optree.tree_unflatten(out_spec, out_leaves)

@@ -9,6 +9,8 @@ the trace of this thread. Torch calls made while tracing go to the frontend's di
 
 from __future__ import annotations
 
+from typing import Any
+
 import threading
 from contextlib import contextmanager
 
@@ -56,6 +58,12 @@ class Trace(Builder):
         # in query order, and (what, where) of each query made so far
         self.known_values: list = []
         self.value_sites: list[tuple[str, str]] = []
+        # data-dependent output sizes as unbacked size symbols (value_guards.py), not
+        # specialized values; the runtime test of each such query (query index -> accept)
+        self.unbacked = False
+        self.value_accepts: dict[int, Any] = {}
+        self.unbacked_groups: list[list[int]] = []  # the symbol numbers of each op
+        self.recompile_limit = 8  # (the jitted function's: its warnings past it)
 
     @contextmanager
     def building(self):
