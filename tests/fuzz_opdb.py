@@ -51,6 +51,12 @@ EXCLUDED: dict[str, str] = {}
 # differently)
 _STEEP = {"i0", "polygamma", "mvlgamma", "special.i0e", "special.i1", "lgamma", "digamma",
           "tan"}
+# the gradient of a product divides it by each factor (derivatives.yaml, scatter_reduce
+# "prod"): of the fuzzer's growing values (x^4 times 2) XLA's product rounds otherwise than
+# ATen's, 1.4e-5 relative where assert_close allows 1.3e-6 (fuzzer programs 191-194 of the
+# run after the zeros_like target joined; the jit's gradient 2-5x eager's distance from
+# float64, both within 3e-6); tests/test_grad_numerics.py checks its gradients
+_ROUNDING = {"scatter_reduce.prod"}
 _RANDOM = {"nn.functional.rrelu", "bernoulli", "normal", "uniform", "exponential",
            "geometric", "cauchy", "log_normal", "random"}
 
@@ -227,7 +233,7 @@ def table() -> dict[str, Entry]:
             if torch.float32 not in o.supported_dtypes("cpu"):
                 EXCLUDED[name] = "no float32 on CPU"
                 continue
-            if o.name in _STEEP:
+            if o.name in _STEEP or name in _ROUNDING:
                 EXCLUDED[name] = ("its values grow fast: float32 rounding of what follows "
                                   "differs past assert_close's rtol (compared against "
                                   "float64 in tests/test_opinfo.py instead)")

@@ -2,13 +2,14 @@
 
 Since issue 25 the programs also write: ``__setitem__`` with index forms generated
 structurally (ints, negative ints, slices with steps, ``None``, ``Ellipsis``, integer tensors
-of broadcasting shapes, adjacent or separated, lists, bool masks of one or more dims, 0-d
+of broadcasting shapes, adjacent or separated, 0-d integer tensors, lists, bool masks of one or more dims, 0-d
 bools, a data-dependent mask), with scalar, 0-d, broadcast, full, integer or float64 values,
 plain or augmented; every in-place variant of PyTorch's ``op_db`` with the non-tensor
 arguments of its sample inputs (``fuzz_opdb.py``); each applied to an intermediate, to a view
 of one (views listed in ``VIEWS``, read after the write through the base or through a view
 made before it), to a view of the buffer input (written back), to a view of a leaf that
-requires grad (eager's error), or after an in-place op that only the torch fallback runs.
+requires grad (eager's error), after an in-place op that only the torch fallback runs, or
+to zeros made from a value that requires grad (``zeros_like``: an accumulator).
 Data-dependent statements (mask reads and writes, ``nonzero``, one-argument ``where``,
 ``unique``, a branch on a value, ``.item()`` and ``.tolist()`` used as numbers) see new
 values at every call, as every call draws new inputs.
@@ -219,8 +220,11 @@ VIEWS = {
 VIEW_SHAPES = {k: tuple(v(torch.zeros(SHAPE)).shape) for k, v in VIEWS.items()}
 # Where a write lands: an intermediate; the buffer input (written back after the call); a
 # leaf input that requires grad (eager raises); an intermediate first written by an
-# in-place op that only the torch fallback runs.
-TARGETS = ("intermediate", "intermediate", "intermediate", "buffer", "leaf", "after_fallback")
+# in-place op that only the torch fallback runs; zeros made from a value that may require
+# grad, not requiring grad themselves until the write (an accumulator, as transformers'
+# MoE experts' ``next_states = torch.zeros_like(hidden_states)``).
+TARGETS = ("intermediate", "intermediate", "intermediate", "buffer", "leaf", "after_fallback",
+           "zeros_like")
 # What the program reads after the write: the base, or a view made before the write.
 READS = ("base", "base", "view_made_before")
 VALUES = ("scalar", "int_scalar", "zero_d", "full", "last_dim", "int_full", "double_full")
@@ -241,6 +245,8 @@ def _index_parts(spec, t):
             parts.append(Ellipsis)
         elif k == "int_tensor":
             parts.append(torch.tensor(p[2], dtype=torch.long).reshape(p[1]))
+        elif k == "int0_tensor":  # a 0-d integer tensor, indexing as an int does
+            parts.append(torch.tensor(p[1]))
         elif k == "list":
             parts.append(list(p[1]))
         elif k == "bool_tensor":
@@ -264,12 +270,12 @@ def index_spec(draw, shape):
     parts, extra, i = [], 0, 0
     while i < len(dims):
         size = shape[dims[i]]
-        forms = ["int", "slice", "int_tensor", "list", "bool_tensor"]
+        forms = ["int", "slice", "int_tensor", "list", "bool_tensor", "int0_tensor"]
         if extra < 2:
             forms += ["none", "bool0"]
         form = draw(st.sampled_from(forms))
-        if form == "int":
-            parts.append(("int", draw(st.integers(-size, size - 1))))
+        if form in ("int", "int0_tensor"):
+            parts.append((form, draw(st.integers(-size, size - 1))))
         elif form == "slice":
             bound = st.none() | st.integers(-size - 1, size + 1)
             start, stop = draw(bound), draw(bound)
@@ -391,6 +397,8 @@ def write(s, x, y, a, buf):
         base, y = buf, y.detach()
     elif target == "leaf":
         base = a
+    elif target == "zeros_like":
+        base = torch.zeros_like(x)
     else:
         base = x * 1.5
         if target == "after_fallback":
@@ -399,7 +407,9 @@ def write(s, x, y, a, buf):
     if s.kind == "inplace_op":
         view, key = s.spec[2], s.spec[3]
         entry = fuzz_opdb.table()[key]
-        if target != "leaf" and target != "buffer":
+        if target == "zeros_like":  # into the op's domain in place: still the zeros' tensor
+            base.copy_(fuzz_opdb.DOMAINS[entry.domain](base))
+        elif target != "leaf" and target != "buffer":
             base = fuzz_opdb.DOMAINS[entry.domain](base)
             before = base[:, 1:] if read == "view_made_before" else None
         elif target == "buffer" and entry.domain != "real":

@@ -112,11 +112,14 @@ def test_normal_mean_and_std_get_no_gradient():
 
 
 def test_nextafter_and_i1e_gradients():
-    """nextafter: the gradient passes to ``input`` (``other`` gets 0); special.i1e: eager's
-    i1e_backward (0.5 at 0), through torch.autograd on the torch executor. Before: GradError."""
+    """nextafter: the gradient passes to ``input`` except where it ties with ``other``
+    (``other`` gets 0; the tie gave 1 before: fuzzer program 217 of the zeros_like run);
+    special.i1e: eager's i1e_backward (0.5 at 0), through torch.autograd on the torch
+    executor. Before: GradError."""
     x = torch.tensor([-3.0, -0.5, 0.0, 1e-9, 0.7, 4.0], requires_grad=True)
-    y = torch.randn(6, requires_grad=True)
-    _assert_same(torch.nextafter, x, y)
+    y = torch.randn(6).index_fill(0, torch.tensor([1, 2]), 0.0)
+    y[1] = -0.5  # two ties: -0.5 and 0.0
+    _assert_same(torch.nextafter, x, y.requires_grad_())
     _assert_same(torch.special.i1e, x)
 
 

@@ -964,6 +964,40 @@ def moe_eager_experts_where(x):
     return out
 
 
+# An accumulator made from a value that requires grad, not requiring grad itself until a
+# write whose meta replay fails: eager's autograd twin of the accumulator (used to read the
+# flags of the ops after it) was kept as if written and still did not require grad, so
+# every op after the write cut the gradient: no .grad for w, silently (the GPT-OSS eager
+# experts' loss gave 4 expert parameters of layer 0 no gradient).
+def _x_w_index():
+    return (leaf(3, 4), leaf(4), torch.randint(-3, 3, ()))
+
+
+@case(FUNC, _x_w_index, steps=3)
+def accumulator_written_at_0d_tensor_index(x, w, i):
+    out = torch.zeros_like(x)
+    out[i] = w * 2  # a 0-d integer tensor index: eager reads it as an int (no meta replay)
+    return out.view(-1) * 1
+
+
+@case(FUNC, lambda: (leaf(3, 4), leaf(4)))
+def accumulator_index_add_with_explicit_device(x, w):
+    # GPT-OSS's experts: torch.zeros_like(h, device=h.device), then index_add_
+    out = torch.zeros_like(x, device=x.device)
+    out.index_add_(0, torch.tensor([0, 2]), x[:2] * w)
+    return out.reshape(-1)
+
+
+@case(FUNC, _x_w_index, steps=3)
+def write_through_view_at_0d_tensor_index(x, w, i):
+    out = x * 1.5
+    t = out[:, 1:3]
+    t[i] += w[:2] * 2  # t[i] is a view (a select at a position read from i's value)
+    r = out[i]
+    r.mul_(3)
+    return out, t * 1
+
+
 # ------------------------------------------------------------------ the test
 def test_catalogue_has_sixty_cases():
     assert len(CASES) >= 60, len(CASES)

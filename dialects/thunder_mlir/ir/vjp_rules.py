@@ -721,8 +721,9 @@ def cholesky(op, x, y, g):
 
 
 def nextafter(op, x, y, g):
-    """derivatives.yaml: the gradient passes to ``self`` unchanged; ``other`` gets 0."""
-    return [g[0], _c(x[1], 0)]
+    """derivatives.yaml (torch 2.13): ``self: at::where(self != other, grad, 0)`` (where
+    they tie, nextafter returns ``other``), ``other: zeros_like(other)``."""
+    return [prims.where(_e("eq", x[0], x[1]), _c(g[0], 0), g[0]), _c(x[1], 0)]
 
 
 # ------------------------------------------------------- complex parts, zeta, markers

@@ -304,15 +304,48 @@ def _base_requires_grad(p: TensorProxy) -> None:
             _set_requires_grad(v, True)
 
 
+def _current_twins(inputs: list[TensorProxy]) -> list[tuple]:
+    """(tensor, its SSA value, its eager twin's version counter) of each input, and each
+    input view's root, whose eager twin is current: taken before a call, so that
+    ``_drop_unwritten_twins`` can tell whether the call's replay wrote the twins."""
+    twins, seen = [], set()
+    for p in inputs:
+        root = getattr(p, "_alias_root", None)
+        for q in (p,) if root is None else (p, root):
+            if id(q) not in seen and getattr(q, "_mirror_of", None) is not None and \
+                    q._mirror_of == q.value:
+                seen.add(id(q))
+                twins.append((q, q.value, q._mirror._version))
+    return twins
+
+
+def _drop_unwritten_twins(twins: list[tuple]) -> None:
+    """After a traced call: a tensor the call wrote (its SSA value changed) whose eager twin
+    is still marked current (``functionalization.assign`` keeps a root's twin current when
+    the write went through a view, trusting the replay to have written it through the
+    view's twin) but whose twin the replay did not write (its version counter did not
+    move: the meta replay failed and the call was replayed on zeros, or not at all) loses
+    its twin. A stale twin would give later ops the autograd flags of the tensor before
+    the write: an index_add_ of a tensor that requires grad into zeros_like(x, device=...)
+    left the zeros' twin, which does not require grad, and every op after it cut the
+    gradient (GPT-OSS's eager experts). Without a twin, later replays start from the
+    proxy's own flags (``_meta_inputs``)."""
+    for q, value, version in twins:
+        if q.value != value and q._mirror_of == q.value and q._mirror._version == version:
+            q._mirror_of = None
+
+
 def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
     if not any(p.requires_grad for p in inputs) and not _mutates_a_twin(func, args):
         return call()
     before = [p.value for p in inputs]
     grad_on = torch.is_grad_enabled()
     trace = current_trace()
+    twins = _current_twins(inputs)
     replay = None if func is None or _calls_user_code(args, kwargs) else \
         _replay(func, args, kwargs, trace.inputs)
     out = call()
+    _drop_unwritten_twins(twins)
     from thunder_mlir.ir import prims
 
     # in-place updates: the updated tensor's flag as eager's after the call

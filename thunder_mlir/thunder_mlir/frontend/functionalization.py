@@ -23,6 +23,10 @@ that made it from its base (``aliasing.record_view``). Writing a view:
      positions ``offset + sum_i iota_i * stride_i`` (``stablehlo.scatter``);
    - a view in which several elements share one memory location (``expand``, overlapping
      ``unfold`` windows) raises eager's error: eager refuses to write it;
+   - a view whose position is read from a tensor's value (``t[i]`` with ``i`` a 0-d
+     integer tensor, which eager reads as an int: a select) cannot be replayed on meta;
+     it is written back by the functional form of the call that made it
+     (``VALUE_INDEXED_WRITES``: ``base[i] = new``);
 
 3. rebinds the root and recomputes every live view of it from the new value
    (``aliasing.refresh_views``): the base, other views and views made before the write all
@@ -254,6 +258,14 @@ def _chain(p: TensorProxy) -> list[tuple]:
     return chain
 
 
+# Write-backs of views whose position is read from a tensor's value, which ``replay_step``
+# cannot place on a meta tensor: the torch call that made the view -> (base, the step's
+# args, kwargs, new value of the view) -> the base's new value. Filled by the symbol modules
+# that give the call's functional form (symbols/scatter.py: ``Tensor.__getitem__`` with a
+# 0-d integer tensor index, written back as ``base[index] = new``).
+VALUE_INDEXED_WRITES: dict = {}
+
+
 def _into_base(base: TensorProxy, step: tuple, new: TensorProxy) -> TensorProxy:
     """``base``'s value after the view the step made from it takes the value ``new``."""
     if symbolic.is_symbolic(base.tshape) or symbolic.is_symbolic(new.tshape):
@@ -261,6 +273,10 @@ def _into_base(base: TensorProxy, step: tuple, new: TensorProxy) -> TensorProxy:
                                    "sizes")
     m = torch.empty(base.tshape, dtype=base.tdtype, device="meta")
     v = replay_step(step, m)
+    if v is None and step[0] in VALUE_INDEXED_WRITES:  # t[i], i a 0-d integer tensor
+        out = VALUE_INDEXED_WRITES[step[0]](base, step[1], step[2], new)
+        if out is not None:
+            return out
     if v is None or v.dtype != base.tdtype or tuple(v.shape) != tuple(new.tshape):
         raise NotImplementedError(
             f"{step[4]}\n  "

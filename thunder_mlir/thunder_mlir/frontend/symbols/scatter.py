@@ -25,8 +25,8 @@ from thunder_mlir.frontend.symbols.registry import SYMBOLS, _Inline, register_in
 from thunder_mlir.frontend.symbols.indexing import _as_index_tensor, _is_advanced, \
     _sequence_as_tuple, bool_scalars_as_python, bools_as_index_tensors, getitem, unsqueezed
 from thunder_mlir.frontend.symbols.creation import _literal
-from thunder_mlir.frontend.functionalization import type_name, check_overlap, keep_edge, \
-    update_view, write_inplace
+from thunder_mlir.frontend.functionalization import VALUE_INDEXED_WRITES, type_name, \
+    check_overlap, keep_edge, update_view, write_inplace
 
 
 def _wrap(idx: TensorProxy, size: int) -> TensorProxy:
@@ -557,3 +557,18 @@ def _masks_as_indices(index: tuple) -> tuple:
 
 
 SYMBOLS[T.__setitem__] = _Inline("ltorch.setitem", _setitem)
+
+
+def _write_back_getitem(base, args: tuple, kwargs: dict, new):
+    """``base``'s value after its view ``base[index]`` (``args == (base, index)``), whose
+    position is read from a tensor's value (a 0-d integer tensor, a select in eager), takes
+    the value ``new``: ``index_assign(base, index, new)``, writing the same elements. None
+    for an index with other tensors (eager's result is then a copy, never written back)."""
+    index = _normalize_index(args[1] if len(args) > 1 else kwargs.get("indices"))
+    if any(type(ix) is TensorProxy and (ix.tshape or ix.tdtype in (torch.bool, torch.uint8))
+           for ix in index):
+        return None
+    return index_assign(base, index, new)
+
+
+VALUE_INDEXED_WRITES[T.__getitem__] = _write_back_getitem
