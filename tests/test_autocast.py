@@ -29,6 +29,7 @@ import thunder_mlir
 from thunder_mlir.errors import AutocastError
 from thunder_mlir.frontend import autocast as ac
 from thunder_mlir.frontend.autocast_lists import ATEN_POLICIES
+from thunder_mlir.frontend.torch_internals import TORCH_BEFORE_2_13
 
 FP16_TOL = {"rtol": 1e-3, "atol": 1e-5}  # torch.testing's defaults for float16
 
@@ -588,6 +589,10 @@ def _cuda_trace_dtypes(fn, *shapes_dtypes, dtype=torch.float16):
      [((1, 2, 4, 4), torch.float16)], torch.float32),
     (lambda x, t: F.cross_entropy(x, t), [((4, 5), torch.float16), ((4,), torch.int64)],
      torch.float32),
+    # torch 2.13 lists rms_norm as fp32; 2.11 has no rms_norm autocast kernel: its
+    # decomposition's ops are cast one by one and the result stays float16 (autocast_lists.py)
+    (lambda x, w: F.rms_norm(x, (8,), w), [((4, 8), torch.float16), ((8,), torch.float16)],
+     torch.float16 if TORCH_BEFORE_2_13 else torch.float32),
 ])
 def test_cuda_op_lists_at_trace_level(fn, args, expected):
     """A program traced for a CUDA device under CUDA autocast gets the dtypes eager gets

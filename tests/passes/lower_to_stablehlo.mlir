@@ -83,6 +83,16 @@ func.func @matmul(%a: tensor<5x2x3xf32>, %b: tensor<5x3x4xf32>) -> tensor<5x2x4x
   return %0 : tensor<5x2x4xf32>
 }
 
+// bf16 matmul (a weight gradient's two contracting dims): accumulated in f32, rounded once
+// to bf16, as ATen's kernels (XLA:CPU in jaxlib 0.11.2 accumulates this one in bf16).
+// CHECK-LABEL: func.func @matmul_bf16
+// CHECK:         %[[D:.*]] = stablehlo.dot_general %{{.*}}, %{{.*}}, contracting_dims = [0, 1] x [0, 1] : (tensor<2x4x3xbf16>, tensor<2x4x8xbf16>) -> tensor<3x8xf32>
+// CHECK-NEXT:    stablehlo.convert %[[D]] : (tensor<3x8xf32>) -> tensor<3x8xbf16>
+func.func @matmul_bf16(%g: tensor<2x4x3xbf16>, %x: tensor<2x4x8xbf16>) -> tensor<3x8xbf16> {
+  %0 = "thunder.dot_general"(%g, %x) {lhs_batching_dimensions = array<i64>, rhs_batching_dimensions = array<i64>, lhs_contracting_dimensions = array<i64: 0, 1>, rhs_contracting_dimensions = array<i64: 0, 1>} : (tensor<2x4x3xbf16>, tensor<2x4x8xbf16>) -> tensor<3x8xbf16>
+  return %0 : tensor<3x8xbf16>
+}
+
 // take (index_select) is a gather collapsing the indexed dim.
 // CHECK-LABEL: func.func @take
 // CHECK-SAME:    (%[[X:.*]]: tensor<10x4xf32>, %[[I:.*]]: tensor<3xi64>)

@@ -342,7 +342,8 @@ def lower_cumsum(op, operands, rw):
 
 # -------------------------------------------------------------- linear algebra
 def lower_dot_general(op, operands, rw):
-    """stablehlo.dot_general; f32/f64 at precision HIGHEST (no TF32, as torch)."""
+    """stablehlo.dot_general; f32/f64 at precision HIGHEST (no TF32, as torch); bf16/f16
+    accumulated in f32 and rounded once (``_accumulated_in_f32``)."""
     e = _elem(op.result.type)
     dn = shlo.DotDimensionNumbers.get(
         lhs_batching_dimensions=_arr(op, "lhs_batching_dimensions"),
@@ -355,8 +356,29 @@ def lower_dot_general(op, operands, rw):
         p = shlo.PrecisionAttr.get("HIGHEST")
         attrs["precision_config"] = ir.ArrayAttr.get([p, p])
     with rw.ip:
-        r = hlo("stablehlo.dot_general", operands, [op.result.type], attrs, op.location)
-    rw.replace_op(op, r.results)
+        r = _accumulated_in_f32("stablehlo.dot_general", operands, op.result.type, attrs,
+                                op.location)
+    rw.replace_op(op, [r])
+
+
+def _accumulated_in_f32(name: str, operands, result_type: ir.Type, attrs: dict, loc):
+    """One ``name`` op (dot_general, convolution) with ``result_type``; for 16-bit float
+    results (bf16, f16), the op's result is float32 and one ``stablehlo.convert`` rounds it.
+
+    Rule: ATen's CPU and CUDA bf16/f16 matrix products and convolutions accumulate in float32
+    and round each output element once (``opmath_type``, aten/src/ATen/OpMathType.h; cuBLAS
+    with ``CUBLAS_COMPUTE_32F``). A 16-bit result type leaves the accumulation type to the
+    XLA backend: XLA:CPU in jaxlib 0.11.2 accumulates some bf16 dots (a transposed lhs, as in
+    a matmul's weight gradient) in bf16, up to a few bf16 ulps from eager (docs/compat.md).
+    StableHLO's dot_general and convolution allow a wider result type than their operands
+    (the spec's "preferred element type")."""
+    e = ir.RankedTensorType(result_type).element_type
+    if not isinstance(e, (ir.BF16Type, ir.F16Type)):
+        return hlo(name, operands, [result_type], attrs, loc).result
+    rt = ir.RankedTensorType(result_type)
+    wide = ir.RankedTensorType.get(rt.shape, ir.F32Type.get(), rt.encoding)
+    r = hlo(name, operands, [wide], attrs, loc).result
+    return hlo("stablehlo.convert", [r], [result_type], loc=loc).result
 
 
 # ----------------------------------------------------------------- indexing
@@ -565,7 +587,8 @@ def lower_argsort(op, operands, rw):
 
 
 def lower_convolution(op, operands, rw):
-    """stablehlo.convolution in NC(spatial)/OI(spatial) layout; f32/f64 at HIGHEST."""
+    """stablehlo.convolution in NC(spatial)/OI(spatial) layout; f32/f64 at HIGHEST; bf16/f16
+    accumulated in f32 and rounded once (``_accumulated_in_f32``)."""
     rt = ir.RankedTensorType(op.result.type)
     n = rt.rank - 2
     sp = list(range(2, 2 + n))
@@ -587,8 +610,9 @@ def lower_convolution(op, operands, rw):
         p = shlo.PrecisionAttr.get("HIGHEST")
         attrs["precision_config"] = ir.ArrayAttr.get([p, p])
     with rw.ip:
-        r = hlo("stablehlo.convolution", operands, [op.result.type], attrs, op.location)
-    rw.replace_op(op, r.results)
+        r = _accumulated_in_f32("stablehlo.convolution", operands, op.result.type, attrs,
+                                op.location)
+    rw.replace_op(op, [r])
 
 
 def lower_reduce_window(op, operands, rw):

@@ -116,12 +116,25 @@ _CUDA_PROMOTE = ("addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "vdo
 _CUDA_BANNED = ("binary_cross_entropy",)
 
 
-# torch < 2.13 also registers these Dimname overloads in AutocastCPU (found by make compat on
-# torch 2.11.0; docs/compat.md), with their base op's policy. Named tensors are never traced,
-# so the entries only keep this table equal to the installed dispatcher's.
-_OLD_TORCH = torch_internals.TORCH_VERSION[:2] < (2, 13)
+# torch < 2.13 (checked on 2.11.0 by make compat, against its dispatcher; docs/compat.md):
+# * AutocastCPU and AutocastCUDA also register Dimname overloads, with their base op's
+#   policy. Named tensors are never traced, so these entries only keep the tables equal to
+#   the installed dispatcher's.
+# * AutocastCUDA also registers ``_cudnn_rnn`` (aten/src/ATen/cudnn/AutocastRNN.cpp: casts
+#   to the autocast dtype and reflattens the weights; cuDNN's RNN is never traced).
+# * AutocastCUDA has **no** ``rms_norm`` kernel (2.13 added it to the fp32 list): on 2.11
+#   ``rms_norm`` falls through to its decomposition, whose ops (``pow``, ``rsqrt``, ...) are
+#   cast one by one. Without a table entry the trace-level probe (autocast_probe.py) runs
+#   eager's decomposition under autocast and follows it.
+_OLD_TORCH = torch_internals.TORCH_BEFORE_2_13
 _CPU_FP32_OLD = ("prod.dim_Dimname",) if _OLD_TORCH else ()
 _CPU_PROMOTE_OLD = ("index_copy.dimname",) if _OLD_TORCH else ()
+_CUDA_LOWER_OLD = ("_cudnn_rnn",) if _OLD_TORCH else ()
+_CUDA_FP32_OLD_DROPPED = ("rms_norm",) if _OLD_TORCH else ()
+_CUDA_FP32_SET_OPT_DTYPE_OLD = (
+    "prod.dim_Dimname", "softmax.Dimname", "log_softmax.Dimname", "cumprod.dimname",
+    "cumsum.dimname", "sum.dim_DimnameList") if _OLD_TORCH else ()
+_CUDA_FP32_APPEND_DTYPE_OLD = ("norm.names_ScalarOpt_dim",) if _OLD_TORCH else ()
 
 
 def _table(**groups: tuple[str, ...]) -> dict[str, str]:
@@ -137,10 +150,11 @@ def _table(**groups: tuple[str, ...]) -> dict[str, str]:
 ATEN_POLICIES: dict[str, dict[str, str]] = {
     "cpu": _table(lower=_CPU_LOWER, fp32=_CPU_FP32 + _CPU_FP32_OLD,
                   promote=_CPU_PROMOTE + _CPU_PROMOTE_OLD),
-    "cuda": _table(lower=_CUDA_LOWER, fp32=_CUDA_FP32,
-                   fp32_set_opt_dtype=_CUDA_FP32_SET_OPT_DTYPE,
-                   fp32_append_dtype=_CUDA_FP32_APPEND_DTYPE, promote=_CUDA_PROMOTE,
-                   banned=_CUDA_BANNED),
+    "cuda": _table(lower=_CUDA_LOWER + _CUDA_LOWER_OLD,
+                   fp32=tuple(n for n in _CUDA_FP32 if n not in _CUDA_FP32_OLD_DROPPED),
+                   fp32_set_opt_dtype=_CUDA_FP32_SET_OPT_DTYPE + _CUDA_FP32_SET_OPT_DTYPE_OLD,
+                   fp32_append_dtype=_CUDA_FP32_APPEND_DTYPE + _CUDA_FP32_APPEND_DTYPE_OLD,
+                   promote=_CUDA_PROMOTE, banned=_CUDA_BANNED),
 }
 
 # Eager's error for an op the CUDA list bans (autocast_mode.cpp, binary_cross_entropy_banned).

@@ -466,13 +466,16 @@ CONNECTED = "thunder.connected"
 def _reached_leaves(outs: list) -> set[int]:
     """ids of the leaf tensors the autograd graph of ``outs`` reaches (``grad_fn`` edges
     down to ``AccumulateGrad`` nodes): what eager's backward of ``outs`` gives a .grad."""
+    # ``seen`` holds the nodes themselves, not their ids: a node's Python object can be
+    # freed once nothing refers to it, and another node's then reuse its id (torch 2.11
+    # does; the traversal stopped early and missed leaves: docs/compat.md)
     found, seen = set(), set()
     stack = [o.grad_fn for o in outs if o.grad_fn is not None]
     while stack:
         node = stack.pop()
-        if node is None or id(node) in seen:
+        if node is None or node in seen:
             continue
-        seen.add(id(node))
+        seen.add(node)
         if hasattr(node, "variable"):
             found.add(id(node.variable))
         stack.extend(n for n, _ in node.next_functions)

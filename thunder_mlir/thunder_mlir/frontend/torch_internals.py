@@ -14,6 +14,10 @@ Python 3.12, ``make compat``). The difference found between them:
   the torch at hand, chosen by which entry point exists (not by the version number, so a
   2.12 or 2.14 with either layout works).
 
+* **Autocast op tables.** torch 2.11 registers Dimname overloads in AutocastCPU and
+  AutocastCUDA, ``_cudnn_rnn`` in AutocastCUDA, and no AutocastCUDA ``rms_norm`` kernel
+  (2.13 casts it to float32). ``TORCH_BEFORE_2_13`` chooses ``autocast_lists.py``'s entries.
+
 Other private torch calls (``torch._C._autograd`` graph-task queries, ``DelayedError``,
 storage use counts) exist unchanged in both and are wrapped here so a future change has
 one place to go. ``torch._C.DisableTorchFunction*`` and ``torch._prims_common`` are used
@@ -29,6 +33,9 @@ import torch
 #: torch's version as a tuple of ints, e.g. (2, 11, 0).
 TORCH_VERSION: tuple[int, ...] = tuple(
     int(p) for p in torch.__version__.split("+")[0].split(".")[:3] if p.isdigit())
+
+#: Whether torch is older than 2.13, whose autocast op tables differ (autocast_lists.py).
+TORCH_BEFORE_2_13: bool = TORCH_VERSION[:2] < (2, 13)
 
 _HOP_UTILS = "torch._higher_order_ops.utils"
 

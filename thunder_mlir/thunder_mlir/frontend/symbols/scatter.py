@@ -220,7 +220,30 @@ def index_copy(input, dim, index, source):
         raise RuntimeError(
             "index_copy_(): self and source expected to have the same dtype, but got (self) "
             f"{_aten_name(input.tdtype)} and (source) {_aten_name(source.tdtype)}")
+    _check_index_copy_slices(input, dim, source)
     return _index_op(input, dim, index, source, "set")
+
+
+def _check_index_copy_slices(input, dim, source):
+    """ATen's ``index_copy_`` check that ``input`` and ``source`` without dim ``dim`` have
+    the same shape (``TORCH_META_FUNC(index_copy)``, aten/src/ATen/native/
+    TensorAdvancedIndexing.cpp), with eager's CPU message. Raises RuntimeError.
+
+    Checked here, before ``_index_op`` (whose one-position shortcut would broadcast a size-1
+    source dim that eager refuses), because the error boundary can only learn eager's error
+    from torch's meta kernel where that kernel checks it, which torch 2.11's does not.
+    Symbolic sizes: each ``==`` holds at the traced call and is recorded as a guard."""
+    r, rs = len(input.tshape), len(source.tshape)
+    if r == 0 or rs == 0 or rs != r:
+        return  # scalars and rank mismatches: _index_op's checks
+    d = canonical_dim(dim, r)
+    dst = [n for j, n in enumerate(input.tshape) if j != d]
+    src = [n for j, n in enumerate(source.tshape) if j != d]
+    if not all(a == b for a, b in zip(dst, src)):
+        raise RuntimeError(
+            "index_copy_(): Source/destination tensor must have same slice shapes. "
+            f"Destination slice shape: {' '.join(map(str, dst))} at dimension {d} and source "
+            f"slice shape: {' '.join(map(str, src))} at dimension 0.")
 
 
 def _aten_name(dtype: torch.dtype) -> str:
