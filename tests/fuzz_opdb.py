@@ -57,6 +57,12 @@ _STEEP = {"i0", "polygamma", "mvlgamma", "special.i0e", "special.i1", "lgamma", 
 # run after the zeros_like target joined; the jit's gradient 2-5x eager's distance from
 # float64, both within 3e-6); tests/test_grad_numerics.py checks its gradients
 _ROUNDING = {"scatter_reduce.prod"}
+# reciprocal of the "real" domain's values near 0 grows as 1/x: a CI run's fuzzer program
+# (sin, then reciprocal_ of a row of the base, then square) differed from eager by 2.3e-6
+# relative in one gradient element of 12 where assert_close allows 1.3e-6, and the same
+# program matched eager on the same tree in another run (XLA's thread count changes its
+# float32 rounding); its values are drawn away from 0 instead
+_FIRST_DOMAIN = {"reciprocal": "above1"}
 _RANDOM = {"nn.functional.rrelu", "bernoulli", "normal", "uniform", "exponential",
            "geometric", "cauchy", "log_normal", "random"}
 
@@ -265,7 +271,8 @@ def table() -> dict[str, Entry]:
                     EXCLUDED[key] = "result unspecified by eager for repeated indices"
                     continue
                 found = None
-                for domain in DOMAINS:
+                first = _FIRST_DOMAIN.get(o.name)
+                for domain in ([first] if first else []) + [d for d in DOMAINS if d != first]:
                     if elementwise:
                         e = Entry(key, fn, args, kwargs, domain, None, )
                         views = tuple(v for v in sorted(fp.VIEWS)

@@ -307,13 +307,14 @@ def _base_requires_grad(p: TensorProxy) -> None:
 def _current_twins(inputs: list[TensorProxy]) -> list[tuple]:
     """(tensor, its SSA value, its eager twin's version counter) of each input, and each
     input view's root, whose eager twin is current: taken before a call, so that
-    ``_drop_unwritten_twins`` can tell whether the call's replay wrote the twins."""
+    ``_drop_unwritten_twins`` can tell whether the call's replay wrote the twins. (A twin
+    made under ``torch.inference_mode()`` has no version counter: it is not checked.)"""
     twins, seen = [], set()
     for p in inputs:
         root = getattr(p, "_alias_root", None)
         for q in (p,) if root is None else (p, root):
             if id(q) not in seen and getattr(q, "_mirror_of", None) is not None and \
-                    q._mirror_of == q.value:
+                    q._mirror_of == q.value and not q._mirror.is_inference():
                 seen.add(id(q))
                 twins.append((q, q.value, q._mirror._version))
     return twins
