@@ -25,6 +25,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import cpu_name  # noqa: E402
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
@@ -110,14 +113,6 @@ def train_cells(make, ids, iters):
     return cells
 
 
-def cpu_name() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        info = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-        return (f"{info['Model name'].strip()} (family {info['CPU family'].strip()}, model "
-                f"{info['Model:'[:-1]].strip()}), {info['CPU(s)'].strip()} CPUs")
-    except (OSError, subprocess.CalledProcessError, KeyError):
-        return "unknown CPU"
 
 
 def main() -> int:

@@ -24,16 +24,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import cpu_name  # noqa: E402
 
-def cpu_name() -> str:
-    """lscpu's model name, family and model, and the CPU count."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        info = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-        return (f"{info['Model name'].strip()} (family {info['CPU family'].strip()}, model "
-                f"{info['Model'].strip()}), {info['CPU(s)'].strip()} CPUs")
-    except (OSError, subprocess.CalledProcessError, KeyError):
-        return "unknown CPU"
+
 
 
 def models():
