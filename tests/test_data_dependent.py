@@ -304,9 +304,11 @@ def test_unbacked_sizes_past_the_limit_warn_naming_the_op_without_retracing():
         for n in range(2, 6):
             _same(jfn(x, _mask_rows(n)), x[_mask_rows(n)].exp())
     assert thunder_mlir.cache_misses(jfn) == 1
-    msgs = [str(w.message) for w in caught if issubclass(w.category, RecompileWarning)]
+    ws = [w for w in caught if issubclass(w.category, RecompileWarning)]
+    msgs = [str(w.message) for w in ws]
     assert len(msgs) == 1 and "torch.Tensor.__getitem__" in msgs[0] and \
         "3 distinct values" in msgs[0], msgs
+    assert ws[0].filename == __file__, ws[0].filename  # attributed to the caller's line
 
 
 def test_a_guard_relating_two_unbacked_sizes_specializes_on_values():

@@ -57,6 +57,13 @@ def symbol(k: int) -> sympy.Symbol:
     return sympy.Symbol(f"s{k}", integer=True, positive=True)
 
 
+def symbol_number(expr: sympy.Expr) -> int | None:
+    """k for the size symbol ``s<k>``; None for any other expression."""
+    if not expr.is_Symbol or not expr.name.startswith("s") or not expr.name[1:].isdigit():
+        return None
+    return int(expr.name[1:])
+
+
 def _shifted(expr: sympy.Expr) -> sympy.Expr:
     """``expr`` with every symbol s written t + 2, t >= 0 (every symbol is at least 2)."""
     subs = {s: sympy.Symbol(f"t_{s.name}", integer=True, nonnegative=True) + 2

@@ -34,8 +34,9 @@ import optree
 import torch
 
 from thunder_mlir.errors import DataDependentControlFlowError
+from thunder_mlir.frontend import unbacked_sizes
 from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame
-from thunder_mlir.ir import implementations, symbolic
+from thunder_mlir.ir import implementations
 from thunder_mlir.ir.dialect import ExecutorCallOp, segment_kwargs
 from thunder_mlir.ir.proxy import TensorProxy
 
@@ -312,10 +313,14 @@ def output_metadata(trace, name: str, func: Callable, leaves: list, positions: l
     if any(m is not None and m[0] == "value" for m in metas):
         raise DataDependentControlFlowError(f"{_site()}\n  {name} returns a Python value")
     shapes = [m for m in metas if m is not None]
-    unbacked = _unbacked_shapes(trace, name, func, leaves, positions, spec, out_spec, metas) \
+    site = _site()
+    unbacked = unbacked_sizes.symbolic_shapes(trace, name, func, leaves, positions, spec,
+                                              out_spec, metas, site) \
         if getattr(trace, "unbacked", False) else None
     if unbacked is not None:
-        return _unbacked_metadata(trace, k, name, out_spec, metas, *unbacked)
+        def fail(outs: list[torch.Tensor]):
+            raise ValueGuardFailed(k, _observed(out_spec, metas, outs))
+        return unbacked_sizes.metadata(trace, k, name, out_spec, metas, *unbacked, site, fail)
 
     def guarded(run: Callable) -> Callable:
         def checked(*tensors: torch.Tensor) -> list[torch.Tensor]:
@@ -326,177 +331,6 @@ def output_metadata(trace, name: str, func: Callable, leaves: list, positions: l
             return outs
         return checked
 
-    meta = optree.tree_unflatten(out_spec, [
-        None if m is None else torch.empty(m[0], dtype=m[1], device="meta") for m in metas])
-    return meta, guarded
-
-
-
-# ------------------------------------------------------------------ unbacked sizes
-# A data-dependent op whose output sizes torch's own fake kernels express as unbacked
-# symbols (``torch._subclasses.fake_impls``: nonzero, masked_select, unique, bincount,
-# repeat_interleave, ...) is traced once with a size symbol per unbacked size (ir/symbolic.py
-# ``ShapeEnv.new_unbacked``, its hint the size at the traced call). The op runs on the torch
-# fallback; the XLA regions after it take the size from their arguments and are compiled
-# per concrete size at run time (runtime/refine.py). Each run checks the sizes it produced
-# against the symbols (>= 2, and the trace's guards on them) before any later step runs; a
-# failed check is a failed value guard (another entry, traced with that value).
-DISTINCT_SIZES_LIMIT = 8  # (the function's recompile limit, when the trace knows it)
-
-
-def _unbacked_shapes(trace, name: str, func: Callable, leaves: list, positions: list[int],
-                     spec, out_spec, metas) -> tuple | None:
-    """(symbolic shape per output leaf or None, the unbacked symbol numbers) for this call
-    of a data-dependent op, or None where its sizes stay specialized: no fake kernel, a
-    kernel that decides on an operand's symbolic size, a size expression that is not one
-    symbol, or a size below 2 at the traced call (0 and 1 are specialized, as torch
-    specializes them). The output shapes come from torch's fake kernel run on operands of
-    the traced sizes; an operand's symbolic sizes (an earlier data-dependent op's, a
-    dynamic input's) are torch symbols there, mapped back to ours."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv as TorchShapeEnv
-
-    known: dict = {}  # torch's symbol of an operand's symbolic size -> our size
-    try:
-        torch_env = TorchShapeEnv(duck_shape=False)
-        mode = FakeTensorMode(shape_env=torch_env)
-        vals = list(leaves)
-        with torch._C.DisableTorchFunction():
-            for i in positions:
-                p = leaves[i]
-                dynamic = symbolic.is_symbolic(p.tshape)
-                meta = torch.empty(symbolic.hints(p.tshape), dtype=p.tdtype, device="meta")
-                vals[i] = mode.from_tensor(meta, static_shapes=not dynamic)
-                for ours, d in zip(p.tshape, vals[i].shape) if dynamic else ():
-                    if isinstance(d, torch.SymInt):
-                        if not d.node.expr.is_Symbol or \
-                                known.setdefault(d.node.expr, ours) is not ours:
-                            return None
-                    elif type(ours) is not int or d != ours:
-                        return None
-            a, kw = optree.tree_unflatten(spec, vals)
-            with mode:
-                out = func(*a, **kw)
-    except Exception:  # noqa: BLE001 - no fake kernel, or one that needs the values
-        return None
-    if torch_env.guards:  # the kernel decided on an operand's size: not for every size
-        return None
-    flat, fake_spec = optree.tree_flatten(out, none_is_leaf=True)
-    if fake_spec != out_spec or len(flat) != len(metas):
-        return None
-    torch_symbols: dict = {}  # torch's unbacked symbol -> its size at the traced call
-    for x, m in zip(flat, metas):
-        if (x is None) != (m is None):
-            return None
-        if x is None:
-            continue
-        if not isinstance(x, torch.Tensor) or x.dtype != m[1] or x.ndim != len(m[0]):
-            return None
-        for d, n in zip(x.shape, m[0]):
-            if isinstance(d, torch.SymInt):
-                expr = d.node.expr
-                if expr in known:
-                    if symbolic.hints([known[expr]])[0] != n:
-                        return None
-                elif not expr.is_Symbol or torch_symbols.setdefault(expr, n) != n or n < 2:
-                    return None
-            elif d != n:
-                return None
-    if not torch_symbols:
-        return None
-    env = trace.shape_env
-    where = _site()
-    ours = {u: env.new_unbacked(n, f"the output size of {name} at {where}")
-            for u, n in torch_symbols.items()}
-    ours.update(known)
-    shapes = [None if x is None else tuple(ours[d.node.expr] if isinstance(d, torch.SymInt)
-                                           else int(d) for d in x.shape) for x in flat]
-    numbers = [int(ours[u].expr.name[1:]) for u in torch_symbols]  # (the new ones)
-    trace.unbacked_groups.append(numbers)
-    return shapes, numbers
-
-
-def _unbacked_metadata(trace, k: int, name: str, out_spec, metas, shapes: list,
-                       numbers: list[int]) -> tuple[Any, Callable]:
-    """``output_metadata`` of a data-dependent op traced with unbacked sizes: meta outputs
-    of the traced sizes, and ``guarded`` whose ``shapes`` attribute gives each output
-    leaf's symbolic shape (leaf index -> shape). Its runtime check accepts any sizes the
-    symbols stand for (``accept``, also the value guard's test of other entries:
-    ``trace.value_accepts[k]``), warns once past the limit of distinct sizes, and raises
-    ``ValueGuardFailed`` otherwise."""
-    env = trace.shape_env
-    slots = {sym: j for j, sym in enumerate(numbers)}
-    # per tensor output: (dtype, per dim: ("int", n) or ("sym", j))
-    layout = []
-    for m, shape in zip(metas, shapes):
-        if m is None:
-            continue
-        layout.append((m[1], tuple(
-            ("int", d) if type(d) is int else
-            ("sym", slots[int(d.expr.name[1:])]) if d.expr.is_Symbol and
-            int(d.expr.name[1:]) in slots else ("operand", None) for d in shape)))
-    check = []  # env.unbacked_check(numbers), built at first use (the guards are final)
-
-    def sizes_of(observed_shapes, dtypes) -> list[int] | None:
-        if len(observed_shapes) != len(layout):
-            return None
-        sizes: list = [None] * len(numbers)
-        for (dtype, dims), shape, dt in zip(layout, observed_shapes, dtypes):
-            if dt != dtype or len(shape) != len(dims):
-                return None
-            for (kind, v), n in zip(dims, shape):
-                if kind == "operand":  # an operand's size: checked where it was made
-                    continue
-                if kind == "int":
-                    if n != v:
-                        return None
-                elif sizes[v] is None:
-                    sizes[v] = n
-                elif sizes[v] != n:
-                    return None
-        if not check:
-            check.append(env.unbacked_check(numbers))
-        return sizes if check[0](sizes) else None
-
-    def accept(observed) -> bool:
-        if observed is None:
-            return False
-        spec2, metas2 = observed
-        if spec2 != out_spec or len(metas2) != len(metas) or \
-                any((a is None) != (b is None) for a, b in zip(metas, metas2)):
-            return False
-        real = [m for m in metas2 if m is not None]
-        return sizes_of([m[0] for m in real], [m[1] for m in real]) is not None
-
-    trace.value_accepts[k] = accept
-    limit = getattr(trace, "recompile_limit", DISTINCT_SIZES_LIMIT)
-    site = _site()
-
-    def guarded(run: Callable) -> Callable:
-        seen: set = set()
-
-        def checked(*tensors: torch.Tensor) -> list[torch.Tensor]:
-            outs = run(*tensors)
-            sizes = sizes_of([o.shape for o in outs], [o.dtype for o in outs])
-            if sizes is None:
-                raise ValueGuardFailed(k, _observed(out_spec, metas, outs))
-            key = tuple(sizes)
-            if key not in seen:
-                seen.add(key)
-                if len(seen) == limit + 1:
-                    import warnings
-
-                    from thunder_mlir.errors import RecompileWarning
-
-                    warnings.warn(
-                        f"{site}: the output size of {name} depends on the input values and "
-                        f"has taken {len(seen)} distinct values (recompile limit {limit}); "
-                        "the size is a symbol, so the program is not re-traced, but each new "
-                        "size compiles the XLA regions after the op once", RecompileWarning)
-            return outs
-        return checked
-
-    guarded.shapes = {i: shape for i, shape in enumerate(shapes) if shape is not None}
     meta = optree.tree_unflatten(out_spec, [
         None if m is None else torch.empty(m[0], dtype=m[1], device="meta") for m in metas])
     return meta, guarded

@@ -1,0 +1,197 @@
+"""Unbacked size symbols: data-dependent output sizes traced once, as torch.compile does.
+
+A data-dependent op whose output sizes torch's own fake kernels express as unbacked symbols
+(``torch._subclasses.fake_impls``: nonzero, masked_select, unique, bincount,
+repeat_interleave, ...) is traced once, with a size symbol per unbacked size
+(ir/symbolic.py ``ShapeEnv.new_unbacked``; its hint is the size at the traced call). The op
+runs on the torch fallback; the XLA regions after it take the size from their arguments and
+are compiled per concrete size at run time (runtime/refine.py). Each run checks the sizes
+the op produced against the symbols (at least 2, and every guard the trace recorded on
+them) before any later step runs. A failed check is a failed value guard: another cache
+entry runs, or one is traced with that value (frontend/value_guards.py).
+
+Sizes 0 and 1 are specialized, as torch specializes them (``ShapeEnv(duck_shape=False)``
+with its 0/1 specialization; torch/fx/experimental/symbolic_shapes.py).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+import optree
+import torch
+
+from thunder_mlir.errors import RecompileWarning
+from thunder_mlir.frontend.locations import user_stacklevel
+from thunder_mlir.ir import symbolic
+
+DISTINCT_SIZES_LIMIT = 8  # (the function's recompile limit, when the trace knows it)
+
+
+def symbolic_shapes(trace, name: str, func: Callable, leaves: list, positions: list[int],
+                    spec, out_spec, metas, site: str) -> tuple | None:
+    """(symbolic shape per output leaf or None, the new unbacked symbol numbers) for this
+    call of the data-dependent op ``func`` (called as ``func(*args, **kwargs)`` with
+    ``optree.tree_unflatten(spec, leaves)``; ``positions`` index the tensor leaves), or
+    None where its sizes stay specialized on values:
+
+    * no fake kernel, or one that needs the values;
+    * a kernel that decides on an operand's symbolic size (torch recorded a guard);
+    * a size expression that is not one symbol;
+    * a size below 2 at the traced call.
+
+    ``out_spec`` and ``metas`` are the op's output tree structure and (shape, dtype) per
+    leaf at the traced call (None for a non-tensor leaf). The output shapes come from
+    torch's fake kernel run on operands of the traced sizes. An operand's symbolic sizes
+    (an earlier data-dependent op's, a dynamic input's) are torch symbols there, mapped back
+    to ours. ``site`` (the user's line) names each new symbol's origin in guards and errors.
+    Appends the new symbols' numbers to ``trace.unbacked_groups``."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv as TorchShapeEnv
+
+    known: dict = {}  # torch's symbol of an operand's symbolic size -> our size
+    try:
+        torch_env = TorchShapeEnv(duck_shape=False)
+        mode = FakeTensorMode(shape_env=torch_env)
+        vals = list(leaves)
+        with torch._C.DisableTorchFunction():
+            for i in positions:
+                p = leaves[i]
+                dynamic = symbolic.is_symbolic(p.tshape)
+                meta = torch.empty(symbolic.hints(p.tshape), dtype=p.tdtype, device="meta")
+                vals[i] = mode.from_tensor(meta, static_shapes=not dynamic)
+                for ours, d in zip(p.tshape, vals[i].shape) if dynamic else ():
+                    if isinstance(d, torch.SymInt):
+                        if not d.node.expr.is_Symbol or \
+                                known.setdefault(d.node.expr, ours) is not ours:
+                            return None
+                    elif type(ours) is not int or d != ours:
+                        return None
+            a, kw = optree.tree_unflatten(spec, vals)
+            with mode:
+                out = func(*a, **kw)
+    except Exception:  # noqa: BLE001 - no fake kernel, or one that needs the values
+        return None
+    if torch_env.guards:  # the kernel decided on an operand's size: not for every size
+        return None
+    flat, fake_spec = optree.tree_flatten(out, none_is_leaf=True)
+    if fake_spec != out_spec or len(flat) != len(metas):
+        return None
+    torch_symbols: dict = {}  # torch's unbacked symbol -> its size at the traced call
+    for x, m in zip(flat, metas):
+        if (x is None) != (m is None):
+            return None
+        if x is None:
+            continue
+        if not isinstance(x, torch.Tensor) or x.dtype != m[1] or x.ndim != len(m[0]):
+            return None
+        for d, n in zip(x.shape, m[0]):
+            if isinstance(d, torch.SymInt):
+                expr = d.node.expr
+                if expr in known:
+                    if symbolic.hints([known[expr]])[0] != n:
+                        return None
+                elif not expr.is_Symbol or torch_symbols.setdefault(expr, n) != n or n < 2:
+                    return None
+            elif d != n:
+                return None
+    if not torch_symbols:
+        return None
+    env = trace.shape_env
+    ours = {u: env.new_unbacked(n, f"the output size of {name} at {site}")
+            for u, n in torch_symbols.items()}
+    numbers = [symbolic.symbol_number(ours[u].expr) for u in torch_symbols]
+    ours.update(known)
+    shapes = [None if x is None else tuple(ours[d.node.expr] if isinstance(d, torch.SymInt)
+                                           else int(d) for d in x.shape) for x in flat]
+    trace.unbacked_groups.append(numbers)
+    return shapes, numbers
+
+
+def metadata(trace, k: int, name: str, out_spec, metas, shapes: list, numbers: list[int],
+             site: str, fail: Callable[[list], Any]) -> tuple[Any, Callable]:
+    """Value guards' ``output_metadata`` of a data-dependent op traced with unbacked sizes
+    (``symbolic_shapes`` gave ``shapes`` and ``numbers``): meta outputs of the traced sizes,
+    and ``guarded(run)``, a wrapper of the op's runtime callable. ``guarded.shapes`` maps
+    each tensor leaf index to its symbolic shape.
+
+    The runtime check accepts any sizes the symbols stand for (``accept``, also the value
+    guard's test of other entries: ``trace.value_accepts[k]``). It warns once
+    (``RecompileWarning``, at the user's line) when the number of distinct sizes passes
+    the recompile limit, and calls ``fail(outs)`` otherwise, which raises the failed value
+    guard of query ``k``."""
+    env = trace.shape_env
+    slots = {sym: j for j, sym in enumerate(numbers)}
+    # per tensor output: (dtype, per dim: ("int", n) or ("sym", j) or ("operand", None))
+    layout = []
+    for m, shape in zip(metas, shapes):
+        if m is None:
+            continue
+        dims = []
+        for d in shape:
+            number = None if type(d) is int else symbolic.symbol_number(d.expr)
+            dims.append(("int", d) if type(d) is int else
+                        ("sym", slots[number]) if number in slots else ("operand", None))
+        layout.append((m[1], tuple(dims)))
+    check = []  # env.unbacked_check(numbers), built at first use (the guards are final)
+
+    def sizes_of(observed_shapes, dtypes) -> list[int] | None:
+        if len(observed_shapes) != len(layout):
+            return None
+        sizes: list = [None] * len(numbers)
+        for (dtype, dims), shape, dt in zip(layout, observed_shapes, dtypes):
+            if dt != dtype or len(shape) != len(dims):
+                return None
+            for (kind, v), n in zip(dims, shape):
+                if kind == "operand":  # an operand's size: checked where it was made
+                    continue
+                if kind == "int":
+                    if n != v:
+                        return None
+                elif sizes[v] is None:
+                    sizes[v] = n
+                elif sizes[v] != n:
+                    return None
+        if not check:
+            check.append(env.unbacked_check(numbers))
+        return sizes if check[0](sizes) else None
+
+    def accept(observed) -> bool:
+        if observed is None:
+            return False
+        spec2, metas2 = observed
+        if spec2 != out_spec or len(metas2) != len(metas) or \
+                any((a is None) != (b is None) for a, b in zip(metas, metas2)):
+            return False
+        real = [m for m in metas2 if m is not None]
+        return sizes_of([m[0] for m in real], [m[1] for m in real]) is not None
+
+    trace.value_accepts[k] = accept
+    limit = getattr(trace, "recompile_limit", DISTINCT_SIZES_LIMIT)
+
+    def guarded(run: Callable) -> Callable:
+        seen: set = set()
+
+        def checked(*tensors: torch.Tensor) -> list[torch.Tensor]:
+            outs = run(*tensors)
+            sizes = sizes_of([o.shape for o in outs], [o.dtype for o in outs])
+            if sizes is None:
+                fail(outs)
+            key = tuple(sizes)
+            if key not in seen:
+                seen.add(key)
+                if len(seen) == limit + 1:
+                    warnings.warn(
+                        f"{site}: the output size of {name} depends on the input values and "
+                        f"has taken {len(seen)} distinct values (recompile limit {limit}); "
+                        "the size is a symbol, so the program is not re-traced, but each new "
+                        "size compiles the XLA regions after the op once", RecompileWarning,
+                        stacklevel=user_stacklevel())
+            return outs
+        return checked
+
+    guarded.shapes = {i: shape for i, shape in enumerate(shapes) if shape is not None}
+    meta = optree.tree_unflatten(out_spec, [
+        None if m is None else torch.empty(m[0], dtype=m[1], device="meta") for m in metas])
+    return meta, guarded
