@@ -67,7 +67,7 @@ $(COMPAT_VENV)/.installed: pyproject.toml constraints/compat.txt $(SOURCES) | $(
 	touch $@
 
 compat: $(COMPAT_VENV)/.installed
-	HF_HUB_OFFLINE=1 $(COMPAT_VENV)/bin/python -m pytest -n $(COMPAT_JOBS) --dist loadfile \
+	HF_HUB_OFFLINE=1 THUNDER_TEST_SUBPROCESS_TIMEOUT=1800 $(COMPAT_VENV)/bin/python -m pytest -n $(COMPAT_JOBS) --dist loadfile \
 		$(COMPAT_TESTS)
 
 # --- make gpu-bundle: what tools/gpu_check.sh installs on the lent GPU machine -------------
