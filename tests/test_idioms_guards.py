@@ -101,6 +101,56 @@ def test_config_object_fields_changed():
                                     Step(before=act)])
 
 
+class _LayerView:
+    """A view of a config built at each read (transformers' ``config.per_layer_config``)."""
+
+    def __init__(self, cfg):
+        self._cfg = cfg
+
+    def __getitem__(self, i):
+        return self._cfg.scales[i]
+
+
+class _ViewedConfig:
+    def __init__(self):
+        self.scales = [0.5, 2.0]
+        self.act = torch.tanh
+
+    @property
+    def per_layer(self):  # a new object at every read
+        return _LayerView(self)
+
+    @property
+    def activation(self):  # the same object at every read: identity still guarded
+        return self.act
+
+
+class WithViewedConfig(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = _ViewedConfig()
+
+    def forward(self, x):
+        view = self.config.per_layer
+        return self.config.activation(x * view[0] + view[1])
+
+
+def test_a_property_building_a_new_object_at_each_read_is_not_a_recompile():
+    """Guarded by identity, ``config.per_layer`` would re-trace every call (every
+    transformers 5.23 decoder did, through ``DynamicCache(config=...)``). What the view
+    gives the program is read from the config, and those reads are guarded: changing a
+    scale, or the object behind the other property, recompiles and matches eager."""
+    def scale(m):
+        m.config.scales[1] = -1.0
+
+    def act(m):
+        m.config.act = torch.sigmoid
+    jm = check_idiom(WithViewedConfig(), x34, [Step(), Step(), Step(before=scale), Step(),
+                                               Step(before=act), Step()])
+    info = thunder_mlir.cache_info(jm)
+    assert info["misses"] == 3, info["recompile_reasons"]
+
+
 def test_train_and_eval():
     class Mode(nn.Module):
         def __init__(self):

@@ -115,3 +115,37 @@ def test_nanogpt_attention_and_mlp_match_eager():
         jm = thunder_mlir.jit(m)
         torch.testing.assert_close(jm(x), m(x))
         assert thunder_mlir.fallback_ops(jm) == []
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "mixtral"])
+def test_default_forward_with_its_cache_is_traced_once(family):
+    """A decoder called as users call it (``use_cache`` left at its default): transformers
+    builds ``DynamicCache(config=self.config)`` inside, which reads
+    ``config.per_layer_config``, a property that returns a new view at every read. Guarded
+    by identity, every call re-traced (frontend/guards.py ``_new_at_each_read``). Three
+    calls with new ids: one trace, logits and the returned cache equal eager's."""
+    torch.manual_seed(0)
+    T = transformers
+    if family == "gpt2":
+        model = T.GPT2LMHeadModel(T.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64))
+    elif family == "llama":
+        model = T.LlamaForCausalLM(T.LlamaConfig(
+            vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32))
+    else:
+        model = T.MixtralForCausalLM(T.MixtralConfig(
+            vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=1,
+            num_attention_heads=2, num_key_value_heads=1, num_local_experts=4,
+            num_experts_per_tok=2, max_position_embeddings=32))
+    model.eval()
+    jm = thunder_mlir.jit(model)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        ids = torch.randint(0, 64, (2, 8), generator=g)
+        with torch.no_grad():
+            out, ref = jm(ids), model(ids)
+        torch.testing.assert_close(out.logits, ref.logits)
+        for a, b in zip(out.past_key_values.layers, ref.past_key_values.layers, strict=True):
+            torch.testing.assert_close(a.keys, b.keys)
+            torch.testing.assert_close(a.values, b.values)
+    assert thunder_mlir.cache_misses(jm) == 1, thunder_mlir.cache_info(jm)["recompile_reasons"]

@@ -280,6 +280,7 @@ class FunctionCache:
             out.append(f"torch.autocast state changed: {autocast.describe_state(old[5])} -> "
                        f"{autocast.describe_state(key[5])}")
         out += [f"{g.describe()} is another object" if g.by_identity else
+                f"{g.describe()} is of another type: {b.__qualname__}" if g.by_type else
                 f"{g.describe()} changed: {fmt(a)} -> {fmt(b)}"
                 for g, a, b in zip(self.schema, old[4], key[4]) if a != b]
         if not out and len(old[4]) != len(key[4]):

@@ -75,7 +75,9 @@ class Guard:
 
     ``kind``: "global" (``scope`` is the globals dict), "cell" (a closure cell), "attr"
     (``scope`` is the object; ``owner`` describes it for messages). ``by_identity``: the
-    key holds the value's identity (an object, a function); ``frozen``: a plain container,
+    key holds the value's identity (an object, a function); ``by_type``: the key holds the
+    value's type (a property that builds a new object at every read, whose identity no
+    call can match: see ``_new_at_each_read``); ``frozen``: a plain container,
     keyed by value (``freeze``); ``via_getattr``: an attribute not in the object's
     ``__dict__`` (a class attribute, a property, a remapped config field), read with
     ``getattr``."""
@@ -85,6 +87,7 @@ class Guard:
     scope: Any
     owner: str = ""
     by_identity: bool = False
+    by_type: bool = False
     frozen: bool = False
     via_getattr: bool = False
 
@@ -105,6 +108,8 @@ class Guard:
         """The cache-key form of ``value`` (see the class docstring)."""
         if self.by_identity:
             return id(value)
+        if self.by_type:
+            return type(value)
         return freeze(value) if self.frozen else value
 
     def same_source(self, other: "Guard") -> bool:
@@ -151,10 +156,28 @@ def key_function(schema: list[Guard]) -> Callable[[], tuple]:
             expr = f"d{i}.get({g.name!r}, M)"
         if g.by_identity:
             expr = f"id({expr})"
+        elif g.by_type:
+            expr = f"type({expr})"
         elif g.frozen:
             expr = f"_fz({expr})"
         parts.append(expr)
     return eval(f"lambda: ({''.join(p + ', ' for p in parts)})", env)  # noqa: S307
+
+
+def _new_at_each_read(obj, name: str, value) -> bool:
+    """Whether ``obj.name`` is a property that returns a new object at every read
+    (transformers 5.23's ``config.per_layer_config``, a view built from the config, which
+    ``DynamicCache(config=...)`` reads in every decoder's forward). Guarded by identity, it
+    would fail at every call and re-trace each one. What the program takes from such an
+    object is the getter's reads of ``obj`` and the program's reads of the object, each
+    of which is recorded (the object's own methods read ``obj``), so the guard keeps its
+    type only. A getter that returns the same object twice (a stored attribute behind a
+    property) keeps the identity guard. Reads the property a second time."""
+    import inspect
+
+    if not isinstance(inspect.getattr_static(type(obj), name, None), property):
+        return False
+    return _getattr(obj, name) is not value
 
 
 # ------------------------------------------------------------------ attribute recording
@@ -294,6 +317,8 @@ class AttributeRecorder:
             pass
         elif _plain_container(value):
             g.frozen = True
+        elif not in_dict and _new_at_each_read(obj, name, value):
+            g.by_type = True
         else:
             g.by_identity = True
             if _watchable(value):
