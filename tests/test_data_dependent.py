@@ -331,13 +331,46 @@ def test_a_guard_relating_two_unbacked_sizes_specializes_on_values():
 
 
 def test_a_size_seen_before_hits():
-    """Size 1 (specialized) and sizes >= 2 (one symbolic entry): two traces, then hits."""
+    """Size 1 (specialized) and sizes >= 2 (one symbolic entry): the first call, of size
+    1, traces the symbolic entry (its size guessed) and, as its run finds size 1, the
+    specialized one; every later call hits one of the two."""
     jfn = thunder_mlir.jit(lambda x: torch.nonzero(x).sum())
     a, b, c = torch.tensor([1., 0, 0]), torch.tensor([1., 1, 0]), torch.tensor([1., 1, 1])
     for x in (a, b, a, c, a):
         _same(jfn(x), torch.nonzero(x).sum())
     info = thunder_mlir.cache_info(jfn)
-    assert info["misses"] == 2 and info["hits"] == 3
+    assert info["misses"] == 2 and info["hits"] == 4, info
+
+
+def test_unbacked_sizes_are_traced_without_their_values(monkeypatch):
+    """The first trace needs no value of a data-dependent size: no program prefix is
+    compiled to compute one (before, k such ops cost k prefix compiles and k + 1 traces).
+    A size read as a Python int still needs its value, and gets it from its prefix."""
+    import thunder_mlir.value_specialization as vs
+
+    prefixes = []
+    real = vs.prefix_value
+    monkeypatch.setattr(vs, "prefix_value", lambda *a: prefixes.append(1) or real(*a))
+
+    def f(x, m):
+        idx = torch.nonzero(m).flatten()
+        vals, counts = torch.unique(x[m].round(), return_counts=True)
+        return x[idx].exp().sum() + vals.sum(), counts * 2
+    jfn = thunder_mlir.jit(f)
+    x = torch.randn(8, generator=torch.Generator().manual_seed(0)) * 3
+    for n in (5, 3, 8):
+        m = _mask_rows(n, 8)
+        _same(jfn(x, m), f(x, m))
+    assert prefixes == [] and thunder_mlir.cache_misses(jfn) == 1, prefixes
+
+    def g(x, m):  # range(n) over a data-dependent size: its value is needed
+        total = x.new_zeros(())
+        for r in torch.nonzero(m).flatten():
+            total = total + x[r]
+        return total
+    jg = thunder_mlir.jit(g)
+    _same(jg(x, _mask_rows(3, 8)), g(x, _mask_rows(3, 8)))
+    assert len(prefixes) == 1 and thunder_mlir.cache_misses(jg) == 1, prefixes
 
 
 def test_distinct_sizes_past_the_limit_warn_naming_the_op():

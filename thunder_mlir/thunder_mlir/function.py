@@ -325,7 +325,7 @@ class ThunderFunction:
             return _object_results(entry, nodes, tensors, outs)
         return entry.rebuild(outs)
 
-    def _compile_static(self, compile_args, known_values):
+    def _compile_static(self, compile_args, known_values, guess_sizes: bool = True):
         """``compile_function`` for static input shapes. Data-dependent output sizes are
         traced as unbacked size symbols first; where the program cannot keep them symbolic
         (a DynamicShapeFallback: a size read as a Python int, a gradient, a prim without a
@@ -339,7 +339,8 @@ class ThunderFunction:
         if self.unbacked_off is None and not grad:
             try:
                 return compile_function(*compile_args, known_values=known_values,
-                                        unbacked=True, recompile_limit=limit)
+                                        unbacked=True, recompile_limit=limit,
+                                        guess_sizes=guess_sizes)
             except Exception as e:  # noqa: BLE001 - only a DynamicShapeFallback retries
                 why = _dynamic_fallback(e)
                 if why is None:
@@ -353,12 +354,14 @@ class ThunderFunction:
                 "through symbolic sizes are not supported" if grad else None)
         return entry
 
-    def _compile_miss(self, args, kwargs, leaves, spec, key, dims, nodes, known_values=()):
+    def _compile_miss(self, args, kwargs, leaves, spec, key, dims, nodes, known_values=(),
+                      guess_sizes: bool = True):
         """Compile for a cache miss; dynamic shapes (dynamic.py): automatic dims, the
         symbolic compile, and the static compile when symbols cannot be used. ``nodes``:
         the input objects of the call (frontend/pytrees.py), None for plain inputs.
         ``known_values``: Python values of tensors known for this call (a failed value
-        guard: value_specialization.py)."""
+        guard: value_specialization.py); ``guess_sizes``: whether unbacked sizes may be
+        traced with guessed hints (not after a failed value guard)."""
         cache, policy = self.cache, self.dynamic
         tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
         automatic = None
@@ -402,7 +405,7 @@ class ThunderFunction:
                 policy.disabled = fallback
                 key = key[:1] + (_static_metas(key[1], tensors),) + key[2:]
         if not dims or fallback is not None:
-            entry = self._compile_static(compile_args, known_values)
+            entry = self._compile_static(compile_args, known_values, guess_sizes)
             if fallback is None and policy.on() and _dynamic.needs_grad(tensors):
                 fallback = _dynamic.GRAD_REASON  # (dims() chose no symbols for this call)
             entry.dynamic_fallback = fallback
@@ -482,7 +485,8 @@ def _paths_of_tensors(leaves, spec) -> list[str]:
 
 def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                    grad_inputs: list[bool] | None = None, watch=(), dynamic_dims=None,
-                   known_values=None, unbacked: bool = False, recompile_limit: int = 8):
+                   known_values=None, unbacked: bool = False, recompile_limit: int = 8,
+                   guessed: set | None = None):
     """Trace ``fn`` on proxies for the tensor leaves (requiring grad as the tensors do, or
     as ``grad_inputs`` says per tensor).
 
@@ -495,7 +499,9 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     caller that cannot compute them: examine, distributed programs):
     DataDependentControlFlowError instead. ``unbacked``: the output sizes of data-dependent
     ops become unbacked size symbols where torch's fake kernels allow (value_guards.py);
-    ``recompile_limit``: the function's, for their warning past it.
+    ``recompile_limit``: the function's, for their warning past it. ``guessed``: a set
+    where unbacked sizes are traced with guessed hints instead of values (the query
+    numbers guessed are added to it; frontend/unbacked_sizes.py ``guess``).
     """
     compat.install()
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
@@ -505,6 +511,7 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     trace.monitor = monitor
     trace.known_values = list(known_values or ())
     trace.unbacked, trace.recompile_limit = unbacked, recompile_limit
+    trace.guessed = guessed if unbacked else None
     for obj, owner in watch:  # objects whose attribute reads are guarded (guards.py)
         monitor.recorder.watch(obj, owner)
     env = trace.shape_env = symbolic.ShapeEnv()
@@ -596,7 +603,7 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
 def compile_function(fn: Callable, args, kwargs, leaves, spec,
                      sharp_edges: str = "warn", executors=(), joint: str | None = None,
                      watch=(), dynamic_dims=None, known_values=(), unbacked: bool = False,
-                     recompile_limit: int = 8) -> CacheEntry:
+                     recompile_limit: int = 8, guess_sizes: bool = True) -> CacheEntry:
     """Trace, transform, lower and compile ``fn`` for these inputs (under COMPILE_LOCK).
     ``executors``: user executors (thunder_mlir.extend), in priority order. ``joint``:
     "grad" or "value_and_grad" compiles the gradient program of ``thunder_mlir.grad``
@@ -606,7 +613,9 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
     the program cannot be compiled with them. ``known_values``: Python values of tensors
     already known, in query order (value_specialization.py computes the others).
     ``unbacked``: trace data-dependent output sizes as unbacked size symbols (raises
-    DynamicShapeFallback where the program cannot keep them symbolic)."""
+    DynamicShapeFallback where the program cannot keep them symbolic), with guessed hints
+    where ``guess_sizes`` (frontend/unbacked_sizes.py ``guess``), else with the values
+    the program prefixes compute."""
     from thunder_mlir.executors.extend import compiling
     from thunder_mlir.ir import implementations
 
@@ -615,7 +624,7 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
     # that every stage's symbols resolve while the function lives (ir/implementations.py)
     with compiling(executors) as ext, implementations.holding() as held:
         entry = _compile(fn, leaves, spec, sharp_edges, ext, joint, watch, dynamic_dims,
-                         known_values, unbacked, recompile_limit)
+                         known_values, unbacked, recompile_limit, guess_sizes)
     entry.implementations = held
     return entry
 
@@ -638,7 +647,8 @@ def program_name(fn) -> str:
 
 def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
              joint: str | None = None, watch=(), dynamic_dims=None,
-             known_values=(), unbacked: bool = False, recompile_limit: int = 8) -> CacheEntry:
+             known_values=(), unbacked: bool = False, recompile_limit: int = 8,
+             guess_sizes: bool = True) -> CacheEntry:
     from thunder_mlir.executors import execution_transform  # noqa: F401 (registers it)
     from thunder_mlir.transforms.grad import DIFF_OUTPUTS, backward_error, output_reach, \
         reached_inputs
@@ -653,18 +663,36 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     # joint: the gradient of every floating-point input (thunder_mlir.grad)
     wrt = floats if joint else [t.requires_grad and f for t, f in zip(tensors, floats)]
     known = list(known_values)
+    # unbacked sizes are traced with guessed hints (frontend/unbacked_sizes.py ``guess``):
+    # the query numbers guessed, None once a trace with guesses failed
+    guessed: set | None = set() if unbacked and guess_sizes else None
     while True:  # each Python value of a tensor the trace needs: its prefix computes it
         try:
             trace, out_spec, out_leaves, monitor = trace_function(
                 fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None,
                 watch=watch, dynamic_dims=dynamic_dims, known_values=known,
-                unbacked=unbacked, recompile_limit=recompile_limit)
+                unbacked=unbacked, recompile_limit=recompile_limit, guessed=guessed)
+            # (unbacked sizes: a guard relating two of them)
+            trace.shape_env.check_unbacked_guards(trace.unbacked_groups)
+            if trace.guessed_symbols and trace.shape_env.guards_of(trace.guessed_symbols):
+                # a branch on a guessed size, or one read as an int, took the guessed hint:
+                # it would fail at this call's run; trace with the values instead
+                known, guessed = list(known_values), None
+                continue
             break
         except ValueNeeded as need:
-            known.append(value_specialization.prefix_value(need, ext, tensors))
+            try:
+                value = value_specialization.prefix_value(need, ext, tensors)
+                known = need.trace.known_values[:need.index] + [value]
+            except ValueGuardFailed as failed:  # a guessed size is 0 or 1 at this call
+                known = need.trace.known_values[:failed.index] + [failed.observed]
+                guessed = {i for i in guessed if i < failed.index}
+        except Exception:  # noqa: BLE001 - a guessed hint the program cannot take
+            if not guessed:
+                raise
+            known, guessed = list(known_values), None  # trace with the real values
     module = trace.module
     env = trace.shape_env
-    env.check_unbacked_guards(trace.unbacked_groups)  # (value_guards.py: unbacked sizes)
     # (before the passes rewrite the values the proxies hold)
     output_views = [] if joint else aliasing.output_views(
         trace.inputs, [x for x in out_leaves if type(x) is TensorProxy] +
@@ -758,7 +786,8 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                        attribute_writes=monitor.recorder.replay())
     entry.output_views = output_views
     if trace.value_sites:  # value guards (frontend/value_guards.py)
-        entry.value_path, entry.value_sites = known, list(trace.value_sites)
+        entry.value_path = trace.known_values[:len(trace.value_sites)]  # (guesses too)
+        entry.value_sites = list(trace.value_sites)
         entry.value_group = [entry]
         entry.value_accepts = dict(trace.value_accepts)  # (queries of unbacked sizes)
     if env.unbacked:  # data-dependent sizes kept symbolic: cache_info lists them

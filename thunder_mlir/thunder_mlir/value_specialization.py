@@ -31,7 +31,9 @@ def prefix_value(need: ValueNeeded, ext, tensors: list[torch.Tensor]):
     function returns ``need.tensors``) compiled and run on the call's input ``tensors``
     (torch's generators left untouched, no autograd), then ``need.compute`` of its
     results. ``ext``: the compilation's executor state (executors/extend.py
-    ``compiling``). Raises eager's error where ``need.compute`` raises one, and
+    ``compiling``). Raises eager's error where ``need.compute`` raises one,
+    ValueGuardFailed where a size the trace guessed (``trace.guessed``) is not one its
+    symbols stand for, and
     DataDependentControlFlowError where an earlier value of the prefix differs between two
     runs on the same inputs (a value computed from random numbers)."""
     from thunder_mlir.runtime.plan import build_plan
@@ -47,6 +49,8 @@ def prefix_value(need: ValueNeeded, ext, tensors: list[torch.Tensor]):
         with torch.no_grad(), torch.random.fork_rng(devices=cuda):
             outs = plan.run(tensors)
     except ValueGuardFailed as e:
+        if e.index in (trace.guessed or ()):  # a guessed unbacked size (0 or 1): the
+            raise                             # caller traces again with the real one
         raise DataDependentControlFlowError(
             f"{need.where}\n  {need.what}: an earlier value the program depends on "
             f"({e}) differs between two runs of the program on the same inputs (computed "
@@ -134,8 +138,9 @@ def _compile(fn, entry, j: int, observed, leaves, spec, key, dims, nodes, args, 
         if state is not None:
             flags, params = state.read()
             args, kwargs = (flags, params, args, kwargs), {}
+        # (no guessed sizes: a guessed one may be what failed, and would fail again)
         new = fn._compile_miss(args, kwargs, leaves, spec, key, dims, nodes,
-                               known_values=known)
+                               known_values=known, guess_sizes=False)
     if cache.reasons:
         cache.reasons[-1] = (f"a value guard failed: {site} was "
                              f"{describe_value(entry.value_path[j])} when traced, now "

@@ -63,6 +63,10 @@ class Trace(Builder):
         self.unbacked = False
         self.value_accepts: dict[int, Any] = {}
         self.unbacked_groups: list[list[int]] = []  # the symbol numbers of each op
+        # query numbers whose values were guessed, not computed (unbacked_sizes.guess);
+        # None where the trace does not guess
+        self.guessed: set[int] | None = None
+        self.guessed_symbols: set[int] = set()  # the unbacked symbols of those queries
         self.recompile_limit = 8  # (the jitted function's: its warnings past it)
 
     @contextmanager

@@ -16,6 +16,7 @@ with its 0/1 specialization; torch/fx/experimental/symbolic_shapes.py).
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any, Callable
 
@@ -27,6 +28,7 @@ from thunder_mlir.frontend.locations import user_stacklevel
 from thunder_mlir.ir import symbolic
 
 DISTINCT_SIZES_LIMIT = 8  # (the function's recompile limit, when the trace knows it)
+GUESSED_SIZE = 64  # the hint of an unbacked size with no upper bound (``guess``)
 
 
 def symbolic_shapes(trace, name: str, func: Callable, leaves: list, positions: list[int],
@@ -47,34 +49,10 @@ def symbolic_shapes(trace, name: str, func: Callable, leaves: list, positions: l
     (an earlier data-dependent op's, a dynamic input's) are torch symbols there, mapped back
     to ours. ``site`` (the user's line) names each new symbol's origin in guards and errors.
     Appends the new symbols' numbers to ``trace.unbacked_groups``."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv as TorchShapeEnv
-
-    known: dict = {}  # torch's symbol of an operand's symbolic size -> our size
-    try:
-        torch_env = TorchShapeEnv(duck_shape=False)
-        mode = FakeTensorMode(shape_env=torch_env)
-        vals = list(leaves)
-        with torch._C.DisableTorchFunction():
-            for i in positions:
-                p = leaves[i]
-                dynamic = symbolic.is_symbolic(p.tshape)
-                meta = torch.empty(symbolic.hints(p.tshape), dtype=p.tdtype, device="meta")
-                vals[i] = mode.from_tensor(meta, static_shapes=not dynamic)
-                for ours, d in zip(p.tshape, vals[i].shape) if dynamic else ():
-                    if isinstance(d, torch.SymInt):
-                        if not d.node.expr.is_Symbol or \
-                                known.setdefault(d.node.expr, ours) is not ours:
-                            return None
-                    elif type(ours) is not int or d != ours:
-                        return None
-            a, kw = optree.tree_unflatten(spec, vals)
-            with mode:
-                out = func(*a, **kw)
-    except Exception:  # noqa: BLE001 - no fake kernel, or one that needs the values
+    run = _fake_run(func, leaves, positions, spec)
+    if run is None:
         return None
-    if torch_env.guards:  # the kernel decided on an operand's size: not for every size
-        return None
+    out, known, _ = run
     flat, fake_spec = optree.tree_flatten(out, none_is_leaf=True)
     if fake_spec != out_spec or len(flat) != len(metas):
         return None
@@ -107,6 +85,86 @@ def symbolic_shapes(trace, name: str, func: Callable, leaves: list, positions: l
                                            else int(d) for d in x.shape) for x in flat]
     trace.unbacked_groups.append(numbers)
     return shapes, numbers
+
+
+def _fake_run(func: Callable, leaves: list, positions: list[int], spec):
+    """(output, {torch symbol of an operand's size: our size}, torch's ShapeEnv) of
+    torch's fake kernel of ``func`` run on operands of the traced sizes, or None: no fake
+    kernel, one that needs the values, or one that decided on an operand's symbolic size
+    (torch recorded a guard: the output would not hold for every size)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv as TorchShapeEnv
+
+    known: dict = {}  # torch's symbol of an operand's symbolic size -> our size
+    try:
+        torch_env = TorchShapeEnv(duck_shape=False)
+        mode = FakeTensorMode(shape_env=torch_env)
+        vals = list(leaves)
+        with torch._C.DisableTorchFunction():
+            for i in positions:
+                p = leaves[i]
+                dynamic = symbolic.is_symbolic(p.tshape)
+                meta = torch.empty(symbolic.hints(p.tshape), dtype=p.tdtype, device="meta")
+                vals[i] = mode.from_tensor(meta, static_shapes=not dynamic)
+                for ours, d in zip(p.tshape, vals[i].shape) if dynamic else ():
+                    if isinstance(d, torch.SymInt):
+                        if not d.node.expr.is_Symbol or \
+                                known.setdefault(d.node.expr, ours) is not ours:
+                            return None
+                    elif type(ours) is not int or d != ours:
+                        return None
+            a, kw = optree.tree_unflatten(spec, vals)
+            with mode:
+                out = func(*a, **kw)
+    except Exception:  # noqa: BLE001 - no fake kernel, or one that needs the values
+        return None
+    if torch_env.guards:
+        return None
+    return out, known, torch_env
+
+
+def guess(func: Callable, leaves: list, positions: list[int], spec):
+    """The value guards' value of a data-dependent op's output metadata ((output tree
+    structure, ((shape, dtype) or None per leaf)), as ``value_guards.output_metadata``
+    computes from real tensors), guessed without running the program: each unbacked size
+    takes the largest operand's number of elements (the bound of nonzero, masked_select
+    and unique; an arbitrary hint for bincount and repeat_interleave), or GUESSED_SIZE
+    where that is below 2. None where the op's sizes cannot be symbols (as
+    ``symbolic_shapes``).
+
+    torch traces unbacked sizes with no value at all; the trace here needs a hint per
+    symbol (meta tensors), so it takes one. A size the trace then reads as a Python int, or
+    a branch on it, records a guard on the symbol that the first run checks against the
+    real size: where it fails, the program is traced again with the real value (a value
+    guard), never run with the guessed one."""
+    run = _fake_run(func, leaves, positions, spec)
+    if run is None:
+        return None
+    out, known, _ = run
+    # (torch's own bounds are no help: nonzero's is 2**63 - 2, bincount's infinite)
+    numel = max((math.prod(symbolic.hints(leaves[i].tshape)) for i in positions), default=0)
+    flat, out_spec = optree.tree_flatten(out, none_is_leaf=True)
+    metas = []
+    for x in flat:
+        if x is None:
+            metas.append(None)
+            continue
+        if not isinstance(x, torch.Tensor):
+            return None
+        shape = []
+        for d in x.shape:
+            if not isinstance(d, torch.SymInt):
+                shape.append(int(d))
+                continue
+            expr = d.node.expr
+            if expr in known:
+                shape.append(symbolic.hints([known[expr]])[0])
+                continue
+            if not expr.is_Symbol:
+                return None
+            shape.append(numel if numel >= 2 else GUESSED_SIZE)
+        metas.append((tuple(shape), x.dtype))
+    return out_spec, tuple(metas)
 
 
 def metadata(trace, k: int, name: str, out_spec, metas, shapes: list, numbers: list[int],

@@ -308,8 +308,17 @@ def output_metadata(trace, name: str, func: Callable, leaves: list, positions: l
         return out_spec, tuple((tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor)
                                else None if x is None else ("value", x) for x in flat)
 
-    k, (out_spec, metas) = query(trace, [leaves[i] for i in positions], compute,
-                                 f"the output size of {name}")
+    operands = [leaves[i] for i in positions]
+    k = len(trace.value_sites)
+    if getattr(trace, "guessed", None) is not None and k == len(trace.known_values) and \
+            k < MAX_QUERIES and _at_top_level(trace) and \
+            all(_returnable(trace, p.value) for p in operands):
+        # unbacked sizes: no value needed, only a hint (unbacked_sizes.guess)
+        value = unbacked_sizes.guess(func, leaves, positions, spec)
+        if value is not None:
+            trace.known_values.append(value)
+            trace.guessed.add(k)
+    k, (out_spec, metas) = query(trace, operands, compute, f"the output size of {name}")
     if any(m is not None and m[0] == "value" for m in metas):
         raise DataDependentControlFlowError(f"{_site()}\n  {name} returns a Python value")
     shapes = [m for m in metas if m is not None]
@@ -318,6 +327,8 @@ def output_metadata(trace, name: str, func: Callable, leaves: list, positions: l
                                               out_spec, metas, site) \
         if getattr(trace, "unbacked", False) else None
     if unbacked is not None:
+        if trace.guessed is not None and k in trace.guessed:
+            trace.guessed_symbols.update(unbacked[1])
         def fail(outs: list[torch.Tensor]):
             raise ValueGuardFailed(k, _observed(out_spec, metas, outs))
         return unbacked_sizes.metadata(trace, k, name, out_spec, metas, *unbacked, site, fail)
