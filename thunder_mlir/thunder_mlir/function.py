@@ -486,7 +486,7 @@ def _paths_of_tensors(leaves, spec) -> list[str]:
 def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                    grad_inputs: list[bool] | None = None, watch=(), dynamic_dims=None,
                    known_values=None, unbacked: bool = False, recompile_limit: int = 8,
-                   guessed: set | None = None):
+                   guessed: set | None = None, no_guess=frozenset()):
     """Trace ``fn`` on proxies for the tensor leaves (requiring grad as the tensors do, or
     as ``grad_inputs`` says per tensor).
 
@@ -501,7 +501,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     ops become unbacked size symbols where torch's fake kernels allow (value_guards.py);
     ``recompile_limit``: the function's, for their warning past it. ``guessed``: a set
     where unbacked sizes are traced with guessed hints instead of values (the query
-    numbers guessed are added to it; frontend/unbacked_sizes.py ``guess``).
+    numbers guessed are added to it; frontend/unbacked_sizes.py ``guess``), except the
+    queries in ``no_guess``, whose values are computed.
     """
     compat.install()
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
@@ -512,6 +513,7 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     trace.known_values = list(known_values or ())
     trace.unbacked, trace.recompile_limit = unbacked, recompile_limit
     trace.guessed = guessed if unbacked else None
+    trace.no_guess = no_guess
     for obj, owner in watch:  # objects whose attribute reads are guarded (guards.py)
         monitor.recorder.watch(obj, owner)
     env = trace.shape_env = symbolic.ShapeEnv()
@@ -666,18 +668,22 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     # unbacked sizes are traced with guessed hints (frontend/unbacked_sizes.py ``guess``):
     # the query numbers guessed, None once a trace with guesses failed
     guessed: set | None = set() if unbacked and guess_sizes else None
+    no_guess: set[int] = set()  # queries whose guessed sizes a guard pinned: computed
     while True:  # each Python value of a tensor the trace needs: its prefix computes it
         try:
             trace, out_spec, out_leaves, monitor = trace_function(
                 fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None,
                 watch=watch, dynamic_dims=dynamic_dims, known_values=known,
-                unbacked=unbacked, recompile_limit=recompile_limit, guessed=guessed)
+                unbacked=unbacked, recompile_limit=recompile_limit, guessed=guessed,
+                no_guess=no_guess)
             # (unbacked sizes: a guard relating two of them)
             trace.shape_env.check_unbacked_guards(trace.unbacked_groups)
-            if trace.guessed_symbols and trace.shape_env.guards_of(trace.guessed_symbols):
-                # a branch on a guessed size, or one read as an int, took the guessed hint:
-                # it would fail at this call's run; trace with the values instead
-                known, guessed = list(known_values), None
+            pinned = {k for sym, k in trace.guessed_symbols.items()
+                      if trace.shape_env.guards_of([sym])}
+            if pinned:  # a branch on a guessed size, or one read as an int, took the
+                # guessed hint and would fail at this call's run: those sizes are computed
+                known, guessed = list(known_values), set()
+                no_guess |= pinned
                 continue
             break
         except ValueNeeded as need:

@@ -66,7 +66,8 @@ class Trace(Builder):
         # query numbers whose values were guessed, not computed (unbacked_sizes.guess);
         # None where the trace does not guess
         self.guessed: set[int] | None = None
-        self.guessed_symbols: set[int] = set()  # the unbacked symbols of those queries
+        self.guessed_symbols: dict[int, int] = {}  # their unbacked symbols -> query
+        self.no_guess: frozenset[int] | set[int] = frozenset()  # queries computed instead
         self.recompile_limit = 8  # (the jitted function's: its warnings past it)
 
     @contextmanager

@@ -310,8 +310,8 @@ def output_metadata(trace, name: str, func: Callable, leaves: list, positions: l
 
     operands = [leaves[i] for i in positions]
     k = len(trace.value_sites)
-    if getattr(trace, "guessed", None) is not None and k == len(trace.known_values) and \
-            k < MAX_QUERIES and _at_top_level(trace) and \
+    if trace.guessed is not None and k == len(trace.known_values) and \
+            k not in trace.no_guess and k < MAX_QUERIES and _at_top_level(trace) and \
             all(_returnable(trace, p.value) for p in operands):
         # unbacked sizes: no value needed, only a hint (unbacked_sizes.guess)
         value = unbacked_sizes.guess(func, leaves, positions, spec)
@@ -328,7 +328,7 @@ def output_metadata(trace, name: str, func: Callable, leaves: list, positions: l
         if getattr(trace, "unbacked", False) else None
     if unbacked is not None:
         if trace.guessed is not None and k in trace.guessed:
-            trace.guessed_symbols.update(unbacked[1])
+            trace.guessed_symbols.update(dict.fromkeys(unbacked[1], k))
         def fail(outs: list[torch.Tensor]):
             raise ValueGuardFailed(k, _observed(out_spec, metas, outs))
         return unbacked_sizes.metadata(trace, k, name, out_spec, metas, *unbacked, site, fail)
