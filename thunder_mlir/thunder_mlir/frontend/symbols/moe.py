@@ -7,22 +7,27 @@
 `ragged-dot` is not supported by XLA:CPU ThunkEmitter"). jax itself lowers
 ``lax.ragged_dot`` on CPU densely (``_ragged_dot_general_impl`` in
 jax/_src/lax/lax.py: a group axis of size G, a mask ``start_g <= i < end_g`` and one
-``dot_general``). The same dense formulation is used here, with two changes that keep it
-exact where jax's is not:
+``dot_general``), G times the multiply-adds of eager's loop (every token through every
+expert). Here, with static sizes, the product is computed in *tiles* (the tiled ragged
+product of MegaBlocks, Gale et al. 2022): each group's positions of the jagged dim are
+placed into tiles of up to ``TILE`` rows, and one batched ``dot_general`` multiplies each
+tile by its own group's matrix, about ``(M + G*TILE)*K*N`` multiply-adds for M rows
+(:func:`_rows_tiled`, :func:`_contraction_tiled`). With symbolic sizes (the tile count is
+a function of them) the dense form remains (:func:`_dense`). Both keep eager's meaning
+where jax's is not exact:
 
 * the offsets give each position of the jagged dim an *owner*: the last group whose slice
   contains it, with ``at::slice``'s clamping, exactly the groups the kernel's loop writes
   last (aten/src/ATen/native/GroupedMMUtils.h, ``_grouped_mm_fallback``: ``mm_out`` into
   ``out.slice(0, start, end)`` per group, ``start`` the previous offset);
-* a jagged *free* dim (2d x 3d rows, 3d x 2d columns) is handled by computing every
-  group's product and *selecting* the owner's, not by multiplying the operand with a 0/1
-  mask: a non-finite value in another group's weights then cannot reach the row as
-  ``0 * inf = nan``. A jagged *contracting* dim (2d x 2d) masks both operands (0 * 0).
+* a row (2d x 3d; columns for 3d x 2d) is multiplied by its owner's matrix only (a tile
+  holds one group's rows; the dense form selects the owner's product), never by a 0/1
+  mask: a non-finite value in another group's weights cannot reach it as ``0 * inf =
+  nan``. A jagged *contracting* dim (2d x 2d) pads or masks both operands (0 * 0).
 
-Each output element is then the same K-long sum of products as eager's ``mm``, in XLA's
-accumulation order (float32 accumulation for 16-bit inputs, rounded once, as ATen's CPU
-``mm``). The cost is G times the flops of eager's loop (every token through every
-expert), as jax's CPU lowering.
+Each output element of 2d x 3d and 3d x 2d is then the same K-long sum of products as
+eager's ``mm``, in XLA's accumulation order (float32 accumulation for 16-bit inputs,
+rounded once, as ATen's CPU ``mm``); 2d x 2d sums a group's tiles in float32, rounded once.
 
 Positions owned by no group (past ``offs[-1]``) are 0 here; eager leaves them
 uninitialized (``at::empty_strided``), so no program may read them.
@@ -31,7 +36,7 @@ The VJP (``transforms/vjp_composites.py``, ``ltorch.grouped_mm``) is derivatives
 ``_grouped_mm_mat1_backward`` = ``grouped_mm(grad, mat2^T, offs)``,
 ``_grouped_mm_mat2_backward`` = ``grouped_mm(mat1^T, grad, offs)``, each a grouped
 product of another form (2d x 3d <-> 2d x 2d, 3d x 2d <-> 2d x 2d), computed by
-:func:`grouped_dense`.
+:func:`grouped_product`.
 """
 
 from __future__ import annotations
