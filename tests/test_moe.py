@@ -101,6 +101,56 @@ def test_grouped_mm_non_finite_weights_of_other_experts_stay_out():
     assert torch.isfinite(out[:2]).all()
 
 
+# (mat_a shape, mat_b shape, offs): uneven groups, an empty one, one of 13 positions over 4
+# tiles of 4, positions past offs[-1]
+TILED_CASES = {
+    "2dx3d": ((24, 8), (4, 8, 16), [3, 3, 16, 21]),
+    "3dx2d": ((4, 8, 16), (16, 24), [3, 3, 16, 21]),
+    "2dx2d": ((8, 24), (24, 16), [3, 3, 16, 21]),
+}
+
+
+@pytest.mark.parametrize("case", list(TILED_CASES))
+def test_grouped_mm_in_tiles_matches_eager(case, monkeypatch):
+    """The tiled formulation (frontend/symbols/moe.py ``_rows_tiled``,
+    ``_contraction_tiled``) with tiles of 4: values and both gradients equal eager's (the
+    written part); a 2d x 2d whose decreasing offsets overflow the tiles gives NaN for the
+    groups that do not fit (never a wrong number)."""
+    from thunder_mlir.frontend.symbols import moe
+
+    monkeypatch.setattr(moe, "TILE", 4)
+    sa, sb, offs = TILED_CASES[case]
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(*sa, generator=g, requires_grad=True)
+    b = torch.randn(*sb, generator=g, requires_grad=True)
+    offs = _i32(offs)
+    f = lambda a, b, offs: torch._grouped_mm(a, b, offs=offs)  # noqa: E731
+    ref = f(a, b, offs)
+    keep = {"2dx3d": (slice(0, 21),), "3dx2d": (slice(None), slice(0, 21)),
+            "2dx2d": (slice(None),)}[case]
+    cot = torch.zeros_like(ref)
+    cot[keep] = torch.randn(ref[keep].shape, generator=g)
+    want = [ref[keep], *torch.autograd.grad(ref, (a, b), cot)]
+    out = thunder_mlir.jit(f)(a, b, offs)
+    got = [out[keep], *torch.autograd.grad(out, (a, b), cot)]
+    for r in (want, got):  # eager's gradients are uninitialized where no group writes:
+        if case == "2dx3d":  # rows of mat_a past offs[-1]
+            r[1] = r[1][:21]
+        if case == "3dx2d":  # columns of mat_b past offs[-1]
+            r[2] = r[2][:, :21]
+        if case == "2dx2d":  # the jagged positions past offs[-1]
+            r[1], r[2] = r[1][:, :21], r[2][:21]
+    for x, y in zip(got, want):
+        torch.testing.assert_close(x, y)
+    if case == "2dx2d":  # slices of 8, 0, 8, 0, 8 positions: tiles of 2 for 6 at most
+        a, b = torch.randn(4, 8, generator=g), torch.randn(8, 4, generator=g)
+        offs = _i32([8, 0, 8, 0, 8])
+        out = thunder_mlir.jit(f)(a, b, offs)
+        ref = f(a, b, offs)
+        torch.testing.assert_close(out[:2], ref[:2])
+        assert out[2].isnan().all() and out[4].isnan().all()
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda a, b, o: torch._grouped_mm(a, b, offs=o, bias=torch.ones(3, 16)),
      "Bias not supported yet"),

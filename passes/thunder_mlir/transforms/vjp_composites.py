@@ -912,9 +912,9 @@ def _grouped_mm(op, x, y, g):
     ``grouped_mm(grad, mat2^T, offs)`` and ``_grouped_mm_mat2_backward`` is
     ``grouped_mm(mat1^T, grad, offs)`` (torch/csrc/autograd/FunctionsManual.cpp), each a
     grouped product of another form (2d x 3d <-> 2d x 2d, 3d x 2d <-> 2d x 2d, 3d x 3d
-    bmm), computed as the forward is (``frontend/symbols/moe.py``, ``grouped_dense``).
+    bmm), computed as the forward is (``frontend/symbols/moe.py``, ``grouped_product``).
     Rows of mat_a owned by no group get 0 (eager: uninitialized memory)."""
-    from thunder_mlir.frontend.symbols.moe import grouped_dense
+    from thunder_mlir.frontend.symbols.moe import grouped_product
 
     named = dict(zip(_names(op), x))
     a, b, offs = named["mat_a"], named["mat_b"], named.get("offs")
@@ -923,7 +923,7 @@ def _grouped_mm(op, x, y, g):
         r = len(m.tshape)
         return prims.transpose(m, list(range(r - 2)) + [r - 1, r - 2])
 
-    out = {"mat_a": grouped_dense(g[0], t(b), offs), "mat_b": grouped_dense(t(a), g[0], offs),
+    out = {"mat_a": grouped_product(g[0], t(b), offs), "mat_b": grouped_product(t(a), g[0], offs),
            "offs": None}
     return [out[n] for n in _names(op)]
 

@@ -7,22 +7,27 @@
 `ragged-dot` is not supported by XLA:CPU ThunkEmitter"). jax itself lowers
 ``lax.ragged_dot`` on CPU densely (``_ragged_dot_general_impl`` in
 jax/_src/lax/lax.py: a group axis of size G, a mask ``start_g <= i < end_g`` and one
-``dot_general``). The same dense formulation is used here, with two changes that keep it
-exact where jax's is not:
+``dot_general``), G times the multiply-adds of eager's loop (every token through every
+expert). Here, with static sizes, the product is computed in *tiles* (the tiled ragged
+product of MegaBlocks, Gale et al. 2022): each group's positions of the jagged dim are
+placed into tiles of up to ``TILE`` rows, and one batched ``dot_general`` multiplies each
+tile by its own group's matrix, about ``(M + G*TILE)*K*N`` multiply-adds for M rows
+(:func:`_rows_tiled`, :func:`_contraction_tiled`). With symbolic sizes (the tile count is
+a function of them) the dense form remains (:func:`_dense`). Both keep eager's meaning
+where jax's is not exact:
 
 * the offsets give each position of the jagged dim an *owner*: the last group whose slice
   contains it, with ``at::slice``'s clamping, exactly the groups the kernel's loop writes
   last (aten/src/ATen/native/GroupedMMUtils.h, ``_grouped_mm_fallback``: ``mm_out`` into
   ``out.slice(0, start, end)`` per group, ``start`` the previous offset);
-* a jagged *free* dim (2d x 3d rows, 3d x 2d columns) is handled by computing every
-  group's product and *selecting* the owner's, not by multiplying the operand with a 0/1
-  mask: a non-finite value in another group's weights then cannot reach the row as
-  ``0 * inf = nan``. A jagged *contracting* dim (2d x 2d) masks both operands (0 * 0).
+* a row (2d x 3d; columns for 3d x 2d) is multiplied by its owner's matrix only (a tile
+  holds one group's rows; the dense form selects the owner's product), never by a 0/1
+  mask: a non-finite value in another group's weights cannot reach it as ``0 * inf =
+  nan``. A jagged *contracting* dim (2d x 2d) pads or masks both operands (0 * 0).
 
-Each output element is then the same K-long sum of products as eager's ``mm``, in XLA's
-accumulation order (float32 accumulation for 16-bit inputs, rounded once, as ATen's CPU
-``mm``). The cost is G times the flops of eager's loop (every token through every
-expert), as jax's CPU lowering.
+Each output element of 2d x 3d and 3d x 2d is then the same K-long sum of products as
+eager's ``mm``, in XLA's accumulation order (float32 accumulation for 16-bit inputs,
+rounded once, as ATen's CPU ``mm``); 2d x 2d sums a group's tiles in float32, rounded once.
 
 Positions owned by no group (past ``offs[-1]``) are 0 here; eager leaves them
 uninitialized (``at::empty_strided``), so no program may read them.
@@ -31,7 +36,7 @@ The VJP (``transforms/vjp_composites.py``, ``ltorch.grouped_mm``) is derivatives
 ``_grouped_mm_mat1_backward`` = ``grouped_mm(grad, mat2^T, offs)``,
 ``_grouped_mm_mat2_backward`` = ``grouped_mm(mat1^T, grad, offs)``, each a grouped
 product of another form (2d x 3d <-> 2d x 2d, 3d x 2d <-> 2d x 2d), computed by
-:func:`grouped_dense`.
+:func:`grouped_product`.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from thunder_mlir.ir import prims
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
 
-__all__ = ["grouped_mm", "grouped_dense", "histc", "bincount", "bincount_length",
+__all__ = ["grouped_mm", "grouped_product", "histc", "bincount", "bincount_length",
            "bincount_sized"]
 
 _GROUPED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -89,14 +94,20 @@ def _cover(offs: TensorProxy, n: int) -> TensorProxy:
     return _e("bitwise_and", _e("ge", pos, s2), _e("lt", pos, e2))
 
 
-def _owner(offs: TensorProxy, n: int) -> TensorProxy:
-    """bool (G, n): group g is the last group whose slice holds position i, i.e. the
-    group whose ``mm_out`` the kernel writes there last (none for uncovered positions)."""
+def _owner_index(offs: TensorProxy, n: int) -> TensorProxy:
+    """int64 (n,): the last group whose slice holds position i, i.e. the group whose
+    ``mm_out`` the kernel writes there last; -1 for positions no slice holds."""
     cover = _cover(offs, n)
     g = cover.tshape[0]
     gid = prims.iota((g, n), torch.int64, 0)
-    last = prims.reduce("reduce_max", prims.where(cover, gid, _full_like(gid, -1)), [0])
-    return _e("eq", gid, prims.broadcast_in_dim(last, (g, n), [1]))
+    return prims.reduce("reduce_max", prims.where(cover, gid, _full_like(gid, -1)), [0])
+
+
+def _owner(offs: TensorProxy, n: int) -> TensorProxy:
+    """bool (G, n): group g owns position i (:func:`_owner_index`)."""
+    g = offs.tshape[0]
+    return _e("eq", prims.iota((g, n), torch.int64, 0),
+              prims.broadcast_in_dim(_owner_index(offs, n), (g, n), [1]))
 
 
 def _select_groups(prod: TensorProxy, mask: TensorProxy, mask_dims) -> TensorProxy:
@@ -107,7 +118,131 @@ def _select_groups(prod: TensorProxy, mask: TensorProxy, mask_dims) -> TensorPro
     return prims.reduce("reduce_sum", picked, [0])
 
 
-def grouped_dense(a: TensorProxy, b: TensorProxy, offs: TensorProxy | None) -> TensorProxy:
+# ------------------------------------------------------- grouped_mm in tiles
+TILE = 32  # rows per tile at most (tile_size); 32 measured fastest of 16-128 for MoE sizes
+
+
+def tile_size(rows: int, groups: int) -> int:
+    """Rows per tile for ``rows`` positions of the jagged dim split into ``groups``: TILE,
+    or the smallest power of two >= rows / groups where that is smaller (small groups
+    waste less padding)."""
+    per_group = -(-rows // max(groups, 1))
+    return max(1, min(TILE, 1 << max(per_group - 1, 0).bit_length()))
+
+
+def _int_div(x: TensorProxy, d: int) -> TensorProxy:
+    return _e("div", x, _full_like(x, d))  # x >= 0: truncation is floor
+
+
+def _tile_groups(tiles: TensorProxy, nt: int) -> tuple[TensorProxy, TensorProxy]:
+    """(ends, group), int64: ``ends`` (G,) the cumulative tile counts, ``group`` (nt,) the
+    group of each tile, G for tiles past ``ends[-1]`` (no group's)."""
+    g = tiles.tshape[0]
+    ends = prims.cumsum(tiles, 0)
+    past = _e("le", prims.broadcast_in_dim(ends, (g, nt), [0]),
+              prims.iota((g, nt), torch.int64, 1))
+    return ends, prims.reduce("reduce_sum", prims.convert_element_type(past, torch.int64), [0])
+
+
+def _rows_tiled(a: TensorProxy, b: TensorProxy, offs: TensorProxy, t: int) -> TensorProxy:
+    """2d x 3d: a (M, K), b (G, K, N) -> (M, N), row i ``a[i] @ b[owner(i)]``, 0 where no
+    group owns row i (the owner as :func:`_owner_index`, for any offsets).
+
+    The rows each group owns are placed, in order, into tiles of ``t`` rows, a group's rows
+    filling ``ceil(count / t)`` whole tiles (the rest of its last tile: zero rows); at most
+    ``(M + G*(t-1)) // t`` tiles. One batched ``dot_general`` multiplies each tile by its
+    group's (gathered) weights, and each row is gathered back from its tile: the row's
+    K-long sum of products is the one the dense form computes, at ``(M + G*t)*K*N``
+    multiply-adds instead of ``G*M*K*N`` (the tiled ragged product of MegaBlocks, Gale et
+    al. 2022, "MegaBlocks: Efficient Sparse Training with Mixture-of-Experts")."""
+    m, k = a.tshape
+    g, _, n = b.tshape
+    nt = (m + g * (t - 1)) // t
+    i64 = torch.int64
+    owner = _owner_index(offs, m)  # (M,)
+    hot = _e("eq", prims.iota((g, m), i64, 0), prims.broadcast_in_dim(owner, (g, m), [1]))
+    hot_i = prims.convert_element_type(hot, i64)
+    # rank of row i among its group's rows (0-based), and the rows of each group
+    rank = prims.reduce("reduce_sum", prims.where(hot, prims.cumsum(hot_i, 1),
+                                                  _full_like(hot_i, 0)), [0])
+    rank = _e("sub", rank, _full_like(rank, 1))
+    count = prims.reduce("reduce_sum", hot_i, [1])  # (G,)
+    tiles = _int_div(_e("add", count, _full_like(count, t - 1)), t)
+    ends, group = _tile_groups(tiles, nt)
+    first = _e("sub", ends, tiles)  # each group's first tile
+    owned = _e("ge", owner, _full_like(owner, 0))
+    own = prims.where(owned, owner, _full_like(owner, 0))
+    pos = _e("add", _e("mul", prims.take(first, own, 0), _full_like(own, t)), rank)
+    pos = prims.where(owned, pos, _full_like(pos, nt * t))  # unowned: out of range
+    # the row each tile slot reads (M: the appended zero row)
+    slot_row = prims.scatter(prims.full((nt * t,), m, i64), prims.reshape(pos, (m, 1)),
+                             prims.iota((m,), i64, 0), "set")
+    a_pad = prims.concatenate([a, prims.full((1, k), 0, a.tdtype)], 0)
+    x = prims.reshape(prims.take(a_pad, slot_row, 0), (nt, t, k))
+    w = prims.take(b, prims.where(_e("lt", group, _full_like(group, g)), group,
+                                  _full_like(group, g - 1)), 0)  # (nt, K, N)
+    y = prims.reshape(prims.dot_general(x, w, [0], [0], [2], [1]), (nt * t, n))
+    out = prims.take(y, _e("minimum", pos, _full_like(pos, nt * t - 1)), 0)
+    return prims.where(prims.broadcast_in_dim(owned, (m, n), [0]), out, _full_like(out, 0))
+
+
+def _contraction_tiled(a: TensorProxy, b: TensorProxy, offs: TensorProxy,
+                       t: int) -> TensorProxy:
+    """2d x 2d: a (M, K), b (K, N) -> (G, M, N), ``out[g] = a[:, s_g:e_g] @ b[s_g:e_g]``.
+
+    Each group's slice of the contracting dim is cut into tiles of ``t`` positions (the
+    rest of its last tile: zero columns of a and zero rows of b, products 0 * 0); one
+    batched ``dot_general`` gives each tile's (M, N) partial product, in float32 for 16-bit
+    inputs (their products are exact in float32), and a scatter-add sums a group's tiles
+    in order, rounded once to the dtype: float32 accumulation, as ATen's ``mm``.
+
+    At most ``(K + G*(t-1)) // t`` tiles, enough when the slices' lengths sum to at most
+    K, which holds for every nondecreasing ``offs`` (torch's documented contract:
+    "monotonically increasing", torch.nn.functional.grouped_mm). Decreasing offsets give
+    overlapping slices; a group whose tiles do not all fit gets NaN (never a wrong number;
+    eager's CPU loop computes such slices)."""
+    m, k = a.tshape
+    n = b.tshape[1]
+    g = offs.tshape[0]
+    nt = (k + g * (t - 1)) // t
+    i64 = torch.int64
+    s, e = _slice_bounds(offs, k)
+    length = _e("sub", e, s)
+    tiles = _int_div(_e("add", length, _full_like(length, t - 1)), t)
+    ends, group = _tile_groups(tiles, nt)
+    used = _e("lt", group, _full_like(group, g))
+    gi = prims.where(used, group, _full_like(group, g - 1))
+    first = _e("sub", ends, tiles)
+
+    def per_tile(v):  # (G,) -> (nt, t), the value of each tile's group
+        return prims.broadcast_in_dim(prims.take(v, gi, 0), (nt, t), [0])
+
+    tile = prims.iota((nt, t), i64, 0)
+    pos = _e("add", _e("add", per_tile(s), _e("mul", _e("sub", tile, per_tile(first)),
+                                               prims.full((nt, t), t, i64))),
+             prims.iota((nt, t), i64, 1))
+    valid = _e("bitwise_and", prims.broadcast_in_dim(used, (nt, t), [0]),
+               _e("lt", pos, per_tile(e)))
+    pos = prims.reshape(prims.where(valid, pos, prims.full((nt, t), k, i64)), (nt * t,))
+    wide = torch.float32 if a.tdtype in (torch.bfloat16, torch.float16) else a.tdtype
+
+    def gather(v):  # (K, X) -> (nt, t, X), position K: the appended zero row
+        v = prims.convert_element_type(v, wide)
+        v = prims.concatenate([v, prims.full((1, v.tshape[1]), 0, wide)], 0)
+        return prims.reshape(prims.take(v, pos, 0), (nt, t, v.tshape[1]))
+
+    x = gather(prims.transpose(a, [1, 0]))  # (nt, t, M)
+    y = gather(b)  # (nt, t, N)
+    part = prims.dot_general(x, y, [0], [0], [1], [1])  # (nt, M, N)
+    # tiles of no group: index G, out of range, skipped by the scatter
+    out = prims.index_add(prims.full((g, m, n), 0, wide), group, part, 0)
+    lost = prims.broadcast_in_dim(_e("gt", ends, _full_like(ends, nt)), (g, m, n), [0])
+    out = prims.where(lost, _full_like(out, float("nan")), out)
+    return prims.convert_element_type(out, a.tdtype)
+
+
+def grouped_product(a: TensorProxy, b: TensorProxy, offs: TensorProxy | None,
+                    tiled: bool = True) -> TensorProxy:
     """The grouped product of ``a`` and ``b`` (same floating dtype) in prims, no checks:
 
     * 2d x 3d, a (M, K), b (G, K, N), offs (G,): (M, N); row i is ``a[i] @ b[g]`` for the
@@ -117,7 +252,10 @@ def grouped_dense(a: TensorProxy, b: TensorProxy, offs: TensorProxy | None) -> T
     * 2d x 2d, a (M, K), b (K, N): (G, M, N); ``out[g] = a[:, s_g:e_g] @ b[s_g:e_g]``;
     * 3d x 3d, offs None: ``bmm``.
 
-    Positions owned by no group are 0. See the module docstring for the sources."""
+    Positions owned by no group are 0. With static sizes (and ``tiled``), in tiles
+    (:func:`_rows_tiled`, :func:`_contraction_tiled`; 3d x 2d is the transpose of the
+    2d x 3d product of the transposes); otherwise the dense forms (:func:`_dense`). See
+    the module docstring for the sources."""
     ra, rb = len(a.tshape), len(b.tshape)
     if ra == 3 and rb == 3:
         return prims.dot_general(a, b, [0], [0], [2], [1])
@@ -126,6 +264,23 @@ def grouped_dense(a: TensorProxy, b: TensorProxy, offs: TensorProxy | None) -> T
         shape = (a.tshape[0], b.tshape[1]) if ra == 2 and rb == 2 else \
             (a.tshape[-2] if ra == 3 else a.tshape[0], b.tshape[-1])
         return prims.full(((0,) + shape) if ra == 2 and rb == 2 else shape, 0, a.tdtype)
+    if not tiled or not all(type(s) is int for s in (*a.tshape, *b.tshape)):
+        return _dense(a, b, offs)
+    if ra == 2 and rb == 3:
+        return _rows_tiled(a, b, offs, tile_size(a.tshape[0], g))
+    if ra == 3 and rb == 2:
+        out = _rows_tiled(prims.transpose(b, [1, 0]), prims.transpose(a, [0, 2, 1]), offs,
+                          tile_size(b.tshape[1], g))
+        return prims.transpose(out, [1, 0])
+    return _contraction_tiled(a, b, offs, tile_size(a.tshape[1], g))
+
+
+def _dense(a: TensorProxy, b: TensorProxy, offs: TensorProxy) -> TensorProxy:
+    """:func:`grouped_product` of the offset forms, every group over every position (G
+    times the multiply-adds): the owner's product selected, or both operands masked for
+    a jagged contraction (0 * 0, never 0 * inf). Sizes may be symbolic."""
+    ra, rb = len(a.tshape), len(b.tshape)
+    g = offs.tshape[0]
     if ra == 2 and rb == 3:
         m = a.tshape[0]
         prod = prims.dot_general(b, a, [], [], [1], [1])  # (G, N, M)
@@ -135,7 +290,6 @@ def grouped_dense(a: TensorProxy, b: TensorProxy, offs: TensorProxy | None) -> T
         n = b.tshape[1]
         prod = prims.dot_general(a, b, [], [], [2], [0])  # (G, M, N)
         return _select_groups(prod, _owner(offs, n), [0, 2])
-    # 2d x 2d: the contracting dim is jagged; mask both operands (0 * 0, never 0 * inf)
     m, k = a.tshape
     n = b.tshape[1]
     cover = _cover(offs, k)  # (G, K)
@@ -163,7 +317,7 @@ def grouped_mm(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
     presence/dtype/rank, group counts, bias, and an out_dtype other than mat_a's. Not
     checked: the kernel's 16-byte stride alignment, a property of eager's memory layout
     that a traced tensor does not have (the XLA result is the product eager computes on
-    aligned inputs). Computed by :func:`grouped_dense`.
+    aligned inputs). Computed by :func:`grouped_product`.
     """
     for name, m in (("mat_a", mat_a), ("mat_b", mat_b)):
         if m.tdtype not in _GROUPED_DTYPES:
@@ -199,7 +353,7 @@ def grouped_mm(mat_a, mat_b, offs=None, bias=None, out_dtype=None):
         raise Fallback("2d x 2d grouped_mm with different jagged sizes")
     if mat_a.tdtype != mat_b.tdtype:
         raise Fallback(f"grouped_mm of {mat_a.tdtype} and {mat_b.tdtype}")
-    return grouped_dense(mat_a, mat_b, offs)
+    return grouped_product(mat_a, mat_b, offs)
 
 
 # --------------------------------------------------------------------- histc
