@@ -64,6 +64,8 @@ class Trace(Builder):
         self.value_accepts: dict[int, Any] = {}
         self.unbacked_groups: list[list[int]] = []  # the symbol numbers of each op
         self.recompile_limit = 8  # (the jitted function's: its warnings past it)
+        # a whole training step's .grad table (train_step.py; autograd_attributes.py)
+        self.training = None
 
     @contextmanager
     def building(self):
