@@ -153,6 +153,44 @@ def test_gradient_accumulation():
     assert thunder_mlir.cache_misses(jstep) == 1
 
 
+def test_buffers_frozen_and_dropout():
+    """BatchNorm's running statistics (buffers written in the forward), a frozen parameter
+    (no .grad, no state), SGD with momentum, 3 steps; and dropout: the inlined backward
+    uses the forward's mask (d loss / d w of ``w . dropout(x)`` is the dropped x)."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.BatchNorm1d(6), torch.nn.ReLU(),
+                            torch.nn.Linear(6, 1))
+    m[3].bias.requires_grad_(False)
+    m2 = copy.deepcopy(m)
+    o, o2 = (torch.optim.SGD(x.parameters(), lr=0.1, momentum=0.9) for x in (m, m2))
+
+    def step(model, opt, x):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    jstep = thunder_mlir.jit(step)
+    for _ in range(3):
+        x = torch.randn(8, 4)
+        torch.testing.assert_close(jstep(m2, o2, x), step(m, o, x).detach())
+    _check(m, m2, o, o2, 1e-6)
+    torch.testing.assert_close(m2.state_dict(), m.state_dict(), atol=1e-6, rtol=1e-6)
+
+    lin = torch.nn.Linear(64, 1, bias=False)
+
+    def dropped(model, opt, x):
+        h = F.dropout(x, 0.5, training=True)
+        model(h).sum().backward()
+        return h
+
+    h = thunder_mlir.jit(dropped)(lin, torch.optim.SGD(lin.parameters(), lr=0.1),
+                                  torch.ones(3, 64))
+    assert 0 < (h == 0).sum() < h.numel()
+    torch.testing.assert_close(lin.weight.grad, h.sum(0, keepdim=True))
+
+
 @pytest.mark.skipif(not os.environ.get("THUNDER_MLIR_SLOW_TESTS"),
                     reason="~30 s (one XLA compile of GPT-2's whole step on 2 busy cores); "
                            "set THUNDER_MLIR_SLOW_TESTS=1 to run it")
@@ -209,6 +247,13 @@ def test_refused():
         opt.step()
     with pytest.raises(NotImplementedError, match="twice"):
         thunder_mlir.jit(twice)(m, opt, x)
+
+    def backward_twice(model, opt, x):
+        loss = model(x).sum()
+        loss.backward()
+        loss.backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        thunder_mlir.jit(backward_twice)(m, opt, x)
 
     def plain(x, w):  # not a training step: .grad of plain inputs is not written
         (x * w).sum().backward()

@@ -85,6 +85,7 @@ class _GradTable:
         self.grads = list(grads)
         self.inputs = list(grads)  # the .grad tensors given to the program (or None)
         self.backwards = 0  # loss.backward() calls traced
+        self.freed: list = []  # losses backwarded without retain_graph (eager frees the graph)
 
     def owns(self, x) -> bool:
         return id(x) in self.index
@@ -120,6 +121,13 @@ class _GradTable:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
         if not loss.dtype.is_floating_point:
             raise RuntimeError("grad can be implicitly created only for real scalar outputs")
+        if any(loss is x for x in self.freed) and not retain_graph:
+            raise RuntimeError(  # eager: the first backward freed the graph
+                "Trying to backward through the graph a second time (or directly access "
+                "saved tensors after they have already been freed). Specify "
+                "retain_graph=True if you need to backward through the graph a second time")
+        if not retain_graph:
+            self.freed.append(loss)
         leaves = [i for i, p in enumerate(self.proxies) if p.requires_grad]
         self.backwards += 1
         trace = self.trace
