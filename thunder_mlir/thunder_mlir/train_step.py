@@ -52,7 +52,8 @@ import torch.utils._pytree as torch_pytree
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.optim import optimizer as _torch_optimizer
 
-from thunder_mlir.errors import UnsupportedError, UnsupportedInputError
+from thunder_mlir.errors import ThunderError, TorchOpRuntimeError, UnsupportedError, \
+    UnsupportedInputError
 from thunder_mlir.function import ThunderFunction
 from thunder_mlir.ir import optimizers
 from thunder_mlir.ir.proxy import TensorProxy
@@ -102,7 +103,7 @@ class _GradTable:
                     "p.grad = <a tensor not computed in the step> inside a compiled training "
                     "step is not supported; compute it from the step's inputs")
             if tuple(v.shape) != tuple(p.shape) or v.dtype != p.dtype:
-                raise RuntimeError("assigned grad has data of a different size or type")
+                raise _eager_error("assigned grad has data of a different size or type")
         self.grads[i] = v
 
     def backward(self, loss, gradient, retain_graph, create_graph, inputs):
@@ -115,14 +116,14 @@ class _GradTable:
                 "loss.backward() inside a compiled training step supports no gradient=, "
                 "inputs= or create_graph=True arguments")
         if type(loss) is not TensorProxy or not loss.requires_grad:
-            raise RuntimeError("element 0 of tensors does not require grad and does not "
+            raise _eager_error("element 0 of tensors does not require grad and does not "
                                "have a grad_fn")
         if loss.numel() != 1:
-            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            raise _eager_error("grad can be implicitly created only for scalar outputs")
         if not loss.dtype.is_floating_point:
-            raise RuntimeError("grad can be implicitly created only for real scalar outputs")
+            raise _eager_error("grad can be implicitly created only for real scalar outputs")
         if any(loss is x for x in self.freed) and not retain_graph:
-            raise RuntimeError(  # eager: the first backward freed the graph
+            raise _eager_error(  # eager: the first backward freed the graph
                 "Trying to backward through the graph a second time (or directly access "
                 "saved tensors after they have already been freed). Specify "
                 "retain_graph=True if you need to backward through the graph a second time")
@@ -132,8 +133,13 @@ class _GradTable:
         self.backwards += 1
         trace = self.trace
         with trace.location_of_user_line():
-            grads = inline_gradients(trace.module, trace.func_op, loss.value,
-                                     [self.proxies[i].value for i in leaves])
+            try:
+                grads = inline_gradients(trace.module, trace.func_op, loss.value,
+                                         [self.proxies[i].value for i in leaves])
+            except RuntimeError as e:  # eager's error: an op without a derivative
+                if isinstance(e, ThunderError):
+                    raise
+                raise _eager_error(str(e)) from None
         with torch.no_grad():
             for i, g in zip(leaves, grads):
                 if g is None:
@@ -145,6 +151,13 @@ class _GradTable:
                     self.grads[i] = g
                 else:
                     self.grads[i].add_(g)
+
+
+def _eager_error(message: str) -> TorchOpRuntimeError:
+    """Eager's RuntimeError ``message`` for the user's line (a TorchOpError: shown as is)."""
+    from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+    return TorchOpRuntimeError(f"{describe_frame(user_frame())}\n  {message}")
 
 
 def _refuse_hooks(opt) -> None:
