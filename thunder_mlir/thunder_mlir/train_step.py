@@ -185,6 +185,7 @@ def _traced_step(table, rules, tables, states, stepped, k_opt, positions):
             j = 0  # position among the optimizer's parameters (all groups)
             for rule, tbl, idx in zip(rules, tables, positions):
                 k = len(rule.scalar_names)
+                rows = None  # the table's rows, split once (unbind: one op, not n * k)
                 for r, pi in enumerate(idx):
                     g = table.grads[pi]
                     if g is None:
@@ -193,7 +194,9 @@ def _traced_step(table, rules, tables, states, stepped, k_opt, positions):
                     if g.is_sparse:
                         raise UnsupportedInputError("sparse gradients are not supported")
                     p, st = table.proxies[pi], states[j]
-                    s = [tbl[r, c] for c in range(k)]
+                    if rows is None:
+                        rows = tbl.unbind(0)
+                    s = list(rows[r].unbind(0)) if k else []
                     new_p, new_st = rule.update(p, g, st, s)
                     p.copy_(new_p)
                     for t, v in zip(st, new_st):
