@@ -255,6 +255,12 @@ def test_refused():
     with pytest.raises(RuntimeError, match="second time"):
         thunder_mlir.jit(backward_twice)(m, opt, x)
 
+    def reads_lr(model, opt, x):  # the value would be baked into the program
+        (model(x).sum() * opt.param_groups[0]["lr"]).backward()
+    with pytest.raises(UnsupportedError, match="param_groups"):
+        thunder_mlir.jit(reads_lr)(m, opt, x)
+    assert isinstance(opt.param_groups[0]["lr"], float)  # restored
+
     def plain(x, w):  # not a training step: .grad of plain inputs is not written
         (x * w).sum().backward()
     with pytest.raises(UnsupportedError, match="backward"):

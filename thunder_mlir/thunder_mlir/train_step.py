@@ -38,7 +38,8 @@ graph ``backward()`` has freed; nothing can be differentiated through it again).
 
 Refused (``UnsupportedInputError``/``NotImplementedError`` naming the cause): optimizer
 classes and options without a rule (``ir/optimizers.py``), ``opt.step(closure)``,
-optimizer step hooks, ``opt.step()`` twice in one step, ``backward`` with ``gradient=``,
+optimizer step hooks, ``opt.step()`` twice in one step, reading ``opt.param_groups`` hyperparameters in the
+step (their values would be baked in), ``backward`` with ``gradient=``,
 ``inputs=`` or ``create_graph=True``, batch tensors that require grad (eager would write
 their ``.grad``), a ``loss.backward()`` on a loss inside a ``torch.cond`` region.
 """
@@ -153,6 +154,30 @@ class _GradTable:
                     self.grads[i].add_(g)
 
 
+class _TracedGroup(dict):
+    """A ``param_groups`` entry while the step is traced: its ``params`` can be read, its
+    hyperparameters cannot (their value would be baked into the program, and a later
+    change not seen: the compiled ``opt.step()`` reads them on the host instead)."""
+
+    def _refuse(self, key):
+        from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+        raise UnsupportedError(
+            f"{describe_frame(user_frame())}\n  reading opt.param_groups[i][{key!r}] inside "
+            "a compiled training step is not supported: its value would be baked into the "
+            "program. Read it outside and pass it as a tensor argument")
+
+    def __getitem__(self, key):
+        if key != "params":
+            self._refuse(key)
+        return dict.__getitem__(self, key)
+
+    def get(self, key, default=None):
+        if key != "params":
+            self._refuse(key)
+        return dict.get(self, key, default)
+
+
 def _eager_error(message: str) -> TorchOpRuntimeError:
     """Eager's RuntimeError ``message`` for the user's line (a TorchOpError: shown as is)."""
     from thunder_mlir.frontend.locations import describe_frame, user_frame
@@ -255,6 +280,7 @@ def _program(layout, params, buffers, grads, states, tables, rest):
     trace.training = table
     try:
         for opt, methods in patched:
+            methods["param_groups"] = [_TracedGroup(g) for g in opt.param_groups]
             saved.append((opt, {n: opt.__dict__[n] for n in methods if n in opt.__dict__}))
             opt.__dict__.update(methods)
         for m, names in zip(call.modules, call.module_names):
@@ -268,7 +294,7 @@ def _program(layout, params, buffers, grads, states, tables, rest):
         for c in reversed(contexts):
             c.__exit__(None, None, None)
         for opt, old in saved:
-            for n in ("step", "zero_grad"):
+            for n in ("step", "zero_grad", "param_groups"):
                 opt.__dict__.pop(n, None)
             opt.__dict__.update(old)
         trace.training = None
