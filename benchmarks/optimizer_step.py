@@ -7,8 +7,8 @@ the first call (trace + compile) and one warm-up, the systems interleaved. Every
 steps from the same parameters, so the last column checks its parameters against eager's
 (max abs difference). torch and XLA at 1 thread by default (``--threads N``, 0: torch's
 default); the CPU is named in the header. Then GPT-2 tiny's whole training step (forward,
-backward, AdamW step, zero_grad) four ways: eager, ``jit(model)`` with eager or jitted
-``opt.step``, and ``torch.compile`` of both.
+backward, AdamW step, zero_grad) five ways: eager, ``jit(model)`` with eager or jitted
+``opt.step``, ``torch.compile`` of both, and ``thunder_mlir.jit(step)`` (one program).
 
     .venv/bin/python benchmarks/optimizer_step.py [--quick] [--threads N]
 """
@@ -126,19 +126,32 @@ def main() -> int:
 
 
 TRAIN = ("eager", "jit(model) + opt.step", "jit(model) + jit(opt.step)",
-         "compile(model) + compile(opt.step)")
+         "compile(model) + compile(opt.step)", "jit(step): one program")
 
 
 def train_rows(iters: int) -> None:
     """Whole training steps of GPT-2 tiny (LM loss, batch 2 x 64; the model and optimizer
     of bench.py's "GPT-2 tiny train step" row): forward, ``loss.backward()``, AdamW
-    ``step()``, ``zero_grad()``; the four ways of compiling it, interleaved."""
+    ``step()``, ``zero_grad()``; the five ways of compiling it, interleaved (the last:
+    ``thunder_mlir.jit(step)(model, opt, ids)``, the whole step as one program,
+    train_step.py)."""
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 1000, (2, 64), generator=g)
     steps, made = {}, {}
     for system in TRAIN:
         model = models()["GPT-2 tiny (2x128) AdamW step"]()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        if system.startswith("jit(step)"):
+            def lm_step(model, opt, ids):
+                loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                return loss
+            jstep = thunder_mlir.jit(lm_step)
+            steps[system] = lambda jstep=jstep, model=model, opt=opt: jstep(model, opt, ids)
+            made[system] = model
+            continue
         if system == "eager":
             fwd, ostep = model, opt.step
         elif system.startswith("compile"):

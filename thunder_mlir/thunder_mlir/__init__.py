@@ -51,7 +51,8 @@ def _function(jfn) -> ThunderFunction:
     if isinstance(jfn, (ThunderModule, ThunderMethod, OptimizerStep)):
         return jfn._fn
     if isinstance(jfn, ThunderFunction):
-        return jfn
+        # called with an optimizer: the whole training step's program (train_step.py)
+        return jfn._train._fn if jfn._train is not None else jfn
     raise TypeError(f"expected the result of thunder_mlir.jit, got {type(jfn).__name__}")
 
 

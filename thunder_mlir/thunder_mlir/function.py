@@ -72,6 +72,15 @@ class Stage:
                 f"pipeline={self.pipeline!r})")
 
 
+def _training_call(args: tuple, kwargs: dict) -> bool:
+    """A call to run as a training step (train_step.py): a torch.optim optimizer or an
+    nn.Module (which the functional path does not accept) among the arguments."""
+    return any(isinstance(a, _TRAINING_ARGUMENTS) for a in (*args, *kwargs.values()))
+
+
+_TRAINING_ARGUMENTS = (torch.optim.Optimizer, torch.nn.Module)
+
+
 def _unsupported(x, path: str):
     if isinstance(x, torch.Tensor) and unsupported_tensor(x) is not None:
         raise UnsupportedInputError(f"the input at {path} is {unsupported_tensor(x)}.")
@@ -184,6 +193,10 @@ class ThunderFunction:
         if _joint is not None:  # a gradient program: no gradients through symbolic sizes
             self.dynamic.disabled = _dynamic.GRAD_REASON
         self.last: CacheEntry | None = None
+        # () -> a TrainStep (train_step.py, set by jit): what a call with a torch.optim
+        # optimizer or nn.Module argument runs, made at the first such call (``_train``)
+        self.training_step: Callable | None = None
+        self._train = None
         functools.update_wrapper(self, fn)
 
     def signature_target(self) -> Callable | None:
@@ -205,6 +218,11 @@ class ThunderFunction:
                 leaves, spec, nodes, tensors = args, len(args), None, args
                 metas, _ = _metas_tensors(args)
             else:
+                if self.training_step is not None and _training_call(args, kwargs):
+                    # a whole training step (train_step.py)
+                    if self._train is None:
+                        self._train = self.training_step()
+                    return self._train(*args, **kwargs)
                 leaves, spec, nodes, metas, tensors = _flatten_inputs(args, kwargs)
             return self._run(leaves, spec, nodes, metas, tensors, args, kwargs)
         except Exception as e:

@@ -4,6 +4,7 @@ method of one)."""
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Callable
 
@@ -11,6 +12,7 @@ import torch
 
 from thunder_mlir.function import ThunderFunction
 from thunder_mlir.module import ThunderMethod, ThunderModule
+from thunder_mlir.train_step import TrainStep
 
 
 def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
@@ -66,6 +68,11 @@ def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
         return ThunderModule(fn, sharp_edges=sharp_edges, cache=cache,
                              recompile_limit=recompile_limit, executors=executors,
                              dynamic=dynamic)
-    return ThunderFunction(fn, sharp_edges=sharp_edges, cache=cache,
-                           recompile_limit=recompile_limit, executors=executors,
-                           dynamic=dynamic)
+    jitted = ThunderFunction(fn, sharp_edges=sharp_edges, cache=cache,
+                             recompile_limit=recompile_limit, executors=executors,
+                             dynamic=dynamic)
+    # called with a torch.optim optimizer: the whole training step (train_step.py)
+    jitted.training_step = functools.partial(
+        TrainStep, fn, sharp_edges=sharp_edges, cache=cache,
+        recompile_limit=recompile_limit, executors=executors)
+    return jitted

@@ -1,11 +1,17 @@
 """Autograd attributes of traced tensors: ``requires_grad`` (set), ``requires_grad_()``,
-``detach_()``, ``is_leaf``, ``grad_fn``, ``grad``, ``retain_grad()``, ``register_hook()``.
+``detach_()``, ``is_leaf``, ``grad_fn``, ``grad``, ``retain_grad()``, ``register_hook()``,
+``backward()``.
 
 A traced tensor's ``requires_grad`` is eager's (``differentiability.py``); these calls
 read or change autograd state. Each either has eager's meaning in the IR (``detach_()``
 is a ``thunder.stop_gradient``) or raises NotImplementedError naming the user's line:
 the compiled program has no autograd graph of its own, and changing the flags of the
 caller's tensors from inside it would be a side effect the cached program cannot replay.
+
+Inside a whole training step (``thunder_mlir.jit(step)(model, opt, *batch)``,
+train_step.py) the trace carries ``trace.training``: the table of the parameters'
+``.grad`` values, which ``.grad`` reads and writes and ``loss.backward()`` go to (its
+methods ``owns(x)``, ``get_grad(x)``, ``set_grad(x, v)``, ``backward(loss, ...)``).
 """
 
 from __future__ import annotations
@@ -112,9 +118,42 @@ def grad(x: TensorProxy):
     return None
 
 
+def _training(x):
+    """The training step's ``.grad`` table when ``x`` is one of its parameters, else None."""
+    from thunder_mlir.frontend.tracing import current_trace
+
+    table = getattr(current_trace(), "training", None)
+    return table if table is not None and table.owns(x) else None
+
+
+def backward(loss, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """``loss.backward()``: inside a training step, the gradients are computed in the
+    program and accumulated into the parameters' ``.grad`` (train_step.py); refused
+    elsewhere (the caller's tensors' ``.grad`` cannot be written from a jitted function)."""
+    from thunder_mlir.frontend.tracing import current_trace
+
+    table = getattr(current_trace(), "training", None)
+    if table is None:
+        _refuse("loss.backward()", "a jitted function cannot write the .grad of its inputs "
+                "(call backward() on the function's result), except in a training step: a "
+                "function taking the nn.Module (and its torch.optim optimizer), "
+                "thunder_mlir.jit(step)(model, optimizer, *batch) (docs/optim.md).")
+    return table.backward(loss, gradient, retain_graph, create_graph, inputs)
+
+
 def handle(func, args: tuple, kwargs: dict):
     """Dispatch one call of ``tracing.AUTOGRAD_ATTRIBUTES``."""
     x = args[0]
+    if func is _T.backward:
+        return backward(*args, **kwargs)
+    if func in (_T.grad.__get__, _T.grad.__set__, _T.is_leaf.__get__):
+        table = _training(x)
+        if table is not None:
+            if func == _T.grad.__get__:
+                return table.get_grad(x)
+            if func == _T.is_leaf.__get__:
+                return True
+            return table.set_grad(x, args[1])
     if func == _T.requires_grad.__set__:
         return requires_grad_(x, args[1])
     if func is _T.requires_grad_:

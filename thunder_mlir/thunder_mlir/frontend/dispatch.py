@@ -49,7 +49,7 @@ _DATA_DEPENDENT = {
 # Autograd attributes and in-place autograd methods (autograd_attributes.py).
 AUTOGRAD_ATTRIBUTES = {_T.requires_grad.__set__, _T.is_leaf.__get__, _T.grad_fn.__get__,
                        _T.grad.__get__, _T.grad.__set__, _T.data.__set__, _T.requires_grad_,
-                       _T.detach_, _T.retain_grad, _T.register_hook}
+                       _T.detach_, _T.retain_grad, _T.register_hook, _T.backward}
 # Properties whose value is computed from the tensor: they are ops, not metadata.
 _OP_PROPERTIES = {_T.T.__get__, _T.mT.__get__, _T.H.__get__, _T.mH.__get__,
                   _T.real.__get__, _T.imag.__get__}

@@ -69,6 +69,8 @@ class Trace(Builder):
         self.guessed_symbols: dict[int, int] = {}  # their unbacked symbols -> query
         self.no_guess: frozenset[int] | set[int] = frozenset()  # queries computed instead
         self.recompile_limit = 8  # (the jitted function's: its warnings past it)
+        # a whole training step's .grad table (train_step.py; autograd_attributes.py)
+        self.training = None
 
     @contextmanager
     def building(self):

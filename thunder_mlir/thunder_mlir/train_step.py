@@ -1,0 +1,502 @@
+"""A whole training step as one compiled program: ``thunder_mlir.jit(step)(model, opt,
+*batch)`` where ``step`` runs the model, calls ``loss.backward()``, ``opt.step()`` and
+``opt.zero_grad()`` (docs/optim.md, issue 27).
+
+``TrainStep`` is what a jitted function becomes when it is called with a ``torch.optim``
+optimizer among its arguments. Each call:
+
+1. **host, before**: the parameters of the ``nn.Module`` arguments (a jitted module: its
+   original's) and of the optimizers, their buffers, the present ``.grad`` tensors, the
+   optimizers' existing state tensors, and per parameter group a table of per-step scalars
+   (``ir/optimizers.py``'s ``scalars``, Python doubles rounded once, computed for every
+   parameter of the group as if it stepped: its counter + 1) become the inputs of one
+   jitted program (``_program``). The layout (which ``.grad`` and state exist, the rules'
+   options, the argument objects' identities) is a Python value of the cache key; the
+   scalars are run-time values, so ``lr_scheduler.step()`` or editing ``param_groups``
+   does not re-trace.
+2. **the program**: the user's ``step`` traced with the parameters swapped for proxies
+   (``torch.nn.utils.stateless._reparametrize_module``) and ``opt.step``/``opt.zero_grad``
+   replaced by their traced forms. The trace keeps a ``.grad`` table (``_GradTable``,
+   installed as ``trace.training``): ``p.grad`` reads and writes go to it;
+   ``loss.backward()`` differentiates the program traced so far
+   (``transforms/inline_backward.py``) and accumulates into it as torch's
+   ``AccumulateGrad`` does (stored where ``.grad`` is None, added in place otherwise);
+   ``opt.zero_grad()`` sets entries to None (or zeros them in place); ``opt.step()``
+   applies the optimizer's rule to every parameter whose entry is not None, as
+   ``torch.optim`` skips the others. Parameters, in-place accumulated ``.grad`` tensors
+   and existing state are written in place (mutated inputs: function.py writes them
+   back); new ``.grad`` tensors are outputs. A parameter without state gets zeros made on
+   the host (SGD's first momentum buffer is selected from the gradient by the scalar
+   ``first``), so the first step and the later ones share one program.
+3. **host, after**: ``p.grad`` set to the new tensors (None where the step ended with it
+   None), the state kept for parameters that stepped for the first time, and their
+   step counters advanced (``torch._foreach_add_``), as torch.optim's ``_init_group`` and
+   ``_single_tensor_adam`` leave them.
+
+The returned values are the step's, detached (eager's loss still has a ``grad_fn`` whose
+graph ``backward()`` has freed; nothing can be differentiated through it again).
+
+Refused (``UnsupportedInputError``/``NotImplementedError`` naming the cause): optimizer
+classes and options without a rule (``ir/optimizers.py``), ``opt.step(closure)``,
+optimizer step hooks, ``opt.step()`` twice in one step, reading ``opt.param_groups`` hyperparameters in the
+step (their values would be baked in), ``backward`` with ``gradient=``,
+``inputs=`` or ``create_graph=True``, batch tensors that require grad (eager would write
+their ``.grad``), a ``loss.backward()`` on a loss inside a ``torch.cond`` region.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+import torch.utils._pytree as torch_pytree
+from torch.nn.utils.stateless import _reparametrize_module
+from torch.optim import optimizer as _torch_optimizer
+
+from thunder_mlir.errors import ThunderError, TorchOpRuntimeError, UnsupportedError, \
+    UnsupportedInputError
+from thunder_mlir.function import ThunderFunction
+from thunder_mlir.ir import optimizers
+from thunder_mlir.ir.proxy import TensorProxy
+
+_SCALAR_DTYPES = (torch.float32, torch.float64)
+_ACTIVE = threading.local()  # the objects of the call being traced (``_program``)
+
+
+class _Call:
+    """The Python objects of one call that the program cannot take as inputs: the step
+    function, the argument template (modules and optimizers in place), the modules'
+    parameter and buffer names (-> index), the optimizers."""
+
+    def __init__(self, fn, args, kwargs, modules, module_names, optimizers_, params):
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.modules, self.module_names = modules, module_names
+        self.optimizers, self.params = optimizers_, params
+
+
+class _GradTable:
+    """The ``.grad`` of every parameter while the step is traced: parameter index ->
+    TensorProxy or None. ``owns(x)``: ``x`` is a parameter's proxy or the caller's
+    parameter itself (the optimizer's ``param_groups`` hold those)."""
+
+    def __init__(self, trace, proxies, real, grads):
+        self.trace = trace
+        self.proxies = proxies
+        self.index = {id(p): i for i, p in enumerate(proxies)}
+        self.index.update({id(p): i for i, p in enumerate(real)})
+        self.grads = list(grads)
+        self.inputs = list(grads)  # the .grad tensors given to the program (or None)
+        self.backwards = 0  # loss.backward() calls traced
+        self.freed: list = []  # losses backwarded without retain_graph (eager frees the graph)
+
+    def owns(self, x) -> bool:
+        return id(x) in self.index
+
+    def get_grad(self, x):
+        return self.grads[self.index[id(x)]]
+
+    def set_grad(self, x, v):
+        i = self.index[id(x)]
+        p = self.proxies[i]
+        if v is not None:
+            if type(v) is not TensorProxy:
+                raise UnsupportedInputError(
+                    "p.grad = <a tensor not computed in the step> inside a compiled training "
+                    "step is not supported; compute it from the step's inputs")
+            if tuple(v.shape) != tuple(p.shape) or v.dtype != p.dtype:
+                raise _eager_error("assigned grad has data of a different size or type")
+        self.grads[i] = v
+
+    def backward(self, loss, gradient, retain_graph, create_graph, inputs):
+        """``loss.backward()`` (torch/csrc/autograd/functions/accumulate_grad.h: a leaf's
+        ``.grad`` is the new gradient where it was None, else ``grad += new`` in place)."""
+        from thunder_mlir.transforms.inline_backward import inline_gradients
+
+        if gradient is not None or inputs is not None or create_graph:
+            raise NotImplementedError(
+                "loss.backward() inside a compiled training step supports no gradient=, "
+                "inputs= or create_graph=True arguments")
+        if type(loss) is not TensorProxy or not loss.requires_grad:
+            raise _eager_error("element 0 of tensors does not require grad and does not "
+                               "have a grad_fn")
+        if loss.numel() != 1:
+            raise _eager_error("grad can be implicitly created only for scalar outputs")
+        if not loss.dtype.is_floating_point:
+            raise _eager_error("grad can be implicitly created only for real scalar outputs")
+        if any(loss is x for x in self.freed) and not retain_graph:
+            raise _eager_error(  # eager: the first backward freed the graph
+                "Trying to backward through the graph a second time (or directly access "
+                "saved tensors after they have already been freed). Specify "
+                "retain_graph=True if you need to backward through the graph a second time")
+        if not retain_graph:
+            self.freed.append(loss)
+        leaves = [i for i, p in enumerate(self.proxies) if p.requires_grad]
+        self.backwards += 1
+        trace = self.trace
+        with trace.location_of_user_line():
+            try:
+                grads = inline_gradients(trace.module, trace.func_op, loss.value,
+                                         [self.proxies[i].value for i in leaves])
+            except RuntimeError as e:  # eager's error: an op without a derivative
+                if isinstance(e, ThunderError):
+                    raise
+                raise _eager_error(str(e)) from None
+        with torch.no_grad():
+            for i, g in zip(leaves, grads):
+                if g is None:
+                    continue
+                g = trace.make_proxy(g)
+                if self.proxies[i].dtype != g.dtype:
+                    g = g.to(self.proxies[i].dtype)
+                if self.grads[i] is None:
+                    self.grads[i] = g
+                else:
+                    self.grads[i].add_(g)
+
+
+class _TracedGroup(dict):
+    """A ``param_groups`` entry while the step is traced: its ``params`` can be read, its
+    hyperparameters cannot (their value would be baked into the program, and a later
+    change not seen: the compiled ``opt.step()`` reads them on the host instead)."""
+
+    def _refuse(self, key):
+        from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+        raise UnsupportedError(
+            f"{describe_frame(user_frame())}\n  reading opt.param_groups[i][{key!r}] inside "
+            "a compiled training step is not supported: its value would be baked into the "
+            "program. Read it outside and pass it as a tensor argument")
+
+    def __getitem__(self, key):
+        if key != "params":
+            self._refuse(key)
+        return dict.__getitem__(self, key)
+
+    def get(self, key, default=None):
+        if key != "params":
+            self._refuse(key)
+        return dict.get(self, key, default)
+
+
+def _eager_error(message: str) -> TorchOpRuntimeError:
+    """Eager's RuntimeError ``message`` for the user's line (a TorchOpError: shown as is)."""
+    from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+    return TorchOpRuntimeError(f"{describe_frame(user_frame())}\n  {message}")
+
+
+def _refuse_hooks(opt) -> None:
+    if opt._optimizer_step_pre_hooks or opt._optimizer_step_post_hooks or \
+            _torch_optimizer._global_optimizer_pre_hooks or \
+            _torch_optimizer._global_optimizer_post_hooks:
+        raise UnsupportedInputError(
+            "optimizer step hooks cannot run inside a compiled training step; remove them, "
+            "or compile only the model (thunder_mlir.jit(model)) and the update "
+            "(thunder_mlir.jit(opt.step))")
+
+
+def _traced_step(table, rules, tables, states, stepped, k_opt, positions):
+    """``opt.step()`` inside the trace (the ``k_opt``-th optimizer): every group's rule
+    applied to its parameters whose ``.grad`` is not None (torch.optim skips the others)."""
+    def step(closure=None):
+        if closure is not None:
+            raise NotImplementedError("opt.step(closure) inside a compiled training step is "
+                                      "not supported; compute the loss in the step itself")
+        if stepped[k_opt] is not None:
+            raise NotImplementedError("opt.step() is called twice in one compiled training "
+                                      "step; compile one step per call")
+        done = []
+        with torch.no_grad():
+            j = 0  # position among the optimizer's parameters (all groups)
+            for rule, tbl, idx in zip(rules, tables, positions):
+                k = len(rule.scalar_names)
+                rows = None  # the table's rows, split once (unbind: one op, not n * k)
+                for r, pi in enumerate(idx):
+                    g = table.grads[pi]
+                    if g is None:
+                        j += 1
+                        continue
+                    if g.is_sparse:
+                        raise UnsupportedInputError("sparse gradients are not supported")
+                    p, st = table.proxies[pi], states[j]
+                    if rows is None:
+                        rows = tbl.unbind(0)
+                    s = list(rows[r].unbind(0)) if k else []
+                    new_p, new_st = rule.update(p, g, st, s)
+                    p.copy_(new_p)
+                    for t, v in zip(st, new_st):
+                        t.copy_(v)
+                    done.append(j)
+                    j += 1
+        stepped[k_opt] = tuple(done)
+    return step
+
+
+def _traced_zero_grad(table, positions):
+    """``opt.zero_grad(set_to_none=True)`` inside the trace (torch/optim/optimizer.py)."""
+    def zero_grad(set_to_none: bool = True):
+        with torch.no_grad():
+            for idx in positions:
+                for pi in idx:
+                    g = table.grads[pi]
+                    if g is None:
+                        continue
+                    if set_to_none:
+                        table.grads[pi] = None
+                    else:
+                        g.zero_()
+    return zero_grad
+
+
+def _program(layout, params, buffers, grads, states, tables, rest):
+    """The traced step (module docstring). ``layout``: (grad present per parameter, per
+    optimizer: per group (rule name, options, parameter indices), object identities);
+    ``grads``: the present ``.grad`` tensors; ``states``: per optimizer, per parameter,
+    its state tensors (``OptimizerRule.state_names``); ``tables``: per optimizer, per
+    group, the (n, k) scalar table; ``rest``: the other arguments."""
+    from thunder_mlir.frontend.tracing import current_trace
+
+    call: _Call = _ACTIVE.call
+    trace = current_trace()
+    present, opt_layouts = layout[0], layout[1]
+    it = iter(grads)
+    grad_in = [next(it) if h else None for h in present]
+    table = _GradTable(trace, params, call.params, grad_in)
+    by_name = {c.name: c for c in optimizers.RULES.values()}
+    stepped = [None] * len(call.optimizers)
+    patched = []
+    for k, (opt, groups) in enumerate(zip(call.optimizers, opt_layouts)):
+        rules = [by_name[name](options) for name, options, _ in groups]
+        positions = [idx for _, _, idx in groups]
+        patched.append((opt, {
+            "step": _traced_step(table, rules, tables[k], states[k], stepped, k, positions),
+            "zero_grad": _traced_zero_grad(table, positions)}))
+    args_tpl, kwargs_tpl = call.args, call.kwargs
+    rest_it = iter(rest)
+    args = [next(rest_it) if a is None else a for a in args_tpl]
+    kwargs = {n: next(rest_it) if a is None else a for n, a in kwargs_tpl.items()}
+    saved = []
+    contexts = []
+    trace.training = table
+    try:
+        for opt, methods in patched:
+            methods["param_groups"] = [_TracedGroup(g) for g in opt.param_groups]
+            saved.append((opt, {n: opt.__dict__[n] for n in methods if n in opt.__dict__}))
+            opt.__dict__.update(methods)
+        for m, names in zip(call.modules, call.module_names):
+            state = {n: params[i] for n, i in names[0].items()}
+            state.update({n: buffers[i] for n, i in names[1].items()})
+            c = _reparametrize_module(m, state, tie_weights=False, strict=False)
+            c.__enter__()
+            contexts.append(c)
+        out = call.fn(*args, **kwargs)
+    finally:
+        for c in reversed(contexts):
+            c.__exit__(None, None, None)
+        for opt, old in saved:
+            for n in ("step", "zero_grad", "param_groups"):
+                opt.__dict__.pop(n, None)
+            opt.__dict__.update(old)
+        trace.training = None
+    if not table.backwards and any(type(x) is TensorProxy and x.requires_grad
+                                   for x in torch_pytree.tree_leaves(out)):
+        raise UnsupportedError(
+            "a function of an nn.Module that returns a tensor requiring grad and does not "
+            "call loss.backward() is not a training step: its result would be detached. "
+            "Compile the model (thunder_mlir.jit(model)) and call the function eagerly, or "
+            "call loss.backward() inside it")
+    out = torch_pytree.tree_map(
+        lambda x: x.detach() if type(x) is TensorProxy and x.requires_grad else x, out)
+    kinds, new_grads = [], []
+    for g, g0 in zip(table.grads, table.inputs):
+        if g is None:
+            kinds.append("none")
+        elif g is g0:
+            kinds.append("same")  # accumulated in place (written back) or untouched
+        else:
+            kinds.append("new")
+            new_grads.append(g)
+    return out, tuple(kinds), new_grads, tuple(stepped)
+
+
+class TrainStep:
+    """``thunder_mlir.jit(step)`` called with a ``torch.optim`` optimizer argument: the
+    whole training step as one program (module docstring). ``jstep(*args, **kwargs)``
+    returns what ``step`` returns (tensors detached), leaving parameters, ``.grad``,
+    ``opt.state`` and ``state_dict()`` as eager's ``step`` would (to float32 rounding:
+    docs/optim.md, Exactness).
+
+    ``_fn``: the ThunderFunction of ``_program`` (``cache_misses``, ``last_traces``).
+    Raises UnsupportedInputError for an optimizer class without a rule (naming it and the
+    supported ones), unsupported options, hooks, or parameters that are not float32/float64
+    of one dtype and device."""
+
+    def __init__(self, fn, **jit_options):
+        self.fn = fn
+        self._fn = ThunderFunction(_program, **jit_options)
+        self._fn.watch = self._watched
+        self._objects: list = []
+        self._rules: dict = {}
+
+    def _watched(self):
+        out = []
+        for m in self._objects:
+            if isinstance(m, torch.nn.Module):
+                out += [(sub, f"module '{name}' ({type(sub).__name__})" if name else
+                         f"the module ({type(sub).__name__})")
+                        for name, sub in m.named_modules(remove_duplicate=False)]
+        return out
+
+    def _rule(self, opt, group) -> optimizers.OptimizerRule:
+        cls = optimizers.rule_class(type(opt))
+        options = cls.options_of(group)
+        rule = self._rules.get((cls, options))
+        if rule is None:
+            rule = self._rules[(cls, options)] = cls(options)
+        return rule
+
+    def __call__(self, *args, **kwargs):
+        from thunder_mlir.module import ThunderModule
+
+        modules, opts, rest = [], [], []
+
+        def sort(a):
+            if isinstance(a, ThunderModule):
+                a = a._original
+            if isinstance(a, torch.nn.Module):
+                modules.append(a)
+                return a
+            if isinstance(a, torch.optim.Optimizer):
+                opts.append(a)
+                return a
+            rest.append(a)
+            return None
+        args_tpl = [sort(a) for a in args]
+        kwargs_tpl = {n: sort(a) for n, a in kwargs.items()}
+        for x in torch_pytree.tree_leaves(rest):
+            if isinstance(x, torch.Tensor) and x.requires_grad:
+                raise UnsupportedInputError(
+                    "a batch tensor of a compiled training step requires grad; eager's "
+                    "loss.backward() would write its .grad, which the step does not. Pass it "
+                    "detached, or as a parameter of the model")
+        params, pindex, buffers, bindex, names = [], {}, [], {}, []
+        for m in modules:
+            pn, bn = {}, {}
+            for n, p in m.named_parameters(remove_duplicate=False):
+                if id(p) not in pindex:
+                    pindex[id(p)] = len(params)
+                    params.append(p)
+                pn[n] = pindex[id(p)]
+            for n, b in m.named_buffers(remove_duplicate=False):
+                if id(b) not in bindex:
+                    bindex[id(b)] = len(buffers)
+                    buffers.append(b)
+                bn[n] = bindex[id(b)]
+            names.append((pn, bn))
+        for opt in opts:
+            optimizers.rule_class(type(opt))
+            _refuse_hooks(opt)
+            for group in opt.param_groups:
+                for p in group["params"]:
+                    if id(p) not in pindex:
+                        pindex[id(p)] = len(params)
+                        params.append(p)
+        grads = [p.grad for p in params]
+        opt_layouts, states, tables, fresh = [], [], [], []
+        for opt in opts:
+            groups, st, tbls, new = [], [], [], {}
+            dtype = device = None
+            for group in opt.param_groups:
+                rule = self._rule(opt, group)
+                rows = []
+                for p in group["params"]:
+                    if dtype is None:
+                        dtype, device = p.dtype, p.device
+                    if p.dtype != dtype or p.dtype not in _SCALAR_DTYPES:
+                        raise UnsupportedInputError(
+                            "the compiled optimizer step supports float32 or float64 "
+                            f"parameters of one dtype; got {dtype} and {p.dtype}")
+                    if p.device != device:
+                        raise UnsupportedInputError(
+                            "the compiled training step runs one program on one device; the "
+                            f"parameters are on {device} and {p.device}")
+                    state = opt.state.get(p)
+                    has = bool(state) and all(state.get(k) is not None
+                                              for k in rule.state_names)
+                    if state and not has and rule.counts_steps:
+                        raise UnsupportedInputError(
+                            f"torch.optim.{rule.name}: opt.state lacks "
+                            f"{[k for k in rule.state_names if k not in state]} (options "
+                            "changed after the first step)")
+                    if rule.counts_steps:
+                        step = state["step"].item() + 1 if has else 1.0
+                    else:
+                        step = 2.0 if has else 1.0
+                    rows.append(rule.scalars(group, step))
+                    if has:
+                        st.append([state[k] for k in rule.state_names])
+                    else:  # made now, kept if the parameter steps (torch's _init_group)
+                        new[len(st)] = [torch.zeros_like(p, memory_format=torch.preserve_format)
+                                        for _ in rule.state_names]
+                        st.append(new[len(st)])
+                groups.append((rule.name, rule.options,
+                               tuple(pindex[id(p)] for p in group["params"])))
+                tbls.append(torch.tensor(rows, dtype=dtype, device=device)
+                            .reshape(len(rows), len(rule.scalar_names)))
+            opt_layouts.append(tuple(groups))
+            states.append(st)
+            tables.append(tbls)
+            fresh.append(new)
+        layout = (tuple(g is not None for g in grads), tuple(opt_layouts),
+                  tuple(id(o) for o in modules + opts), _fn_id(self.fn))
+        self._objects = modules + opts
+        _ACTIVE.call = _Call(self.fn, args_tpl, kwargs_tpl, modules, names, opts, params)
+        try:
+            out, kinds, new_grads, stepped = self._fn(
+                layout, params, buffers, [g for g in grads if g is not None], states,
+                tables, rest)
+        finally:
+            _ACTIVE.call = None
+        it = iter(new_grads)
+        for p, kind in zip(params, kinds):
+            if kind == "none":
+                p.grad = None
+            elif kind == "new":
+                p.grad = next(it)
+        for opt, done, new in zip(opts, stepped, fresh):
+            if done is not None:
+                _after_step(self, opt, done, new)
+        return out
+
+
+def _fn_id(fn) -> int:
+    return id(getattr(fn, "__code__", fn))
+
+
+def _after_step(self, opt, done, new) -> None:
+    """Keep the state made for parameters that stepped for the first time (``new``:
+    position -> tensors, which the program wrote; torch.optim's ``_init_group`` creates
+    it at that step) and advance the step counters (``state_steps``' ``+= 1``)."""
+    flat = [(p, group) for group in opt.param_groups for p in group["params"]]
+    counters = []
+    for j in done:
+        p, group = flat[j]
+        rule = self._rule(opt, group)
+        if j in new and (rule.state_names or rule.counts_steps):
+            state = opt.state[p]  # (SGD without momentum keeps no entry)
+            if rule.counts_steps:
+                state["step"] = (torch.zeros((), dtype=torch.float32, device=p.device)
+                                 if group.get("fused") else
+                                 torch.tensor(0.0, dtype=_scalar_dtype()))
+            for k, t in zip(rule.state_names, new[j]):
+                state[k] = t
+        if rule.counts_steps:
+            counters.append(opt.state[p]["step"])
+    if counters:
+        torch._foreach_add_(counters, 1)
+    opt._opt_called = True  # what lr_scheduler's wrapper of opt.step records
+
+
+def _scalar_dtype() -> torch.dtype:
+    """torch/optim/optimizer.py ``_get_scalar_dtype()``: the dtype of ``state["step"]``."""
+    return torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
