@@ -11,16 +11,25 @@ structurally generated indices, the in-place variants of PyTorch's ``op_db``
 only the torch fallback runs; and data-dependent statements whose values change between
 the two calls.
 
-``THUNDER_FUZZ_COLLECT=1`` runs every program instead of stopping at the first difference,
-prints each difference (program, "wrong value" or "error") and a count, then fails if there
-was any: the way to survey a change, or to time the full run when programs fail.
+``THUNDER_FUZZ_EXAMPLES`` programs per run (default 400; issue 25's survey: 2,000),
+drawn deterministically (``derandomize``), so CI sees what a developer saw, and numbered
+in draw order. They are checked in batches (``fuzz_batch.py``): about 25 programs fused
+into one jitted function, each program compared with eager on its own; a program eager
+refuses, a program with a data-dependent statement, every program of a batch that raised
+and every program that differed in its batch is checked alone (``check_program``), and a
+difference is reported as the program alone gives it (or, where alone it matches eager,
+as its batch gave it). A drawn program listed in ``OPEN`` or ``ROUNDING`` is printed and
+not counted.
+A difference found becomes a case of ``REGRESSIONS`` below.
 
-``THUNDER_FUZZ_SHRINK=1`` lets hypothesis shrink a differing program to a shorter one
-(off by default: CI reports the program as drawn).
+``THUNDER_FUZZ_COLLECT=1`` checks every program instead of stopping at the first
+difference, prints each difference (program number, "wrong value" or "error", the program,
+the first lines of the difference) and a count, then fails if there was any: the way to
+survey a change, or to time the full run when programs fail.
 
-``THUNDER_FUZZ_EXAMPLES`` programs per run (default 250), generated deterministically
-(``derandomize``), so CI sees what a developer saw. A difference found becomes a case of
-``REGRESSIONS`` below.
+``THUNDER_FUZZ_SHRINK=1`` (without COLLECT) checks the programs one at a time inside
+hypothesis, which shrinks a differing program to a shorter one (off by default: CI
+reports the program as drawn, and one at a time takes about 6 times as long).
 """
 
 from __future__ import annotations
@@ -34,11 +43,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 import fuzz_opdb
 import fuzz_programs as fp
 from fuzz_programs import S
+from fuzz_batch import Program, check_batch, plan
 from idiom_harness import Step, check_idiom
 
-# 250 in CI (about 0.4 s each on 2 cores, within CI's 30 minutes); THUNDER_FUZZ_EXAMPLES=2000
-# with THUNDER_FUZZ_COLLECT=1 is the survey the issue 25 notes report
-EXAMPLES = int(os.environ.get("THUNDER_FUZZ_EXAMPLES", "250"))
+# 400 in CI: in batches (fuzz_batch.py) about what 250 one at a time cost (0.33 CPU-s a
+# program against 0.5); issue 25's 2,000 take about 4.5 times the CI budget of this test
+# (THUNDER_FUZZ_EXAMPLES=2000 THUNDER_FUZZ_COLLECT=1 is the survey)
+EXAMPLES = int(os.environ.get("THUNDER_FUZZ_EXAMPLES", "400"))
 COLLECT = os.environ.get("THUNDER_FUZZ_COLLECT") == "1"
 SHRINK = os.environ.get("THUNDER_FUZZ_SHRINK") == "1"
 
@@ -241,11 +252,17 @@ REGRESSIONS: list = [
     ([S('data', 'flat', (5, 2)), S('setitem', 'sigmoid', (8, 1), ('buffer', 'view_made_before', 'diagonal', (('none',), ('bool_tensor', (3,), (False, False, True))), 'int_full', '=', (1, 1))), S('reverse', 'center', (11, 5))], (9, 4)),
     # logit_ of the buffer: the generator now writes a buffer into the op's domain first
     ([S('inplace_op', 'softmax', (12, 1), ('buffer', 'base', 'col_neg', 'logit#0'))], (4, 3)),
+    # the 2,000-program batched run: t[i] = v with i a 0-d integer tensor and v float64 (a
+    # select and copy_ in eager, which converts) raised index_put_'s dtype error
+    ([S('setitem', 'rowsum', (11, 4), ('buffer', 'view_made_before', 't_select',
+                                       (('int0_tensor', 0),), 'double_full', '=', ())),
+      S('unary', 'square', (11, 4)), S('buffer', 'floor', (11, 9))], (0, 3)),
 ]
 
 
 # Differences the fuzzer found that are still open (issue 25's closing note lists them):
-# each is run and reported as skipped with its reason, so it is seen, not forgotten.
+# each is run and reported as skipped with its reason, so it is seen, not forgotten; the
+# random programs' test prints, and does not fail on, a drawn program listed here.
 OPEN: list = [
     # fuzzer programs 1524-1526: `t[...] += v` into a view `t` of an intermediate that did
     # not require grad, `v` requiring grad. Eager raises "a leaf Variable that requires grad
@@ -255,6 +272,47 @@ OPEN: list = [
     # in torch 2.13). An eager quirk of lazily regenerated view grad_fns, not reproduced.
     ([S('setitem', 't_t', (8, 3), ('intermediate', 'view_made_before', 'row', (('ellipsis',),),
                                    'last_dim', '+=', (4,)))], (9, 3)),
+    # fuzzer program 1736 of the first 2,000-program batched run (not analysed further): the
+    # buffer saved for backward by `buf * b`, then written in place (eager's backward raises
+    # "modified by an inplace operation"), reaches the output only through a value written
+    # into zeros_like(...) under a data-dependent mask (`z[z_view > 0] = v.sum() * 0.1`):
+    # the jit's backward runs. Without the masked write (the value an output itself) the
+    # jit raises as eager does (REGRESSIONS' fourth program). Programs 569-572 of that run
+    # are of the same kind (the value `v.sum() * 0.1` written into a permuted view by
+    # `t[[1, 1, 1]] = v`)
+    ([S('reverse', 'relu', (10, 1)), S('detach', 'abs', (0, 1)), S('buffer', 'tanh', (10, 6)),
+      S('buffer', 'tanh', (3, 10)),
+      S('setitem', 'relu', (3, 12), ('zeros_like', 'base', 'narrow', (('data_mask',),),
+                                     'zero_d', '=', ()))], (0, 7)),
+    ([S('buffer', 'sin', (9, 3)), S('buffer', 't_t', (1, 7)), S('flag', 'tanh', (12, 5)),
+      S('buffer', 'rowsum', (0, 7)), S('binary', 'lerp', (12, 8)),
+      S('setitem', 'square', (5, 3), ('after_fallback', 'view_made_before', 'permute',
+                                      (('list', (1, 1, 1)),), 'zero_d', '=', (3, 3, 2)))],
+     (0, 8)),
+    ([S('buffer', 'sin', (9, 3)), S('buffer', 't_t', (1, 7)), S('flag', 'tanh', (12, 5)), S('no_grad', 'rowsum', (0, 7)), S('binary', 'lerp', (12, 8)), S('setitem', 'square', (5, 3), ('after_fallback', 'view_made_before', 'permute', (('list', (1, 1, 1)),), 'zero_d', '=', (3, 3, 2)))], (0, 8)),
+    ([S('buffer', 'sin', (9, 3)), S('buffer', 't_t', (1, 7)), S('flag', 'tanh', (12, 5)), S('buffer', 'rowsum', (0, 7)), S('binary', 'lerp', (12, 8)), S('setitem', 'square', (5, 3), ('after_fallback', 'view_made_before', 'permute', (('list', (1, 1, 1)),), 'zero_d', '=', (3, 3, 2)))], (1, 8)),
+    ([S('buffer', 'sin', (9, 3)), S('buffer', 't_t', (1, 7)), S('flag', 'tanh', (12, 5)), S('buffer', 'rowsum', (0, 1)), S('binary', 'lerp', (12, 8)), S('setitem', 'square', (5, 3), ('after_fallback', 'view_made_before', 'permute', (('list', (1, 1, 1)),), 'zero_d', '=', (3, 3, 2)))], (1, 8)),
+    # program 1265 of that run, the same kind at its second call: the buffer saved by
+    # `buf * v` flows into `v[m] = y[m] * 2` (a data-dependent masked write) of another
+    # statement's value, then the buffer is written: eager's backward raises, the jit's runs
+    ([S('datadep', 'neg', (2, 7), ('any_branch',)),
+      S('datadep', 'sigmoid', (7, 9), ('mask_assign_source',)), S('enable_grad', 'exp', (3, 1)),
+      S('buffer', 'square', (3, 8))], (11,)),
+]
+
+
+# Drawn programs whose difference is float32 rounding, not a defect: the random programs'
+# test prints them and goes on (they may match eager on another machine: XLA's thread count
+# changes its float32 rounding).
+ROUNDING: list = [
+    # programs 1101-1102 of the first 2,000-program batched run: the harness's float32
+    # tolerance, not a jit defect: `(v - v.mean(0)) * v` summed over a row (values ~20-60,
+    # cancelling) differs from eager by 2e-6 relative (rtol 1.3e-6) in one element: XLA's
+    # reduction order. The harness would need a float64 reference to tell rounding from error
+    ([S('custom', 'neg', (7, 3)), S('detach', 'center', (11, 11)), S('flag', 'rowsum', (9, 9)),
+      S('flag', 'tanh', (2, 1))], (5,)),
+    ([S('custom', 'neg', (7, 3)), S('detach', 'center', (11, 11)), S('custom', 'rowsum', (9, 9)),
+      S('flag', 'tanh', (2, 1))], (5,)),
 ]
 
 
@@ -274,54 +332,67 @@ def test_open_difference_still_differs(stmts, outs):
     pytest.fail("this program now matches eager: move it from OPEN to REGRESSIONS")
 
 
-def classify(e: BaseException) -> str:
-    """"error" where the jitted program raised and eager did not (or another error than
-    eager's); "wrong value" for a silent difference."""
-    text = str(e)
-    if isinstance(e, AssertionError) and ("jit raised" in text or "jit's raised" in text):
-        return "error"
-    return "wrong value" if isinstance(e, AssertionError) else "error"
+STEPS = [Step(), Step(before=fp.change_globals)]
+
+
+def draw_programs(n: int) -> list[Program]:
+    """The first ``n`` programs hypothesis draws (``derandomize``: the same in every run),
+    numbered from 1 in draw order."""
+    drawn = []
+
+    @settings(max_examples=n, deadline=None, derandomize=True, database=None,
+              phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(fp.programs())
+    def draw(prog):
+        drawn.append(prog)
+
+    draw()
+    return [Program(i + 1, *p) for i, p in enumerate(drawn)]
+
+
+def _check_drawn_one_at_a_time():
+    """THUNDER_FUZZ_SHRINK=1: each program checked alone inside hypothesis, which shrinks
+    the first differing program to a shorter one."""
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+              phases=[Phase.generate, Phase.shrink], suppress_health_check=list(HealthCheck))
+    @given(fp.programs())
+    def prop(prog):
+        check_program(*prog)
+
+    prop()
 
 
 def test_random_programs_match_eager():
-    count = [0]
-    found = []
-    times = [0.0, 0.0]  # seconds in programs that matched, that differed
     t0 = time.perf_counter()
     print(f"\nfuzzer: {fuzz_opdb.describe()} (table built in {time.perf_counter() - t0:.0f} s)")
-
-    # no shrinking unless asked (THUNDER_FUZZ_SHRINK=1): a difference found in CI is
-    # reported as drawn at once, where shrinking it took CI past its 30 minutes
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-              phases=[Phase.generate, Phase.shrink] if SHRINK and not COLLECT else
-              [Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(fp.programs())
-    def prop(prog):
-        count[0] += 1
-        if not COLLECT:
-            check_program(*prog)
-            return
-        t = time.perf_counter()
-        try:
-            check_program(*prog)
-            times[0] += time.perf_counter() - t
-        except Exception as e:  # noqa: BLE001 - reported below
-            times[1] += time.perf_counter() - t
-            first = str(e).strip().splitlines()
-            found.append((count[0], classify(e), prog, " / ".join(first[:2])[:400]))
-            print(f"program {count[0]}: {classify(e)}: {prog!r}\n    {found[-1][3]}", flush=True)
-
+    if SHRINK and not COLLECT:
+        _check_drawn_one_at_a_time()
+        return
     t0 = time.perf_counter()
-    prop()
+    programs = draw_programs(EXAMPLES)
+    batches = plan(programs)
+    found = []
+    for batch in batches:
+        for d in check_batch(batch, STEPS, lambda p: check_program(p.stmts, p.outs)):
+            if any(list(d.program.stmts) == list(s) and tuple(d.program.outs) == tuple(o)
+                   for s, o in OPEN + ROUNDING):  # listed (OPEN: run and skipped by its test)
+                print(f"program {d.program.number}: listed in OPEN or ROUNDING: {d.message}")
+                continue
+            found.append(d)
+            print(f"program {d.program.number}: {d.kind}: "
+                  f"{(d.program.stmts, d.program.outs)!r}\n    {d.message}", flush=True)
+        if found and not COLLECT:
+            d = found[0]
+            raise AssertionError(
+                f"fuzzer program {d.program.number} differs from eager ({d.kind}): "
+                f"{d.message}\n  program: {(d.program.stmts, d.program.outs)!r}") from d.error
     elapsed = time.perf_counter() - t0
     if found:
-        kinds = {k: sum(1 for f in found if f[1] == k) for k in ("wrong value", "error")}
-        print(f"\nfuzzer: {len(found)} of {count[0]} programs differ from eager ({kinds}) in "
-              f"{elapsed:.0f} s; first wrong value at program "
-              f"{next((f[0] for f in found if f[1] == 'wrong value'), None)}; "
-              f"{times[0] / max(1, count[0] - len(found)):.2f} s per matching program, "
-              f"{times[1] / len(found):.2f} s per differing one")
+        kinds = {k: sum(1 for f in found if f.kind == k) for k in ("wrong value", "error")}
+        first = min((f.program.number for f in found if f.kind == "wrong value"), default=None)
+        print(f"\nfuzzer: {len(found)} of {len(programs)} programs differ from eager ({kinds}) "
+              f"in {elapsed:.0f} s; first wrong value at program {first}")
     assert not found, f"{len(found)} programs differ from eager"
-    print(f"\nfuzzer: {count[0]} programs matched eager in {elapsed:.0f} s")
-    assert count[0] >= EXAMPLES
+    print(f"\nfuzzer: {len(programs)} programs matched eager in {elapsed:.0f} s "
+          f"({len(batches)} jitted functions)")
+    assert len(programs) >= EXAMPLES

@@ -426,6 +426,12 @@ def _value_to(value, shape: tuple, dtype: torch.dtype, advanced: bool) -> Tensor
     return expand_to(prims.convert_element_type(v, dtype), tuple(shape))
 
 
+def _is_int0(ix) -> bool:
+    """A 0-d integer tensor index, which eager reads as an int (a select)."""
+    return type(ix) is TensorProxy and not ix.tshape and \
+        ix.tdtype not in (torch.bool, torch.uint8)
+
+
 def _is_mask(ix) -> bool:
     return type(ix) is TensorProxy and ix.tdtype in (torch.bool, torch.uint8)
 
@@ -487,10 +493,13 @@ def _check_index_put_dtypes(input, index: tuple, value) -> None:
     tensors too): a tensor value of another dtype than the written tensor's is an error,
     not a conversion, unless ``index_put_`` dispatches to ``masked_fill_``, which converts
     it: a one-element value and one boolean mask the only index tensor
-    (``canDispatchToMaskedFill``, aten/src/ATen/native/TensorAdvancedIndexing.cpp)."""
+    (``canDispatchToMaskedFill``, aten/src/ATen/native/TensorAdvancedIndexing.cpp). A 0-d
+    integer tensor is no index tensor there: ATen reads it as an int (a select,
+    ``applySlicing`` in aten/src/ATen/TensorIndexing.h), and ``copy_`` converts the value."""
     if type(value) is not TensorProxy or value.tdtype == input.tdtype:
         return
-    tensors = [ix for ix in index if _is_advanced(ix) or isinstance(ix, bool)]
+    tensors = [ix for ix in index if _is_advanced(ix) and not _is_int0(ix)
+               or isinstance(ix, bool)]
     if not tensors or math.prod(value.tshape) == 1 and len(tensors) == 1 and \
             _is_mask(tensors[0]):
         return
