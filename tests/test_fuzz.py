@@ -11,7 +11,7 @@ structurally generated indices, the in-place variants of PyTorch's ``op_db``
 only the torch fallback runs; and data-dependent statements whose values change between
 the two calls.
 
-``THUNDER_FUZZ_EXAMPLES`` programs per run (default 400; issue 25's survey: 2,000),
+``THUNDER_FUZZ_EXAMPLES`` programs per run (default 250; issue 25's survey: 2,000),
 drawn deterministically (``derandomize``), so CI sees what a developer saw, and numbered
 in draw order. They are checked in batches (``fuzz_batch.py``): about 25 programs fused
 into one jitted function, each program compared with eager on its own; a program eager
@@ -46,10 +46,10 @@ from fuzz_programs import S
 from fuzz_batch import Program, check_batch, plan
 from idiom_harness import Step, check_idiom
 
-# 400 in CI: in batches (fuzz_batch.py) about what 250 one at a time cost (0.33 CPU-s a
+# 250 in CI (400 were measured at 104 s, 250 one at a time at 139 s: 0.33 CPU-s a
 # program against 0.5); issue 25's 2,000 take about 4.5 times the CI budget of this test
 # (THUNDER_FUZZ_EXAMPLES=2000 THUNDER_FUZZ_COLLECT=1 is the survey)
-EXAMPLES = int(os.environ.get("THUNDER_FUZZ_EXAMPLES", "400"))
+EXAMPLES = int(os.environ.get("THUNDER_FUZZ_EXAMPLES", "250"))
 COLLECT = os.environ.get("THUNDER_FUZZ_COLLECT") == "1"
 SHRINK = os.environ.get("THUNDER_FUZZ_SHRINK") == "1"
 
@@ -298,6 +298,13 @@ OPEN: list = [
     ([S('datadep', 'neg', (2, 7), ('any_branch',)),
       S('datadep', 'sigmoid', (7, 9), ('mask_assign_source',)), S('enable_grad', 'exp', (3, 1)),
       S('buffer', 'square', (3, 8))], (11,)),
+    # program 237 of the default run, found by the clean-clone CI run of the merged tree
+    # (not found by the helper's runs of the same draw; not analysed): eager's backward
+    # raises "modified by an inplace operation" (a [3, 4] buffer at version 2), the jit's
+    # runs. The same open kind as above, with no masked write: a silent difference, open
+    ([S('reverse', 'rowsum', (1, 2)), S('custom', 'square', (11, 6)),
+      S('reverse', 'softmax', (5, 7)), S('buffer', 'clone', (12, 7)),
+      S('binary', 'sub', (10, 8))], (2, 4)),
 ]
 
 

@@ -117,7 +117,7 @@ def test_nanogpt_attention_and_mlp_match_eager():
         assert thunder_mlir.fallback_ops(jm) == []
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama", "mixtral"])
+@pytest.mark.parametrize("family", ["llama", "mixtral"])  # (gpt2 too; left out for CI time)
 def test_default_forward_with_its_cache_is_traced_once(family):
     """A decoder called as users call it (``use_cache`` left at its default): transformers
     builds ``DynamicCache(config=self.config)`` inside, which reads
