@@ -897,6 +897,48 @@ def written_input_saved_for_backward_old_value(buf, w):
     return out
 
 
+class _SavesItsInput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x)
+        return x * w
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return None, g * x
+
+
+@case(FUNC, lambda: (torch.randn(3, 4), leaf(3, 4)),
+      error=(RuntimeError, "modified by an inplace operation", "backward"))
+def saved_by_a_custom_function_then_written(buf, w):
+    out = _SavesItsInput.apply(buf, w)
+    buf.mul_(0.5)
+    return out.sum()
+
+
+@case(FUNC, lambda: (torch.randn(3, 4), leaf(3, 4)),
+      error=(RuntimeError, "modified by an inplace operation", "backward"))
+def saved_then_written_reaching_the_output_through_a_masked_write(buf, w):
+    v = (buf * w).sum()  # saves buf
+    buf.add_(1)
+    z = torch.zeros(3, 4)
+    t = z.narrow(1, 0, 2)
+    t[t > 0] = v  # eager's backward of this write needs nonzero: the check must not
+    return z * 1  # run backward kernels on meta tensors
+
+
+@case(FUNC, lambda: (torch.randn(3, 4), leaf(3, 4)),
+      error=(RuntimeError, "modified by an inplace operation", "backward"))
+def saved_then_written_read_through_a_view_made_before_a_write(buf, w):
+    y = buf * 1.5  # does not require grad
+    before = y[:, 1:]
+    v = (buf * w).sum()  # saves buf
+    y.t()[[1, 1, 1]] = v  # y and `before` now require grad, through the write
+    buf.mul_(2)
+    return before * 1
+
+
 # ================================================================== data-dependent
 @case(FUNC, lambda: (signed(3, 4),), steps=3)
 def masked_assign_x_gt_0(x):

@@ -225,6 +225,62 @@ def test_gpt2_tiny_float64():
     assert thunder_mlir.cache_misses(jstep) == 1
 
 
+def _freed_through_a_new_loss(model, opt, x):
+    loss = model(x).sum()
+    loss.backward()
+    (loss * 2).backward()  # through the first loss's freed nodes
+
+
+def _freed_through_an_intermediate(model, opt, x):
+    h = model.a(x)  # its node saves x and the weight
+    h.sum().backward()
+    model.b(h).sum().backward()
+
+
+def _retained_then_through(model, opt, x):
+    loss = model(x).sum()
+    loss.backward(retain_graph=True)
+    (loss * 2).backward()
+    opt.step()
+
+
+def _new_graph_each_backward(model, opt, x):
+    model(x).sum().backward()
+    model(x * 2).sum().backward()  # a second forward: nothing freed is reached
+    opt.step()
+
+
+def _saved_then_written(model, opt, x):
+    h = torch.tanh(model.a(x))  # TanhBackward0 saves its output
+    loss = model.b(h).sum()
+    h.mul_(2)
+    loss.backward()
+
+
+@pytest.mark.parametrize("step", [_freed_through_a_new_loss, _freed_through_an_intermediate,
+                                  _retained_then_through, _new_graph_each_backward,
+                                  _saved_then_written], ids=lambda f: f.__name__[1:])
+def test_backward_of_a_freed_or_written_graph_as_eager(step):
+    """Eager's autograd graph inside a compiled step: a backward through nodes an earlier
+    backward freed raises "backward through the graph a second time", a saved tensor
+    written in place raises "modified by an inplace operation"; a retained graph, or a new
+    forward, runs and gives eager's gradients."""
+    m, m2, o, o2 = _pair(torch.optim.SGD, [dict(lr=0.1)] * 3)
+    x = torch.randn(5, 4)
+    try:
+        step(m, o, x)
+        eager_error = None
+    except RuntimeError as e:
+        eager_error = str(e).splitlines()[0][:60]
+    if eager_error is not None:
+        with pytest.raises(RuntimeError) as info:
+            thunder_mlir.jit(step)(m2, o2, x)
+        assert eager_error in str(info.value)
+        return
+    thunder_mlir.jit(step)(m2, o2, x)
+    _check(m, m2, o, o2, 1e-6)
+
+
 def test_refused():
     m = _MLP()
     x = torch.randn(2, 4)

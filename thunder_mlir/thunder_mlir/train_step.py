@@ -55,6 +55,7 @@ from torch.optim import optimizer as _torch_optimizer
 
 from thunder_mlir.errors import ThunderError, TorchOpRuntimeError, UnsupportedError, \
     UnsupportedInputError
+from thunder_mlir.frontend import differentiability
 from thunder_mlir.function import ThunderFunction
 from thunder_mlir.ir import optimizers
 from thunder_mlir.ir.proxy import TensorProxy
@@ -88,6 +89,7 @@ class _GradTable:
         self.inputs = list(grads)  # the .grad tensors given to the program (or None)
         self.backwards = 0  # loss.backward() calls traced
         self.freed: list = []  # losses backwarded without retain_graph (eager frees the graph)
+        self.freed_nodes: set = set()  # their nodes in eager's twin graph (differentiability)
 
     def owns(self, x) -> bool:
         return id(x) in self.index
@@ -123,13 +125,25 @@ class _GradTable:
             raise _eager_error("grad can be implicitly created only for scalar outputs")
         if not loss.dtype.is_floating_point:
             raise _eager_error("grad can be implicitly created only for real scalar outputs")
-        if any(loss is x for x in self.freed) and not retain_graph:
+        # eager's graph for this loss (its twin): a node an earlier backward freed, with
+        # tensors saved, raises; so does a saved tensor written in place since it was saved
+        nodes = differentiability.backward_nodes(loss)
+        if nodes is None:  # (no twin: the loss itself backwarded before)
+            freed = any(loss is x for x in self.freed)
+        else:
+            freed = any(n in self.freed_nodes and differentiability.saves_tensors(n)
+                        for n in nodes)
+        if freed:
             raise _eager_error(  # eager: the first backward freed the graph
                 "Trying to backward through the graph a second time (or directly access "
                 "saved tensors after they have already been freed). Specify "
                 "retain_graph=True if you need to backward through the graph a second time")
+        stale = differentiability.backward_error([loss])
+        if stale is not None:
+            raise _eager_error(stale)
         if not retain_graph:
             self.freed.append(loss)
+            self.freed_nodes.update(nodes or ())
         leaves = [i for i, p in enumerate(self.proxies) if p.requires_grad]
         self.backwards += 1
         trace = self.trace

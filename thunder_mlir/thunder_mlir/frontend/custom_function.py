@@ -24,6 +24,7 @@ from typing import Any
 import optree
 import torch
 
+from thunder_mlir.frontend import differentiability
 from thunder_mlir.ir import implementations
 from thunder_mlir.ir.proxy import TensorProxy
 
@@ -126,6 +127,12 @@ def apply(cls, *args, **kwargs) -> Any:
             else:
                 attrs[k] = ("value", v)
         tensor_pos = [i for i, x in enumerate(out_leaves) if type(x) is TensorProxy]
+        # what eager's node saves, by position: tensor arguments, then outputs
+        tensor_inner = [a for a in inner if type(a) is TensorProxy]
+        state["saved_inputs"] = [i for i, a in enumerate(tensor_inner)
+                                 if any(a is t for t in saved)]
+        state["saved_outputs"] = [k for k, i in enumerate(tensor_pos)
+                                  if any(out_leaves[i] is t for t in saved)]
         state.update(out_spec=out_spec, out_leaves=out_leaves, tensor_pos=tensor_pos,
                      where=where, attrs=attrs, n_saved=len(saved),
                      non_diff=[next((k for k, i in enumerate(tensor_pos)
@@ -155,6 +162,9 @@ def apply(cls, *args, **kwargs) -> Any:
                 torch.Tensor.requires_grad.__set__(o, True)
         elif any(type(a) is TensorProxy and a.requires_grad for a in args):
             o.value = prims.stop_gradient(o).value
+    if track:  # the node eager records, in the eager twin graph (differentiability.py)
+        differentiability.opaque_twins(outs, [a for a in args if type(a) is TensorProxy],
+                                       state["saved_inputs"], state["saved_outputs"])
     leaves = list(state["out_leaves"])
     for k, i in enumerate(state["tensor_pos"]):
         leaves[i] = outs[k]

@@ -63,23 +63,30 @@ def _meta_inputs(args, kwargs, inputs: list[TensorProxy]):
         if m is None and getattr(x, "_mirror_of", None) is not None and x._mirror_of == x.value:
             m = metas[id(x)] = x._mirror  # its eager twin: the autograd graph continues
         if m is None:
-            if getattr(x, "_inference", False):  # made under inference_mode(), as eager's
-                with torch.inference_mode():
-                    m = torch.empty(hints(x.tshape), dtype=x.tdtype, device="meta")
-            else:  # (a normal tensor even when the op runs under inference_mode)
-                with torch.inference_mode(False):
-                    # (symbolic sizes: the traced call's; the replay reads autograd flags)
-                    m = torch.empty(hints(x.tshape), dtype=x.tdtype, device="meta")
-            if x.requires_grad:
-                m.requires_grad_()
-                if not any(x is i for i in inputs):
-                    with torch.enable_grad(), torch.inference_mode(False):
-                        m = m.clone()
-            metas[id(x)] = m
+            m = metas[id(x)] = _fresh_twin(x, inputs)
         return m
 
     tree = optree.tree_map(to_meta, (args, kwargs), none_is_leaf=True)
     return tree, metas
+
+
+def _fresh_twin(x: TensorProxy, inputs: list[TensorProxy]) -> torch.Tensor:
+    """A meta tensor of ``x``'s metadata whose ``requires_grad`` is ``x``'s, starting a new
+    autograd graph: a leaf for a program input (as the caller's tensor is), a non-leaf (a
+    clone) for a value computed inside the program."""
+    if getattr(x, "_inference", False):  # made under inference_mode(), as eager's
+        with torch.inference_mode():
+            m = torch.empty(hints(x.tshape), dtype=x.tdtype, device="meta")
+    else:  # (a normal tensor even when the op runs under inference_mode)
+        with torch.inference_mode(False):
+            # (symbolic sizes: the traced call's; the replay reads autograd flags)
+            m = torch.empty(hints(x.tshape), dtype=x.tdtype, device="meta")
+    if x.requires_grad:
+        m.requires_grad_()
+        if not any(x is i for i in inputs):
+            with torch.enable_grad(), torch.inference_mode(False):
+                m = m.clone()
+    return m
 
 
 def _not_implemented_message(out: torch.Tensor, leaves: list[torch.Tensor]) -> str:
@@ -252,31 +259,37 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
     return _track(func, args, kwargs, call, inputs)
 
 
-def _mutates_a_twin(func, args) -> bool:
+def _mutates_a_twin(func, args, grad: bool) -> bool:
     """An in-place op on a tensor whose meta twin is in an autograd graph, or on a view of
     such a tensor (the view's twin is made from the base's): replayed so the twins' version
-    counters move as eager's do."""
+    counters move as eager's do. ``grad``: an input of the call requires grad, so a view
+    whose base has no twin yet gets one made from a new twin of its base (the write puts
+    the base into the graph: its other views, made before, must read it there)."""
     if not args or type(args[0]) is not TensorProxy:
         return False
     name = getattr(func, "__name__", "")
     if not ((name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or
             (name.startswith("__i") and name.endswith("__"))):
         return False
-    return getattr(args[0], "_mirror_of", None) is not None or _twin_of_view(args[0])
+    return getattr(args[0], "_mirror_of", None) is not None or _twin_of_view(args[0], grad)
 
 
-def _twin_of_view(p: TensorProxy) -> bool:
+def _twin_of_view(p: TensorProxy, new_root: bool = False) -> bool:
     """Give the view ``p`` a twin: its chain of views replayed, on meta tensors under the
     grad mode each step was made in, from the nearest base whose twin is current (a buffer
-    that a differentiated op saved: ``buf[1].add_(1)`` must bump its version). False when
-    no base has one."""
+    that a differentiated op saved: ``buf[1].add_(1)`` must bump its version). When no
+    base has one: False, or with ``new_root`` the chain's root gets a new twin (see
+    ``_fresh_twin``) for a view ``p`` of it."""
     from thunder_mlir.frontend.aliasing import _VIEW_OF, replay_step
 
     chain, q = [], p
     while getattr(q, "_mirror_of", None) is None or not q._mirror_of == q.value:
         made = getattr(q, _VIEW_OF, None)
         if made is None:
-            return False
+            if not new_root or not chain:
+                return False
+            q._mirror, q._mirror_of = _fresh_twin(q, current_trace().inputs), q.value
+            break
         chain.append(made)
         q = made[1][0]
     m = q._mirror
@@ -291,17 +304,21 @@ def _twin_of_view(p: TensorProxy) -> bool:
 
 def _base_requires_grad(p: TensorProxy) -> None:
     """A tensor written with a value that requires grad: its base and every view of the
-    base require grad from then on, as eager's (the base's grad_fn becomes CopySlices)."""
+    base require grad from then on, as eager's (the base's grad_fn becomes CopySlices),
+    and each such view's eager twin is a view of the base's."""
     root = getattr(p, "_alias_root", None)
     root = p if root is None else root
     if not is_inexact(root.tdtype):
         return
     if not root.requires_grad:
         _set_requires_grad(root, True)
+    rooted = getattr(root, "_mirror_of", None) is not None and root._mirror_of == root.value
     for ref in getattr(root, "_views", ()):
         v = ref()
         if v is not None and is_inexact(v.tdtype) and not v.requires_grad:
             _set_requires_grad(v, True)
+            if rooted:  # its twin, a view of the base's written twin (refresh_views ran
+                _twin_of_view(v)  # before the base required grad: it made none)
 
 
 def _current_twins(inputs: list[TensorProxy]) -> list[tuple]:
@@ -337,7 +354,10 @@ def _drop_unwritten_twins(twins: list[tuple]) -> None:
 
 
 def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
-    if not any(p.requires_grad for p in inputs) and not _mutates_a_twin(func, args):
+    # (an in-place op on a view gives the view its twin first, whether or not an input
+    # requires grad: the replay then writes the base's twin, as eager writes the base)
+    grad = any(p.requires_grad for p in inputs)
+    if not _mutates_a_twin(func, args, grad) and not grad:
         return call()
     before = [p.value for p in inputs]
     grad_on = torch.is_grad_enabled()
@@ -408,10 +428,14 @@ def backward_error(outputs: list[TensorProxy]) -> str | None:
              and o._mirror_of == o.value and o._mirror.requires_grad]
     if not twins:
         return None
+    stale = _stale_saved_variable(twins)
+    if stale is not None:
+        return stale
     try:
         with torch.enable_grad():
-            torch.autograd.grad(twins, [t for t in _graph_leaves(twins)],
-                                [torch.ones_like(t) for t in twins], allow_unused=True)
+            torch.autograd.grad(twins, [t for t in _graph_leaves(twins)],  # (the graph
+                                [torch.ones_like(t) for t in twins], allow_unused=True,
+                                retain_graph=True)  # is asked again: not freed)
     except RuntimeError as e:
         if any(m in str(e) for m in _BACKWARD_ERRORS):  # in eager's words: its tensor types
             return re.sub(r"Meta(\w+)Type", r"torch.\1Tensor", str(e))
@@ -420,20 +444,120 @@ def backward_error(outputs: list[TensorProxy]) -> str | None:
     return None
 
 
-def _graph_leaves(roots: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The leaves (tensors that require grad, without grad_fn) the graph of ``roots``
-    reaches."""
-    seen, leaves, stack = set(), [], [r.grad_fn for r in roots if r.grad_fn is not None]
+def backward_nodes(root: TensorProxy) -> list | None:
+    """The nodes of eager's autograd graph that ``root.backward()`` would run: those its
+    eager twin's ``grad_fn`` reaches. None when ``root`` has no current twin (an op ran
+    without a replay) or does not require grad."""
+    if not root.requires_grad or getattr(root, "_mirror_of", None) is None or \
+            not root._mirror_of == root.value or root._mirror.grad_fn is None:
+        return None
+    return _reachable([root._mirror])
+
+
+def saves_tensors(fn) -> bool:
+    """Whether the autograd node ``fn`` holds saved tensors, the ones a backward without
+    ``retain_graph`` frees (torch's ``Node::release_variables``): running it again then
+    raises "Trying to backward through the graph a second time"."""
+    names = ("saved_tensors",) if isinstance(fn, torch.autograd.function.BackwardCFunction) \
+        else [n for n in dir(fn) if n.startswith("_saved_")]
+    for name in names:
+        try:
+            v = getattr(fn, name)
+        except RuntimeError:  # a saved tensor written since: it is one
+            return True
+        if isinstance(v, torch.Tensor) or (isinstance(v, (tuple, list)) and any(
+                isinstance(t, torch.Tensor) for t in v)):
+            return True
+    return False
+
+
+def _reachable(roots: list[torch.Tensor]) -> list:
+    """The autograd nodes the ``grad_fn`` of ``roots`` reach, each once."""
+    seen, stack, nodes = set(), [r.grad_fn for r in roots if r.grad_fn is not None], []
     while stack:
         fn = stack.pop()
         if fn is None or fn in seen:
             continue
         seen.add(fn)
-        var = getattr(fn, "variable", None)
-        if var is not None:
-            leaves.append(var)
+        nodes.append(fn)
         stack.extend(f for f, _ in fn.next_functions)
-    return leaves
+    return nodes
+
+
+def _stale_saved_variable(roots: list[torch.Tensor]) -> str | None:
+    """Eager's "modified by an inplace operation" error for the twin graph of ``roots``, or
+    None: every node the backward of ``roots`` would run unpacks its saved tensors, and a
+    saved tensor whose version counter moved since it was saved raises (torch's
+    ``SavedVariable::unpack``). The nodes are visited as the engine's ready queue takes
+    them, latest ``sequence_nr`` first, and only their saved tensors are unpacked: no
+    backward kernel runs, so a meta kernel a backward lacks (``IndexPutBackward0`` of a
+    bool mask calls ``nonzero``) cannot hide the error."""
+    for fn in sorted(_reachable(roots), key=lambda f: -f._sequence_nr()):
+        # (a Python Function's node: its ctx.saved_tensors; a C++ node: its _saved_*)
+        python_node = isinstance(fn, torch.autograd.function.BackwardCFunction)
+        for name in ("saved_tensors",) if python_node else dir(fn):
+            if not name.startswith("_saved_") and name != "saved_tensors":
+                continue
+            try:
+                getattr(fn, name)
+            except RuntimeError as e:
+                if _BACKWARD_ERRORS[0] in str(e):
+                    return re.sub(r"Meta(\w+)Type", r"torch.\1Tensor", str(e))
+            except Exception:  # noqa: BLE001 - an attribute without a tensor behind it
+                pass
+    return None
+
+
+def _graph_leaves(roots: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The leaves (tensors that require grad, without grad_fn) the graph of ``roots``
+    reaches."""
+    return [fn.variable for fn in _reachable(roots) if getattr(fn, "variable", None) is not None]
+
+
+class _OpaqueNode(torch.autograd.Function):
+    """The eager twin of a call traced without a replay (a custom ``autograd.Function``,
+    whose forward ran traced): one node from its inputs' twins to new meta outputs that
+    saves the tensors eager's node saves, so the twin graph stays connected through it and
+    their version counters are checked as eager checks them (``opaque_twins``)."""
+
+    @staticmethod
+    def forward(ctx, plan, *tensors):
+        metas, saved_inputs, saved_outputs, non_differentiable = plan
+        outs = tuple(torch.empty(shape, dtype=dtype, device="meta") for shape, dtype in metas)
+        ctx.save_for_backward(*[tensors[i] for i in saved_inputs],
+                              *[outs[k] for k in saved_outputs])
+        ctx.mark_non_differentiable(*[outs[k] for k in non_differentiable])
+        ctx.n_inputs = len(tensors)
+        return outs
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        return (None,) * (1 + ctx.n_inputs)
+
+
+def opaque_twins(outs: list[TensorProxy], inputs: list[TensorProxy], saved_inputs: list[int],
+                 saved_outputs: list[int]) -> None:
+    """Give the outputs ``outs`` of a call that ran without a replay (a custom
+    ``autograd.Function``) eager twins joined to the twins of its tensor ``inputs`` by one
+    node that saves ``inputs[i]`` for ``i`` in ``saved_inputs`` and ``outs[k]`` for ``k``
+    in ``saved_outputs`` (``ctx.save_for_backward``): a later in-place update of one of
+    them makes eager's backward raise "modified by an inplace operation", and so
+    ``backward_error``. Outputs that do not require grad get non-differentiable twins. Call
+    it after the outputs' ``requires_grad`` is set; does nothing unless grad mode is on and
+    an input requires grad (eager records no node then)."""
+    if not torch.is_grad_enabled() or not any(p.requires_grad for p in inputs) or not outs:
+        return
+    plan = ([(hints(o.tshape), o.tdtype) for o in outs], saved_inputs, saved_outputs,
+            [k for k, o in enumerate(outs) if not o.requires_grad])
+    with torch._C.DisableTorchFunction():  # (called from user code: no tracing here)
+        (m_inputs, _), metas = _meta_inputs(tuple(inputs), {}, current_trace().inputs)
+        with torch.enable_grad(), torch.inference_mode(False):
+            twins = _OpaqueNode.apply(plan, *m_inputs)
+    for p in inputs:  # (a new twin of an input: later in-place updates move its version)
+        if not (getattr(p, "_mirror_of", None) is not None and p._mirror_of == p.value):
+            p._mirror, p._mirror_of = metas[id(p)], p.value
+    for o, m in zip(outs, twins):
+        o._mirror, o._mirror_of = m, o.value
 
 
 def _set_requires_grad(p: TensorProxy, flag: bool) -> None:
