@@ -191,18 +191,61 @@ def test_buffers_frozen_and_dropout():
     torch.testing.assert_close(lin.weight.grad, h.sum(0, keepdim=True))
 
 
-@pytest.mark.skipif(not os.environ.get("THUNDER_MLIR_SLOW_TESTS"),
-                    reason="~30 s (one XLA compile of GPT-2's whole step on 2 busy cores); "
-                           "set THUNDER_MLIR_SLOW_TESTS=1 to run it")
-def test_gpt2_tiny_float64():
-    """GPT-2 (transformers, 1 layer x 32) with AdamW and clipping, 10 steps, float64."""
+def _tiny_decoder(family: str):
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()
-    cfg = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64,
-                                  n_positions=16, resid_pdrop=0.0, embd_pdrop=0.0,
-                                  attn_pdrop=0.0)
+    if family == "gpt2":
+        cfg = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64,
+                                      n_positions=16, resid_pdrop=0.0, embd_pdrop=0.0,
+                                      attn_pdrop=0.0)
+        return transformers.GPT2LMHeadModel(cfg)
+    cfg = transformers.LlamaConfig(num_hidden_layers=1, hidden_size=32, intermediate_size=64,
+                                   num_attention_heads=2, num_key_value_heads=1,
+                                   vocab_size=64, max_position_embeddings=16)
+    m = transformers.LlamaForCausalLM(cfg)
+    m.model.rotary_emb = _Float64Rotary(m.model.rotary_emb)
+    for name, sub in list(m.named_modules()):
+        if type(sub).__name__ == "LlamaRMSNorm":
+            parent = m.get_submodule(name.rpartition(".")[0])
+            setattr(parent, name.rpartition(".")[2], _Float64RMSNorm(sub))
+    return m
+
+
+class _Float64RMSNorm(torch.nn.Module):
+    """transformers' LlamaRMSNorm without its cast to float32 (same reason)."""
+
+    def __init__(self, norm):
+        super().__init__()
+        self.weight, self.eps = norm.weight, norm.variance_epsilon
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+class _Float64Rotary(torch.nn.Module):
+    """transformers' LlamaRotaryEmbedding computed in float64: its own forward casts to
+    float32, where XLA's and torch's results differ by ulps that Adam's normalization
+    then amplifies (2e-5 in a parameter after 10 steps), hiding what the test checks."""
+
+    def __init__(self, rotary):
+        super().__init__()
+        self.inv_freq, self.scaling = rotary.inv_freq, rotary.attention_scaling
+
+    def forward(self, x, position_ids):
+        freqs = position_ids[..., None].double() * self.inv_freq.double()
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return ((emb.cos() * self.scaling).to(x.dtype), (emb.sin() * self.scaling).to(x.dtype))
+
+
+@pytest.mark.skipif(not os.environ.get("THUNDER_MLIR_SLOW_TESTS"),
+                    reason="~30 s each (one XLA compile of a decoder's whole step on 2 busy "
+                           "cores); set THUNDER_MLIR_SLOW_TESTS=1 to run them")
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_tiny_decoder_float64(family):
+    """GPT-2 and Llama (transformers, 1 layer x 32) with AdamW and clipping, 10 steps,
+    float64."""
     torch.manual_seed(0)
-    m = transformers.GPT2LMHeadModel(cfg).double().train()
+    m = _tiny_decoder(family).double().train()
     m2 = copy.deepcopy(m)
     o, o2 = (torch.optim.AdamW(x.parameters(), lr=1e-2) for x in (m, m2))
 
@@ -216,12 +259,13 @@ def test_gpt2_tiny_float64():
         opt.zero_grad()
         return loss
 
+    tol = 1e-9
     jstep = thunder_mlir.jit(step)
     for i in range(10):
         ids = torch.randint(0, 64, (2, 16))
         torch.testing.assert_close(jstep(m2, o2, ids), step(m, o, ids).detach(),
-                                   atol=1e-9, rtol=1e-9)
-    _check(m, m2, o, o2, 1e-9)
+                                   atol=tol, rtol=tol)
+    _check(m, m2, o, o2, tol)
     assert thunder_mlir.cache_misses(jstep) == 1
 
 
