@@ -494,6 +494,30 @@ def test_donated_residuals():
         loss.backward()
 
 
+@pytest.mark.parametrize("fn", [lambda x: x * x, lambda x: x + 1, lambda x: x.sin() * 2],
+                         ids=["saves_x", "saves_nothing", "saves_sin_input"])
+def test_second_backward_as_eager(fn):
+    """A second backward through a jitted program's node after one without retain_graph:
+    eager raises only where a node saved tensors (freed by the first); with nothing saved
+    it runs and accumulates again."""
+    results = []
+    for f in (fn, thunder_mlir.jit(fn)):
+        x = _r(3).requires_grad_()
+        y = f(x)
+        y.sum().backward()
+        try:
+            (y * 2).sum().backward()
+            results.append(("ran", x.grad))
+        except RuntimeError as e:
+            results.append(("raised", str(e).splitlines()[0]))
+    (e_kind, e_val), (j_kind, j_val) = results
+    assert j_kind == e_kind, results
+    if e_kind == "ran":
+        torch.testing.assert_close(j_val, e_val)
+    else:
+        assert "backward through the graph a second time" in j_val
+
+
 def test_jit_output_feeds_eager_graph():
     """A jitted output used in further eager ops backprops through both."""
     w = _r(4, 3).requires_grad_()

@@ -250,6 +250,7 @@ class ThunderAutogradFunction(torch.autograd.Function):
             updated = [tensors[i] for i in entry.mutated_inputs]
             residuals = [r.clone() if any(r is u for u in updated) else r for r in residuals]
         ctx.save_for_backward(*residuals)
+        ctx.n_saved = len(residuals)
         result = tuple(outs[:n])
         nondiff = [o for o, d in zip(result, entry.diff_outputs) if not d]
         if nondiff:
@@ -291,7 +292,9 @@ class ThunderAutogradFunction(torch.autograd.Function):
             elif reach is not None:
                 reached |= reach[len(cots)]
             cots.append(g)
-        saved = ctx.saved_tensors  # raises torch's error when freed by an earlier backward
+        # raises torch's error when freed by an earlier backward; none saved: nothing is
+        # freed, and a second backward runs as eager's does (``(x + 1).sum()``)
+        saved = ctx.saved_tensors if ctx.n_saved else ()
         if not ctx.direct:
             in_grads = entry.backward_plan.run(cots + list(saved))
         else:
@@ -301,8 +304,9 @@ class ThunderAutogradFunction(torch.autograd.Function):
             plan = entry.backward_plan
             dev, imp = plan._jax_device, plan._imports.buffer
             keep = _keep_graph()
-            if not keep:  # the donated buffers live on only in this call's arguments
-                ctx.residual_buffers = None
+            if not keep and buffers:  # the donated buffers live on only in this call's
+                ctx.residual_buffers = None  # arguments (none saved: eager frees nothing,
+                # and a second backward runs: ``(x + 1).sum()``)
             args = [dlpack.to_xla(g, dev) for g in cots]  # fresh tensors: not cached
             inputs = list(cots)
             torch_saved = iter(saved)
