@@ -53,6 +53,9 @@ def _update_program(config, params, grads, states, scalars):
 class OptimizerStep:
     """What ``thunder_mlir.jit(opt.step)`` returns for a ``torch.optim`` SGD, Adam or
     AdamW: ``jstep(closure=None)`` does ``opt.step(closure)`` with the update compiled.
+    For a custom ``torch.optim.Optimizer`` subclass with its own ``step``
+    (``optimizers.custom_step``), that ``step`` is traced as in a compiled training step
+    (``train_step.TrainStep``; hooks run on the host, a closure is refused).
 
     After each call, the parameters, ``opt.state`` (``momentum_buffer``; ``step``,
     ``exp_avg``, ``exp_avg_sq``, ``max_exp_avg_sq``) and so ``opt.state_dict()`` are as
@@ -71,10 +74,18 @@ class OptimizerStep:
     device."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, **jit_options):
-        optimizers.rule_class(type(optimizer))  # refuse an unsupported class now
         self.optimizer = optimizer
-        self._fn = ThunderFunction(_update_program, **jit_options)
         self._rules: dict = {}
+        self._traced = None
+        if optimizers.custom_step(type(optimizer)) is not None:
+            # a custom subclass: its own step() traced, as inside jit(step) (train_step.py)
+            from thunder_mlir.train_step import TrainStep
+
+            self._traced = TrainStep(_optimizer_step, **jit_options)
+            self._fn = self._traced._fn
+            return
+        optimizers.rule_class(type(optimizer))  # refuse an unsupported class now
+        self._fn = ThunderFunction(_update_program, **jit_options)
 
     def _rule(self, group) -> optimizers.OptimizerRule:
         cls = optimizers.rule_class(type(self.optimizer))
@@ -94,11 +105,19 @@ class OptimizerStep:
                 args, kwargs = result
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
         loss = None
-        if closure is not None:
+        if self._traced is not None:
+            if closure is not None:
+                raise UnsupportedInputError(
+                    f"{type(opt).__module__}.{type(opt).__qualname__}.step(closure) cannot be "
+                    "compiled: a custom optimizer's step() is traced without a closure; call "
+                    "the closure (loss and backward()) first, then the compiled step")
+            self._traced.call((opt,), {}, hooks_on_host=True)
+        elif closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        with torch.no_grad():
-            self._step()
+        if self._traced is None:
+            with torch.no_grad():
+                self._step()
         opt._opt_called = True  # what lr_scheduler's wrapper of opt.step records
         for post_hook in (*opt._optimizer_step_post_hooks.values(),
                           *_torch_optimizer._global_optimizer_post_hooks.values()):
@@ -184,6 +203,11 @@ class OptimizerStep:
             steps.append(state["step"])
         torch._foreach_add_(steps, 1)
         return [s.item() for s in steps]  # adam.py: step = _get_value(step_t)
+
+
+def _optimizer_step(opt) -> None:
+    """The step function a custom optimizer's ``jit(opt.step)`` traces (train_step.py)."""
+    opt.step()
 
 
 def optimizer_of_step(fn) -> torch.optim.Optimizer | None:

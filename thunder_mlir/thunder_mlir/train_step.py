@@ -33,10 +33,19 @@ optimizer among its arguments. Each call:
    step counters advanced (``torch._foreach_add_``), as torch.optim's ``_init_group`` and
    ``_single_tensor_adam`` leave them.
 
+A **custom optimizer** (a ``torch.optim.Optimizer`` subclass with its own ``step``,
+``optimizers.custom_step``) has no rule: its ``step`` itself is traced
+(``_TracedOptimizer``) with ``param_groups`` holding the parameters' proxies and
+``opt.state`` keyed by them. Its tensors (state, tensor hyperparameters) are program
+inputs, written in place where the step mutates them; tensors it stores anew are program
+outputs the host puts into ``opt.state``. Its other values (float ``lr``, betas, a Python
+step count) are guarded: part of the cache key, so an edit re-traces and no value is ever
+stale; the values the step leaves are set on the host after the run.
+
 The returned values are the step's, detached (eager's loss still has a ``grad_fn`` whose
 graph ``backward()`` has freed; nothing can be differentiated through it again).
 
-Refused (``UnsupportedInputError``/``NotImplementedError`` naming the cause): optimizer
+Refused (``UnsupportedInputError``/``NotImplementedError`` naming the cause): torch.optim
 classes and options without a rule (``ir/optimizers.py``), ``opt.step(closure)``,
 optimizer step hooks, ``opt.step()`` twice in one step, reading ``opt.param_groups`` hyperparameters in the
 step (their values would be baked in), ``backward`` with ``gradient=``,
@@ -46,6 +55,8 @@ their ``.grad``), a ``loss.backward()`` on a loss inside a ``torch.cond`` region
 
 from __future__ import annotations
 
+import collections
+import copy
 import threading
 
 import torch
@@ -190,9 +201,186 @@ def _refuse_hooks(opt) -> None:
             _torch_optimizer._global_optimizer_pre_hooks or \
             _torch_optimizer._global_optimizer_post_hooks:
         raise UnsupportedInputError(
-            "optimizer step hooks cannot run inside a compiled training step; remove them, "
+            f"{_opt_name(opt)}: optimizer step hooks cannot run inside a compiled training "
+            "step (supported there: the step itself, of torch.optim.SGD, Adam, AdamW or a "
+            "custom subclass whose step() is plain tensor code); remove them, "
             "or compile only the model (thunder_mlir.jit(model)) and the update "
             "(thunder_mlir.jit(opt.step))")
+
+
+_TENSOR = ("tensor",)  # a layout entry: the value is a tensor input of the program
+
+
+def _guard_key(v, where: str):
+    """The cache-key form of a non-tensor value the traced optimizer step reads (a
+    hyperparameter or a Python number in ``opt.state``): its type and exact value, so a
+    change re-traces (never a stale baked value). Raises UnsupportedInputError for other
+    types (their changes could not be seen)."""
+    if v is None or isinstance(v, (bool, int, str)):
+        return (type(v).__name__, v)
+    if isinstance(v, float):
+        return ("float", repr(v))  # exact; nan == nan, -0.0 != 0.0
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__, tuple(_guard_key(x, where) for x in v))
+    if isinstance(v, (torch.dtype, torch.device)):
+        return (type(v).__name__, str(v))
+    raise UnsupportedInputError(
+        f"{where} is a {type(v).__module__}.{type(v).__qualname__}; a traced optimizer "
+        "step supports tensors, numbers, strings, None, dtypes, devices and tuples/lists "
+        "of those in param_groups and opt.state")
+
+
+def _opt_name(opt) -> str:
+    return f"{type(opt).__module__}.{type(opt).__qualname__}"
+
+
+def _custom_inputs(opt, pindex):
+    """A custom optimizer's part of the call (``optimizers.custom_step``): (layout, state
+    tensors, hyperparameter tensors). The layout holds, per group, its parameters' indices
+    and each entry's key (tensor, or the value's ``_guard_key``), and per parameter (all
+    groups, in order) its ``opt.state`` entry the same way (None: no entry)."""
+    name = _opt_name(opt)
+    groups, hyper = [], []
+    for gi, group in enumerate(opt.param_groups):
+        entries = []
+        for k, v in group.items():
+            if k == "params":
+                continue
+            if isinstance(v, torch.Tensor):
+                entries.append((k, _TENSOR))
+                hyper.append(v)
+            else:
+                entries.append((k, _guard_key(v, f"{name}.param_groups[{gi}][{k!r}]")))
+        groups.append((tuple(pindex[id(p)] for p in group["params"]), tuple(entries)))
+    layout, tensors = [], []
+    for p in (p for group in opt.param_groups for p in group["params"]):
+        if p not in opt.state:  # (a defaultdict: `in` adds no entry)
+            layout.append(None)
+            continue
+        entries = []
+        for k, v in opt.state[p].items():
+            if isinstance(v, torch.Tensor):
+                entries.append((k, _TENSOR))
+                tensors.append(v)
+            else:
+                entries.append((k, _guard_key(v, f"{name}.state[p][{k!r}]")))
+        layout.append(tuple(entries))
+    return ("traced", tuple(groups), tuple(layout)), tensors, hyper
+
+
+class _TracedOptimizer:
+    """A custom optimizer (``optimizers.custom_step``) while the step is traced: its own
+    ``step`` runs on proxies. ``param_groups`` hold the parameters' proxies (``p.grad``
+    reads the ``.grad`` table), tensor hyperparameters are program inputs, the others the
+    call's values (guarded: part of the cache key, ``_custom_inputs``); ``state`` is a
+    ``defaultdict(dict)`` keyed by the proxies, its tensors program inputs (written in
+    place when the step mutates them) and its other values the call's. ``result()``: what
+    the host sets after the run."""
+
+    def __init__(self, opt, layout, table, state_in, hyper_in, stepped, k_opt):
+        _, groups_layout, state_layout = layout
+        self.opt, self.table, self.name = opt, table, _opt_name(opt)
+        self.refs: dict = {}  # id(input proxy) -> where the host finds its tensor
+        for i, p in enumerate(table.proxies):
+            self.refs[id(p)] = ("param", i)
+        hit = iter(hyper_in)
+        self.groups = []
+        for (idx, _), host in zip(groups_layout, opt.param_groups):
+            g = {}
+            for key, v in host.items():
+                if key == "params":
+                    g[key] = [table.proxies[i] for i in idx]
+                elif isinstance(v, torch.Tensor):
+                    g[key] = next(hit)
+                else:
+                    g[key] = copy.deepcopy(v)
+            self.groups.append(g)
+        for n, t in enumerate(hyper_in):
+            self.refs[id(t)] = ("hyper", n)
+        self.flat = [table.proxies[i] for idx, _ in groups_layout for i in idx]
+        host_flat = [p for g in opt.param_groups for p in g["params"]]
+        self.state = collections.defaultdict(dict)
+        sit = iter(state_in)
+        n = 0
+        for proxy, hp, entries in zip(self.flat, host_flat, state_layout):
+            if entries is None:
+                continue
+            d = {}
+            for key, v in opt.state[hp].items():
+                if isinstance(v, torch.Tensor):
+                    d[key] = next(sit)
+                    self.refs[id(d[key])] = ("state", n)
+                    n += 1
+                else:
+                    d[key] = copy.deepcopy(v)
+            self.state[proxy] = d
+        fn = optimizers.custom_step(type(opt))
+
+        def step(closure=None):
+            if closure is not None:
+                raise UnsupportedInputError(
+                    f"{self.name}.step(closure) cannot be traced: a compiled step runs the "
+                    "optimizer's own step() without a closure; compute the loss and call "
+                    "backward() in the step function, then opt.step()")
+            with torch.no_grad():  # (Optimizer.step's own code has no grad mode to undo)
+                out = fn(opt)
+            stepped[k_opt] = "traced"
+            return out
+        self.methods = {"step": step, "param_groups": self.groups, "state": self.state}
+        if type(opt).zero_grad is torch.optim.Optimizer.zero_grad:
+            self.methods["zero_grad"] = _traced_zero_grad(
+                table, [idx for idx, _ in groups_layout])
+
+    def _ref(self, v, where):
+        if isinstance(v, torch.Tensor):
+            r = self.refs.get(id(v))
+            if r is not None:
+                return ("in",) + r
+            if type(v) is not TensorProxy:
+                raise UnsupportedInputError(
+                    f"{where} was set to a tensor not computed in the step; a traced "
+                    "optimizer step must compute its state from its inputs")
+            return ("new", v)
+        return ("value", v)
+
+    def result(self):
+        """(per group: {key: ref} of its entries but ``params``; per parameter: None or
+        [(key, ref)] of its ``opt.state`` entry). A ref: ("in", kind, n) an input tensor
+        (written in place, if mutated), ("new", tensor) an output, ("value", v)."""
+        known = {id(p) for p in self.flat}
+        for p in self.state:
+            if id(p) not in known:
+                raise UnsupportedInputError(
+                    f"{self.name}.step() keys opt.state by something other than its own "
+                    "parameters; a traced optimizer step supports state per parameter only")
+        groups = [{k: self._ref(v, f"{self.name}.param_groups[{gi}][{k!r}]")
+                   for k, v in g.items() if k != "params"}
+                  for gi, g in enumerate(self.groups)]
+        states = [None if p not in self.state else
+                  [(k, self._ref(v, f"{self.name}.state[p][{k!r}]"))
+                   for k, v in self.state[p].items()] for p in self.flat]
+        return groups, states
+
+
+def _apply_custom(opt, result, params, state_in, hyper_in) -> None:
+    """Set on the host what a traced custom step left (``_TracedOptimizer.result``): group
+    entries, each parameter's ``opt.state`` entry (its dict kept, as eager keeps it)."""
+    def value(r):
+        if r[0] == "in":
+            return {"param": params, "state": state_in, "hyper": hyper_in}[r[1]][r[2]]
+        return r[1]
+    groups, states = result
+    for g, changes in zip(opt.param_groups, groups):
+        for k, r in changes.items():
+            g[k] = value(r)
+    flat = [p for g in opt.param_groups for p in g["params"]]
+    for p, entries in zip(flat, states):
+        if entries is None:
+            opt.state.pop(p, None)
+            continue
+        d = opt.state[p]
+        d.clear()
+        d.update((k, value(r)) for k, r in entries)
 
 
 def _traced_step(table, rules, tables, states, stepped, k_opt, positions):
@@ -264,8 +452,12 @@ def _program(layout, params, buffers, grads, states, tables, rest):
     table = _GradTable(trace, params, call.params, grad_in)
     by_name = {c.name: c for c in optimizers.RULES.values()}
     stepped = [None] * len(call.optimizers)
-    patched = []
+    patched, traced = [], {}
     for k, (opt, groups) in enumerate(zip(call.optimizers, opt_layouts)):
+        if groups[0] == "traced":  # a custom optimizer: its own step() is traced
+            traced[k] = _TracedOptimizer(opt, groups, table, states[k], tables[k], stepped, k)
+            patched.append((opt, dict(traced[k].methods)))
+            continue
         rules = [by_name[name](options) for name, options, _ in groups]
         positions = [idx for _, _, idx in groups]
         patched.append((opt, {
@@ -280,8 +472,10 @@ def _program(layout, params, buffers, grads, states, tables, rest):
     trace.training = table
     try:
         for opt, methods in patched:
-            methods["param_groups"] = [_TracedGroup(g) for g in opt.param_groups]
-            saved.append((opt, {n: opt.__dict__[n] for n in methods if n in opt.__dict__}))
+            if "param_groups" not in methods:  # (a custom optimizer's: _TracedOptimizer)
+                methods["param_groups"] = [_TracedGroup(g) for g in opt.param_groups]
+            saved.append((opt, tuple(methods),
+                          {n: opt.__dict__[n] for n in methods if n in opt.__dict__}))
             opt.__dict__.update(methods)
         for m, names in zip(call.modules, call.module_names):
             state = {n: params[i] for n, i in names[0].items()}
@@ -293,8 +487,8 @@ def _program(layout, params, buffers, grads, states, tables, rest):
     finally:
         for c in reversed(contexts):
             c.__exit__(None, None, None)
-        for opt, old in saved:
-            for n in ("step", "zero_grad", "param_groups"):
+        for opt, names, old in saved:
+            for n in names:
                 opt.__dict__.pop(n, None)
             opt.__dict__.update(old)
         trace.training = None
@@ -316,7 +510,8 @@ def _program(layout, params, buffers, grads, states, tables, rest):
         else:
             kinds.append("new")
             new_grads.append(g)
-    return out, tuple(kinds), new_grads, tuple(stepped)
+    custom = {k: t.result() for k, t in traced.items()}
+    return out, tuple(kinds), new_grads, tuple(stepped), custom
 
 
 class TrainStep:
@@ -327,9 +522,11 @@ class TrainStep:
     docs/optim.md, Exactness).
 
     ``_fn``: the ThunderFunction of ``_program`` (``cache_misses``, ``last_traces``).
-    Raises UnsupportedInputError for an optimizer class without a rule (naming it and the
-    supported ones), unsupported options, hooks, or parameters that are not float32/float64
-    of one dtype and device."""
+    Raises UnsupportedInputError for a torch.optim class without a rule (naming it and the
+    supported ones), unsupported options, hooks, a closure, values of a custom optimizer's
+    ``param_groups``/``opt.state`` that are not tensors, numbers, strings, None, dtypes,
+    devices or tuples/lists of those, or parameters of a rule's optimizer that are not
+    float32/float64 of one dtype and device."""
 
     def __init__(self, fn, **jit_options):
         self.fn = fn
@@ -356,6 +553,11 @@ class TrainStep:
         return rule
 
     def __call__(self, *args, **kwargs):
+        return self.call(args, kwargs)
+
+    def call(self, args, kwargs, hooks_on_host: bool = False):
+        """``self(*args, **kwargs)``; ``hooks_on_host``: the caller runs the optimizers'
+        step hooks around the call (``OptimizerStep``), so they are not refused."""
         from thunder_mlir.module import ThunderModule
 
         modules, opts, rest = [], [], []
@@ -394,8 +596,10 @@ class TrainStep:
                 bn[n] = bindex[id(b)]
             names.append((pn, bn))
         for opt in opts:
-            optimizers.rule_class(type(opt))
-            _refuse_hooks(opt)
+            if optimizers.custom_step(type(opt)) is None:
+                optimizers.rule_class(type(opt))
+            if not hooks_on_host:
+                _refuse_hooks(opt)
             for group in opt.param_groups:
                 for p in group["params"]:
                     if id(p) not in pindex:
@@ -404,6 +608,13 @@ class TrainStep:
         grads = [p.grad for p in params]
         opt_layouts, states, tables, fresh = [], [], [], []
         for opt in opts:
+            if optimizers.custom_step(type(opt)) is not None:
+                lay, st, hyper = _custom_inputs(opt, pindex)
+                opt_layouts.append(lay)
+                states.append(st)
+                tables.append(hyper)
+                fresh.append(None)
+                continue
             groups, st, tbls, new = [], [], [], {}
             dtype = device = None
             for group in opt.param_groups:
@@ -452,7 +663,7 @@ class TrainStep:
         self._objects = modules + opts
         _ACTIVE.call = _Call(self.fn, args_tpl, kwargs_tpl, modules, names, opts, params)
         try:
-            out, kinds, new_grads, stepped = self._fn(
+            out, kinds, new_grads, stepped, custom = self._fn(
                 layout, params, buffers, [g for g in grads if g is not None], states,
                 tables, rest)
         finally:
@@ -463,8 +674,12 @@ class TrainStep:
                 p.grad = None
             elif kind == "new":
                 p.grad = next(it)
-        for opt, done, new in zip(opts, stepped, fresh):
-            if done is not None:
+        for k, (opt, done, new) in enumerate(zip(opts, stepped, fresh)):
+            if k in custom:
+                _apply_custom(opt, custom[k], params, states[k], tables[k])
+                if done is not None:
+                    opt._opt_called = True  # what lr_scheduler's wrapper records
+            elif done is not None:
                 _after_step(self, opt, done, new)
         return out
 

@@ -260,14 +260,36 @@ def supported_names() -> str:
     return ", ".join(f"torch.optim.{c.__name__}" for c in RULES)
 
 
+def custom_step(optimizer_cls: type):
+    """The ``step`` function of a custom ``torch.optim.Optimizer`` subclass, to be traced
+    as plain tensor code (train_step.py): a class without a rule whose ``step`` is defined
+    outside torch (a subclass of a torch.optim class that keeps torch's ``step`` is not
+    custom: torch's step functions use host-side paths the trace cannot follow). The
+    wrapper ``Optimizer._patch_step_function`` installs (``profile_hook_step``: it runs
+    the step hooks) is removed. None for every other class."""
+    if optimizer_cls in RULES or not (isinstance(optimizer_cls, type) and
+                                      issubclass(optimizer_cls, torch.optim.Optimizer)):
+        return None
+    fn = optimizer_cls.step
+    if getattr(fn, "hooked", False):  # profile_hook_step's functools.wraps wrapper
+        fn = fn.__wrapped__
+    module = getattr(fn, "__module__", None) or ""
+    if module == "torch" or module.startswith("torch."):
+        return None
+    return fn
+
+
 def rule_class(optimizer_cls: type) -> type[OptimizerRule]:
     """The rule of exactly ``optimizer_cls`` (a subclass may override ``step``: it gets
-    none). Raises UnsupportedInputError naming the class and the supported ones."""
+    none). Raises UnsupportedInputError naming the class, the supported ones and that a
+    custom subclass's own ``step`` is traced (``custom_step``)."""
     rule = RULES.get(optimizer_cls)
     if rule is None:
         raise UnsupportedInputError(
             f"{optimizer_cls.__module__}.{optimizer_cls.__qualname__} has no update rule in "
-            f"thunder_mlir (compiled optimizer steps); supported: {supported_names()}")
+            f"thunder_mlir (compiled optimizer steps); supported: {supported_names()}, "
+            "and a custom torch.optim.Optimizer subclass whose own step() is plain tensor "
+            "code (traced)")
     return rule
 
 
