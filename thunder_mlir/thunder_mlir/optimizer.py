@@ -36,18 +36,15 @@ def _update_program(config, params, grads, states, scalars):
     ``states``: per parameter, its state tensors; ``scalars``: per group, an (n, k)
     tensor (row i: parameter i's scalars in the rule's ``scalar_names`` order)."""
     by_name = {c.name: c for c in optimizers.RULES.values()}
-    i = 0
+    entries, i = [], 0
     for (name, options, n), table in zip(config, scalars):
         rule = by_name[name](options)
         k = len(rule.scalar_names)
         for r in range(n):
-            p, g, state = params[i], grads[i], states[i]
-            s = [table[r, j] for j in range(k)]
-            new_p, new_state = rule.update(p, g, state, s)
-            p.copy_(new_p)
-            for t, v in zip(state, new_state):
-                t.copy_(v)
+            entries.append((rule, params[i], grads[i], states[i],
+                            [table[r, j] for j in range(k)]))
             i += 1
+    optimizers.update_parameters(entries, in_place=True)
 
 
 class OptimizerStep:

@@ -393,7 +393,7 @@ def _traced_step(table, rules, tables, states, stepped, k_opt, positions):
         if stepped[k_opt] is not None:
             raise NotImplementedError("opt.step() is called twice in one compiled training "
                                       "step; compile one step per call")
-        done = []
+        done, entries = [], []
         with torch.no_grad():
             j = 0  # position among the optimizer's parameters (all groups)
             for rule, tbl, idx in zip(rules, tables, positions):
@@ -401,21 +401,14 @@ def _traced_step(table, rules, tables, states, stepped, k_opt, positions):
                 rows = None  # the table's rows, split once (unbind: one op, not n * k)
                 for r, pi in enumerate(idx):
                     g = table.grads[pi]
-                    if g is None:
-                        j += 1
-                        continue
-                    if g.is_sparse:
-                        raise UnsupportedInputError("sparse gradients are not supported")
-                    p, st = table.proxies[pi], states[j]
-                    if rows is None:
-                        rows = tbl.unbind(0)
-                    s = list(rows[r].unbind(0)) if k else []
-                    new_p, new_st = rule.update(p, g, st, s)
-                    p.copy_(new_p)
-                    for t, v in zip(st, new_st):
-                        t.copy_(v)
-                    done.append(j)
+                    if g is not None:
+                        if rows is None:
+                            rows = tbl.unbind(0)
+                        s = list(rows[r].unbind(0)) if k else []
+                        entries.append((rule, table.proxies[pi], g, states[j], s))
+                        done.append(j)
                     j += 1
+            optimizers.update_parameters(entries, in_place=True)
         stepped[k_opt] = tuple(done)
     return step
 
