@@ -70,16 +70,15 @@ class OptimizerStep:
     parameters that are not float32/float64, not all of one dtype or not all on one
     device."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, **jit_options):
+    def __init__(self, optimizer: torch.optim.Optimizer, traced_step=None, **jit_options):
         self.optimizer = optimizer
         self._rules: dict = {}
-        self._traced = None
-        if optimizers.custom_step(type(optimizer)) is not None:
-            # a custom subclass: its own step() traced, as inside jit(step) (train_step.py)
-            from thunder_mlir.train_step import TrainStep
-
-            self._traced = TrainStep(_optimizer_step, **jit_options)
-            self._fn = self._traced._fn
+        # a custom subclass (optimizers.custom_step): its own step() traced as inside
+        # jit(step), by the train_step.TrainStep of ``optimizer_step`` jit passes (this
+        # module does not import train_step, which imports it)
+        self._traced = traced_step
+        if traced_step is not None:
+            self._fn = traced_step._fn
             return
         optimizers.rule_class(type(optimizer))  # refuse an unsupported class now
         self._fn = ThunderFunction(_update_program, **jit_options)
@@ -124,7 +123,6 @@ class OptimizerStep:
     def _step(self) -> None:
         opt = self.optimizer
         config, params, grads, states, tables = [], [], [], [], []
-        dtype = device = None
         work = []  # checked before any state is created or counter advanced
         for group in opt.param_groups:
             rule = self._rule(group)
@@ -136,16 +134,7 @@ class OptimizerStep:
                     raise UnsupportedInputError(
                         f"torch.optim.{rule.name}: sparse gradients are not supported by "
                         "the compiled optimizer step")
-                if dtype is None:
-                    dtype, device = p.dtype, p.device
-                if p.dtype != dtype or p.dtype not in _SCALAR_DTYPES:
-                    raise UnsupportedInputError(
-                        "the compiled optimizer step supports float32 or float64 parameters "
-                        f"of one dtype; got {dtype} and {p.dtype}")
-                if p.device != device:
-                    raise UnsupportedInputError(
-                        "the compiled optimizer step runs one program on one device; the "
-                        f"parameters are on {device} and {p.device}")
+        dtype, device = check_parameters(p for _, _, ps in work for p in ps)
         for rule, group, ps in work:
             steps = self._init_state(rule, group, ps)
             by_step: dict = {}  # (usually every parameter of a group is at one step)
@@ -202,8 +191,30 @@ class OptimizerStep:
         return [s.item() for s in steps]  # adam.py: step = _get_value(step_t)
 
 
-def _optimizer_step(opt) -> None:
-    """The step function a custom optimizer's ``jit(opt.step)`` traces (train_step.py)."""
+def check_parameters(params) -> tuple[torch.dtype | None, torch.device | None]:
+    """The one dtype and device of the parameters a rule updates (``jit(opt.step)``, and
+    ``jit(step)``'s optimizers with a rule); (None, None) for none. The per-step scalars
+    are one table of that dtype on that device. Raises UnsupportedInputError for a dtype
+    other than float32/float64, mixed dtypes, or parameters on several devices (one
+    program runs on one device)."""
+    dtype = device = None
+    for p in params:
+        if dtype is None:
+            dtype, device = p.dtype, p.device
+        if p.dtype != dtype or p.dtype not in _SCALAR_DTYPES:
+            raise UnsupportedInputError(
+                "the compiled optimizer step supports float32 or float64 parameters of one "
+                f"dtype; got {dtype} and {p.dtype}")
+        if p.device != device:
+            raise UnsupportedInputError(
+                "the compiled optimizer step runs one program on one device; the parameters "
+                f"are on {device} and {p.device}")
+    return dtype, device
+
+
+def optimizer_step(opt) -> None:
+    """The step function a custom optimizer's ``jit(opt.step)`` traces (``TrainStep``,
+    train_step.py)."""
     opt.step()
 
 

@@ -69,8 +69,8 @@ from thunder_mlir.errors import ThunderError, TorchOpRuntimeError, UnsupportedEr
 from thunder_mlir.function import ThunderFunction
 from thunder_mlir.ir import optimizers
 from thunder_mlir.ir.proxy import TensorProxy
+from thunder_mlir.optimizer import check_parameters
 
-_SCALAR_DTYPES = (torch.float32, torch.float64)
 _ACTIVE = threading.local()  # the objects of the call being traced (``_program``)
 
 
@@ -609,21 +609,12 @@ class TrainStep:
                 fresh.append(None)
                 continue
             groups, st, tbls, new = [], [], [], {}
-            dtype = device = None
+            dtype, device = check_parameters(
+                p for group in opt.param_groups for p in group["params"])
             for group in opt.param_groups:
                 rule = self._rule(opt, group)
                 rows = []
                 for p in group["params"]:
-                    if dtype is None:
-                        dtype, device = p.dtype, p.device
-                    if p.dtype != dtype or p.dtype not in _SCALAR_DTYPES:
-                        raise UnsupportedInputError(
-                            "the compiled optimizer step supports float32 or float64 "
-                            f"parameters of one dtype; got {dtype} and {p.dtype}")
-                    if p.device != device:
-                        raise UnsupportedInputError(
-                            "the compiled training step runs one program on one device; the "
-                            f"parameters are on {device} and {p.device}")
                     state = opt.state.get(p)
                     has = bool(state) and all(state.get(k) is not None
                                               for k in rule.state_names)
