@@ -282,6 +282,7 @@ class _MomentumSGD(torch.optim.Optimizer):
 
     def __init__(self, params, lr=0.1, momentum=0.9, weight_decay=0.0):
         super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay))
+        self.scale = 1.0  # an attribute of the optimizer: guarded
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -289,7 +290,7 @@ class _MomentumSGD(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                d_p = p.grad
+                d_p = p.grad * self.scale
                 if group["weight_decay"] != 0:
                     d_p = d_p.add(p, alpha=group["weight_decay"])
                 state = self.state[p]
@@ -333,8 +334,9 @@ class _AdamLike(torch.optim.Optimizer):
 def test_custom_optimizer_traced(cls):
     """A custom ``torch.optim.Optimizer`` subclass's own ``step()`` traced inside
     ``jit(step)`` (10 steps) and ``jit(opt.step)`` (3 steps): parameters, ``.grad``, state
-    and ``state_dict()`` as eager's; a float ``lr`` edit re-traces (guarded, never stale),
-    an in-place edit of a tensor ``lr`` does not (a run-time input)."""
+    and ``state_dict()`` as eager's; a float ``lr`` edit and an attribute edit
+    (``opt.scale``) re-trace (guarded, never stale), an in-place edit of a tensor ``lr``
+    does not (a run-time input)."""
     tol = 1e-6 if cls is _MomentumSGD else 1e-5
     torch.manual_seed(0)
     m = _MLP()
@@ -369,8 +371,10 @@ def test_custom_optimizer_traced(cls):
                 opt.param_groups[0]["lr"] *= 0.5
             if i == 6 and cls is _AdamLike:
                 opt.param_groups[1]["lr"].mul_(0.5)
-    # first call (no state), later calls (state), the float lr edit
-    assert thunder_mlir.cache_misses(jstep) == 3
+            if i == 7 and cls is _MomentumSGD:
+                opt.scale = 0.5
+    # first call (no state), later calls (state), the float lr edit (+ the scale edit)
+    assert thunder_mlir.cache_misses(jstep) == (4 if cls is _MomentumSGD else 3)
     js = thunder_mlir.jit(o2.step)
     for _ in range(3):
         x, y = torch.randn(5, 4), torch.randn(5, 3)
@@ -406,15 +410,15 @@ def test_custom_optimizer_guards_and_refusals():
     o, o2 = CountingSGD(lin.parameters()), CountingSGD(lin2.parameters())
     js = thunder_mlir.jit(o2.step)
     x = torch.randn(4, 3)
-    for _ in range(2):
+    for _ in range(3):
         for model in (lin, lin2):
             model.zero_grad()
             model(x).square().sum().backward()
         o.step()
         js()
         _check(lin, lin2, o, o2, 1e-6)
-    assert [s["n"] for s in o2.state.values()] == [2, 2]
-    assert thunder_mlir.cache_misses(js) == 2
+    assert [s["n"] for s in o2.state.values()] == [3, 3]
+    assert thunder_mlir.cache_misses(js) == 3
     with pytest.raises(UnsupportedInputError, match=r"CountingSGD\.step\(closure\)"):
         js(lambda: None)
 

@@ -230,6 +230,26 @@ def _guard_key(v, where: str):
         "of those in param_groups and opt.state")
 
 
+_NOT_KEYED = ("not keyed",)
+_PATCHED = ("param_groups", "state", "step", "zero_grad")  # (_TracedOptimizer.methods)
+
+
+def _attributes_key(opt) -> tuple:
+    """The key of a custom optimizer's public instance attributes (``defaults`` and the
+    user's own, e.g. ``self.scale``), which its ``step`` may read: plain values by value
+    (a dict entry by entry); tensors (captured under the sharp-edge policy where the step
+    uses them) and other objects are not keyed."""
+    def key(v):
+        if isinstance(v, dict):
+            return ("dict", tuple((k, key(x)) for k, x in v.items()))
+        try:
+            return _guard_key(v, "")
+        except UnsupportedInputError:
+            return _NOT_KEYED
+    return tuple((n, key(v)) for n, v in vars(opt).items()
+                 if not n.startswith("_") and n not in _PATCHED)
+
+
 def _opt_name(opt) -> str:
     return f"{type(opt).__module__}.{type(opt).__qualname__}"
 
@@ -237,8 +257,9 @@ def _opt_name(opt) -> str:
 def _custom_inputs(opt, pindex):
     """A custom optimizer's part of the call (``optimizers.custom_step``): (layout, state
     tensors, hyperparameter tensors). The layout holds, per group, its parameters' indices
-    and each entry's key (tensor, or the value's ``_guard_key``), and per parameter (all
-    groups, in order) its ``opt.state`` entry the same way (None: no entry)."""
+    and each entry's key (tensor, or the value's ``_guard_key``), per parameter (all
+    groups, in order) its ``opt.state`` entry the same way (None: no entry), and the
+    optimizer's own attributes (``_attributes_key``)."""
     name = _opt_name(opt)
     groups, hyper = [], []
     for gi, group in enumerate(opt.param_groups):
@@ -252,7 +273,7 @@ def _custom_inputs(opt, pindex):
             else:
                 entries.append((k, _guard_key(v, f"{name}.param_groups[{gi}][{k!r}]")))
         groups.append((tuple(pindex[id(p)] for p in group["params"]), tuple(entries)))
-    layout, tensors = [], []
+    layout, tensors = [], []  # (the optimizer's own attributes: _attributes_key)
     for p in (p for group in opt.param_groups for p in group["params"]):
         if p not in opt.state:  # (a defaultdict: `in` adds no entry)
             layout.append(None)
@@ -265,7 +286,7 @@ def _custom_inputs(opt, pindex):
             else:
                 entries.append((k, _guard_key(v, f"{name}.state[p][{k!r}]")))
         layout.append(tuple(entries))
-    return ("traced", tuple(groups), tuple(layout)), tensors, hyper
+    return ("traced", tuple(groups), tuple(layout), _attributes_key(opt)), tensors, hyper
 
 
 class _TracedOptimizer:
@@ -278,7 +299,7 @@ class _TracedOptimizer:
     the host sets after the run."""
 
     def __init__(self, opt, layout, table, state_in, hyper_in, stepped, k_opt):
-        _, groups_layout, state_layout = layout
+        _, groups_layout, state_layout, _ = layout
         self.opt, self.table, self.name = opt, table, _opt_name(opt)
         self.refs: dict = {}  # id(input proxy) -> where the host finds its tensor
         for i, p in enumerate(table.proxies):
