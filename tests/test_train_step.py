@@ -385,6 +385,15 @@ def test_custom_optimizer_traced(cls):
         js()
         _check(m, m2, o, o2, tol)
     assert thunder_mlir.cache_misses(js) == 1
+    # eager's state into the compiled optimizer: it continues as eager. One re-trace:
+    # load_state_dict adds defaults["differentiable"] (Optimizer.__setstate__), and the
+    # optimizer's attributes are guarded
+    o2.load_state_dict(copy.deepcopy(o.state_dict()))
+    x, y = torch.randn(5, 4), torch.randn(5, 3)
+    step(m, o, x, y)
+    jstep(m2, o2, x, y)
+    _check(m, m2, o, o2, tol)
+    assert thunder_mlir.cache_misses(jstep) == (5 if cls is _MomentumSGD else 4)
 
 
 def test_custom_optimizer_guards_and_refusals():
