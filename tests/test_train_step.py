@@ -443,3 +443,10 @@ def test_custom_optimizer_guards_and_refusals():
     o2.state[lin2.bias]["obj"] = object()
     with pytest.raises(UnsupportedInputError, match=r"CountingSGD.state\[p\]\['obj'\]"):
         js()
+    o2.state[lin2.bias]["obj"] = lin2.weight.view(-1)  # eager would write the weight too
+    with pytest.raises(UnsupportedInputError, match="share memory"):
+        js()
+    del o2.state[lin2.bias]["obj"]
+    o2.state["shared"] = {}
+    with pytest.raises(UnsupportedInputError, match="other objects than the optimizer's"):
+        js()

@@ -208,7 +208,6 @@ def _refuse_hooks(opt) -> None:
             "(thunder_mlir.jit(opt.step))")
 
 
-_TENSOR = ("tensor",)  # a layout entry: the value is a tensor input of the program
 
 
 def _guard_key(v, where: str):
@@ -254,39 +253,53 @@ def _opt_name(opt) -> str:
     return f"{type(opt).__module__}.{type(opt).__qualname__}"
 
 
-def _custom_inputs(opt, pindex):
-    """A custom optimizer's part of the call (``optimizers.custom_step``): (layout, state
-    tensors, hyperparameter tensors). The layout holds, per group, its parameters' indices
-    and each entry's key (tensor, or the value's ``_guard_key``), per parameter (all
-    groups, in order) its ``opt.state`` entry the same way (None: no entry), and the
-    optimizer's own attributes (``_attributes_key``)."""
+def _custom_inputs(opt, params, pindex):
+    """A custom optimizer's part of the call (``optimizers.custom_step``): (layout, its
+    tensors). The layout holds, per group, its parameters' indices and each entry's key,
+    per parameter (all groups, in order) its ``opt.state`` entry the same way (None: no
+    entry), and the optimizer's own attributes (``_attributes_key``). An entry's key:
+    ``("tensor", n)`` (the ``n``-th of the tensors: one input per tensor object, so an
+    object held twice stays one), ``("param", i)`` (a parameter), or a non-tensor value's
+    ``_guard_key``. Raises UnsupportedInputError for ``opt.state`` keyed by other objects
+    than the optimizer's parameters, and for distinct tensors sharing memory with each
+    other, a parameter or a gradient (a write through one would change the other in
+    eager only)."""
     name = _opt_name(opt)
-    groups, hyper = [], []
+    tensors, index = [], {}
+
+    def key(v, where):
+        if not isinstance(v, torch.Tensor):
+            return _guard_key(v, where)
+        if id(v) in pindex:
+            return ("param", pindex[id(v)])
+        if id(v) not in index:
+            index[id(v)] = len(tensors)
+            tensors.append(v)
+        return ("tensor", index[id(v)])
+    groups = []
     for gi, group in enumerate(opt.param_groups):
-        entries = []
-        for k, v in group.items():
-            if k == "params":
-                continue
-            if isinstance(v, torch.Tensor):
-                entries.append((k, _TENSOR))
-                hyper.append(v)
-            else:
-                entries.append((k, _guard_key(v, f"{name}.param_groups[{gi}][{k!r}]")))
-        groups.append((tuple(pindex[id(p)] for p in group["params"]), tuple(entries)))
-    layout, tensors = [], []  # (the optimizer's own attributes: _attributes_key)
+        groups.append((tuple(pindex[id(p)] for p in group["params"]), tuple(
+            (k, key(v, f"{name}.param_groups[{gi}][{k!r}]"))
+            for k, v in group.items() if k != "params")))
+    mine = {id(p) for group in opt.param_groups for p in group["params"]}
+    if any(id(p) not in mine for p in opt.state):
+        raise UnsupportedInputError(
+            f"{name}: opt.state holds entries keyed by other objects than the optimizer's "
+            "parameters; a traced optimizer step supports state per parameter only")
+    layout = []
     for p in (p for group in opt.param_groups for p in group["params"]):
-        if p not in opt.state:  # (a defaultdict: `in` adds no entry)
-            layout.append(None)
-            continue
-        entries = []
-        for k, v in opt.state[p].items():
-            if isinstance(v, torch.Tensor):
-                entries.append((k, _TENSOR))
-                tensors.append(v)
-            else:
-                entries.append((k, _guard_key(v, f"{name}.state[p][{k!r}]")))
-        layout.append(tuple(entries))
-    return ("traced", tuple(groups), tuple(layout), _attributes_key(opt)), tensors, hyper
+        layout.append(None if p not in opt.state else tuple(  # (`in` adds no entry)
+            (k, key(v, f"{name}.state[p][{k!r}]")) for k, v in opt.state[p].items()))
+    seen = {}
+    for t in (*params, *(p.grad for p in params if p.grad is not None), *tensors):
+        if t.numel() and t.device.type != "meta":
+            ptr = t.untyped_storage().data_ptr()
+            if seen.setdefault(ptr, id(t)) != id(t):
+                raise UnsupportedInputError(
+                    f"{name}: tensors of its state or param_groups share memory with each "
+                    "other, a parameter or a gradient; a traced optimizer step needs "
+                    "separate tensors (clone them)")
+    return ("traced", tuple(groups), tuple(layout), _attributes_key(opt)), tensors
 
 
 class _TracedOptimizer:
@@ -298,43 +311,33 @@ class _TracedOptimizer:
     place when the step mutates them) and its other values the call's. ``result()``: what
     the host sets after the run."""
 
-    def __init__(self, opt, layout, table, state_in, hyper_in, stepped, k_opt):
+    def __init__(self, opt, layout, table, inputs, stepped, k_opt):
         _, groups_layout, state_layout, _ = layout
         self.opt, self.table, self.name = opt, table, _opt_name(opt)
         self.refs: dict = {}  # id(input proxy) -> where the host finds its tensor
         for i, p in enumerate(table.proxies):
             self.refs[id(p)] = ("param", i)
-        hit = iter(hyper_in)
+        for n, t in enumerate(inputs):
+            self.refs[id(t)] = ("tensor", n)
+
+        def value(v, k):  # the traced value of an entry whose host value is v, key k
+            if k[0] == "tensor":
+                return inputs[k[1]]
+            if k[0] == "param":
+                return table.proxies[k[1]]
+            return copy.deepcopy(v)
         self.groups = []
-        for (idx, _), host in zip(groups_layout, opt.param_groups):
-            g = {}
-            for key, v in host.items():
-                if key == "params":
-                    g[key] = [table.proxies[i] for i in idx]
-                elif isinstance(v, torch.Tensor):
-                    g[key] = next(hit)
-                else:
-                    g[key] = copy.deepcopy(v)
-            self.groups.append(g)
-        for n, t in enumerate(hyper_in):
-            self.refs[id(t)] = ("hyper", n)
+        for (idx, entries), host in zip(groups_layout, opt.param_groups):
+            keys = dict(entries)
+            self.groups.append({k: [table.proxies[i] for i in idx] if k == "params" else
+                                value(v, keys[k]) for k, v in host.items()})
         self.flat = [table.proxies[i] for idx, _ in groups_layout for i in idx]
         host_flat = [p for g in opt.param_groups for p in g["params"]]
         self.state = collections.defaultdict(dict)
-        sit = iter(state_in)
-        n = 0
         for proxy, hp, entries in zip(self.flat, host_flat, state_layout):
-            if entries is None:
-                continue
-            d = {}
-            for key, v in opt.state[hp].items():
-                if isinstance(v, torch.Tensor):
-                    d[key] = next(sit)
-                    self.refs[id(d[key])] = ("state", n)
-                    n += 1
-                else:
-                    d[key] = copy.deepcopy(v)
-            self.state[proxy] = d
+            if entries is not None:
+                keys = dict(entries)
+                self.state[proxy] = {k: value(v, keys[k]) for k, v in opt.state[hp].items()}
         fn = optimizers.custom_step(type(opt))
 
         def step(closure=None):
@@ -383,12 +386,12 @@ class _TracedOptimizer:
         return groups, states
 
 
-def _apply_custom(opt, result, params, state_in, hyper_in) -> None:
+def _apply_custom(opt, result, params, inputs) -> None:
     """Set on the host what a traced custom step left (``_TracedOptimizer.result``): group
     entries, each parameter's ``opt.state`` entry (its dict kept, as eager keeps it)."""
     def value(r):
         if r[0] == "in":
-            return {"param": params, "state": state_in, "hyper": hyper_in}[r[1]][r[2]]
+            return (params if r[1] == "param" else inputs)[r[2]]
         return r[1]
     groups, states = result
     for g, changes in zip(opt.param_groups, groups):
@@ -452,10 +455,12 @@ def _traced_zero_grad(table, positions):
 
 def _program(layout, params, buffers, grads, states, tables, rest):
     """The traced step (module docstring). ``layout``: (grad present per parameter, per
-    optimizer: per group (rule name, options, parameter indices), object identities);
-    ``grads``: the present ``.grad`` tensors; ``states``: per optimizer, per parameter,
-    its state tensors (``OptimizerRule.state_names``); ``tables``: per optimizer, per
-    group, the (n, k) scalar table; ``rest``: the other arguments."""
+    optimizer: per group (rule name, options, parameter indices) or a custom optimizer's
+    ``_custom_inputs`` layout, object identities); ``grads``: the present ``.grad``
+    tensors; ``states``: per optimizer, per parameter, its state tensors
+    (``OptimizerRule.state_names``), or a custom optimizer's tensors; ``tables``: per
+    optimizer, per group, the (n, k) scalar table ([] for a custom optimizer); ``rest``:
+    the other arguments."""
     from thunder_mlir.frontend.tracing import current_trace
 
     call: _Call = _ACTIVE.call
@@ -469,7 +474,7 @@ def _program(layout, params, buffers, grads, states, tables, rest):
     patched, traced = [], {}
     for k, (opt, groups) in enumerate(zip(call.optimizers, opt_layouts)):
         if groups[0] == "traced":  # a custom optimizer: its own step() is traced
-            traced[k] = _TracedOptimizer(opt, groups, table, states[k], tables[k], stepped, k)
+            traced[k] = _TracedOptimizer(opt, groups, table, states[k], stepped, k)
             patched.append((opt, dict(traced[k].methods)))
             continue
         rules = [by_name[name](options) for name, options, _ in groups]
@@ -623,10 +628,10 @@ class TrainStep:
         opt_layouts, states, tables, fresh = [], [], [], []
         for opt in opts:
             if optimizers.custom_step(type(opt)) is not None:
-                lay, st, hyper = _custom_inputs(opt, pindex)
+                lay, st = _custom_inputs(opt, params, pindex)
                 opt_layouts.append(lay)
                 states.append(st)
-                tables.append(hyper)
+                tables.append([])
                 fresh.append(None)
                 continue
             groups, st, tbls, new = [], [], [], {}
@@ -681,7 +686,7 @@ class TrainStep:
                 p.grad = next(it)
         for k, (opt, done, new) in enumerate(zip(opts, stepped, fresh)):
             if k in custom:
-                _apply_custom(opt, custom[k], params, states[k], tables[k])
+                _apply_custom(opt, custom[k], params, states[k])
                 if done is not None:
                     opt._opt_called = True  # what lr_scheduler's wrapper records
             elif done is not None:
