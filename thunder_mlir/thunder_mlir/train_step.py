@@ -47,8 +47,9 @@ graph ``backward()`` has freed; nothing can be differentiated through it again).
 
 Refused (``UnsupportedInputError``/``NotImplementedError`` naming the cause): torch.optim
 classes and options without a rule (``ir/optimizers.py``), ``opt.step(closure)``,
-optimizer step hooks, ``opt.step()`` twice in one step, reading ``opt.param_groups`` hyperparameters in the
-step (their values would be baked in), ``backward`` with ``gradient=``,
+optimizer step hooks, ``opt.step()`` twice in one step, reading the ``opt.param_groups``
+hyperparameters of an optimizer with a rule in the step (their values would be baked in;
+a custom optimizer's are guarded), ``backward`` with ``gradient=``,
 ``inputs=`` or ``create_graph=True``, batch tensors that require grad (eager would write
 their ``.grad``), a ``loss.backward()`` on a loss inside a ``torch.cond`` region.
 """
