@@ -389,23 +389,33 @@ class _TracedOptimizer:
 
 def _apply_custom(opt, result, params, inputs) -> None:
     """Set on the host what a traced custom step left (``_TracedOptimizer.result``): group
-    entries, each parameter's ``opt.state`` entry (its dict kept, as eager keeps it)."""
-    def value(r):
+    entries, each parameter's ``opt.state`` entry (its dict kept, as eager keeps it). A
+    non-tensor value equal to the host's is left as it is (the host's object); a changed
+    one is set to a copy (the program's constants are shared by every call)."""
+    def value(r, old):
         if r[0] == "in":
             return (params if r[1] == "param" else inputs)[r[2]]
+        if r[0] == "value":
+            try:
+                if old is not _NOT_KEYED and _guard_key(old, "") == _guard_key(r[1], ""):
+                    return old
+            except UnsupportedInputError:
+                pass
+            return copy.deepcopy(r[1])
         return r[1]
     groups, states = result
     for g, changes in zip(opt.param_groups, groups):
         for k, r in changes.items():
-            g[k] = value(r)
+            g[k] = value(r, g.get(k, _NOT_KEYED))
     flat = [p for g in opt.param_groups for p in g["params"]]
     for p, entries in zip(flat, states):
         if entries is None:
             opt.state.pop(p, None)
             continue
         d = opt.state[p]
+        new = [(k, value(r, d.get(k, _NOT_KEYED))) for k, r in entries]
         d.clear()
-        d.update((k, value(r)) for k, r in entries)
+        d.update(new)
 
 
 def _traced_step(table, rules, tables, states, stepped, k_opt, positions):
