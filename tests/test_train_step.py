@@ -374,3 +374,179 @@ def test_refused():
         thunder_mlir.jit(step)(m, opt, x.requires_grad_())
     before = [p.detach().clone() for p in m.parameters()]
     assert all(torch.equal(p, q) for p, q in zip(before, m.parameters()))
+
+
+class _MomentumSGD(torch.optim.Optimizer):
+    """A custom optimizer as users write them (torch/optim/sgd.py's algorithm, in-place
+    updates, state created lazily): traced, not refused."""
+
+    def __init__(self, params, lr=0.1, momentum=0.9, weight_decay=0.0):
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay))
+        self.scale = 1.0  # an attribute of the optimizer: guarded
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                d_p = p.grad * self.scale
+                if group["weight_decay"] != 0:
+                    d_p = d_p.add(p, alpha=group["weight_decay"])
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    buf = state["momentum_buffer"] = torch.clone(d_p).detach()
+                else:
+                    buf = state["momentum_buffer"]
+                    buf.mul_(group["momentum"]).add_(d_p)
+                p.add_(buf, alpha=-group["lr"])
+
+
+class _AdamLike(torch.optim.Optimizer):
+    """Adam's algorithm with a 0-d tensor step counter; ``lr`` may be a tensor (a run-time
+    input: editing it in place re-traces nothing)."""
+
+    def __init__(self, params, lr=1e-2, betas=(0.9, 0.99), eps=1e-8):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:
+                    state["step"] = torch.tensor(0.0)
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_avg_sq"] = torch.zeros_like(p)
+                state["step"] += 1
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+                m.mul_(beta1).add_(p.grad, alpha=1 - beta1)
+                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                bias_correction1 = 1 - beta1 ** state["step"]
+                denom = (v / (1 - beta2 ** state["step"])).sqrt().add_(group["eps"])
+                p.sub_(group["lr"] * m / (denom * bias_correction1))
+
+
+@pytest.mark.parametrize("cls", [_MomentumSGD, _AdamLike], ids=lambda c: c.__name__)
+def test_custom_optimizer_traced(cls):
+    """A custom ``torch.optim.Optimizer`` subclass's own ``step()`` traced inside
+    ``jit(step)`` (10 steps) and ``jit(opt.step)`` (3 steps): parameters, ``.grad``, state
+    and ``state_dict()`` as eager's; a float ``lr`` edit (Adam-like) and an attribute
+    edit (``opt.scale``, SGD-like) re-trace (guarded, never stale), an in-place edit of a
+    tensor ``lr`` does not (a run-time input); a ``load_state_dict`` of eager's state."""
+    tol = 1e-6 if cls is _MomentumSGD else 1e-5
+    torch.manual_seed(0)
+    m = _MLP()
+    m2 = copy.deepcopy(m)
+
+    def make(model):
+        groups = [dict(params=[model.a.weight, model.a.bias, model.unused]),
+                  dict(params=[model.b.weight, model.b.bias])]
+        if cls is _MomentumSGD:
+            groups[1].update(weight_decay=0.01, momentum=0.5)
+        else:
+            groups[1].update(lr=torch.tensor(0.02), betas=(0.8, 0.9))
+        return cls(groups)
+    o, o2 = make(m), make(m2)
+
+    def step(model, opt, x, y):
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    jstep = thunder_mlir.jit(step)
+    torch.manual_seed(1)
+    for i in range(10):
+        x, y = torch.randn(5, 4), torch.randn(5, 3)
+        torch.testing.assert_close(jstep(m2, o2, x, y), step(m, o, x, y).detach(),
+                                   atol=tol, rtol=tol)
+        _check(m, m2, o, o2, tol)
+        for opt in (o, o2):
+            if i == 4 and cls is _AdamLike:
+                opt.param_groups[0]["lr"] *= 0.5  # a float: guarded
+            if i == 6 and cls is _AdamLike:
+                opt.param_groups[1]["lr"].mul_(0.5)  # a tensor: a run-time input
+            if i == 4 and cls is _MomentumSGD:
+                opt.scale = 0.5  # an attribute: guarded
+    # first call (no state), later calls (state), the guarded edit
+    assert thunder_mlir.cache_misses(jstep) == 3
+    js = thunder_mlir.jit(o2.step)
+    for _ in range(3):
+        x, y = torch.randn(5, 4), torch.randn(5, 3)
+        for model, opt in ((m, o), (m2, o2)):
+            opt.zero_grad()
+            F.mse_loss(model(x), y).backward()
+        o.step()
+        js()
+        _check(m, m2, o, o2, tol)
+    assert thunder_mlir.cache_misses(js) == 1
+    # eager's state into the compiled optimizer: it continues as eager. One re-trace:
+    # load_state_dict adds defaults["differentiable"] (Optimizer.__setstate__), and the
+    # optimizer's attributes are guarded
+    o2.load_state_dict(copy.deepcopy(o.state_dict()))
+    x, y = torch.randn(5, 4), torch.randn(5, 3)
+    step(m, o, x, y)
+    jstep(m2, o2, x, y)
+    _check(m, m2, o, o2, tol)
+    assert thunder_mlir.cache_misses(jstep) == 4
+
+
+def test_custom_optimizer_guards_and_refusals():
+    """Python numbers in ``opt.state`` (a step count) are guarded: each new value re-traces
+    and the result is eager's; a closure, step hooks and state of other types are refused
+    with the optimizer's name."""
+    class CountingSGD(torch.optim.Optimizer):
+        def __init__(self, params, lr=0.1):
+            super().__init__(params, dict(lr=lr))
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            if closure is not None:
+                closure()
+            for group in self.param_groups:
+                for p in group["params"]:
+                    state = self.state[p]
+                    state["n"] = state.get("n", 0) + 1
+                    p.add_(p.grad, alpha=-group["lr"] / state["n"])
+
+    lin, lin2 = torch.nn.Linear(3, 1), None
+    lin2 = copy.deepcopy(lin)
+    o, o2 = CountingSGD(lin.parameters()), CountingSGD(lin2.parameters())
+    js = thunder_mlir.jit(o2.step)
+    x = torch.randn(4, 3)
+    for _ in range(3):
+        for model in (lin, lin2):
+            model.zero_grad()
+            model(x).square().sum().backward()
+        o.step()
+        js()
+        _check(lin, lin2, o, o2, 1e-6)
+    assert [s["n"] for s in o2.state.values()] == [3, 3]
+    assert thunder_mlir.cache_misses(js) == 3
+    with pytest.raises(UnsupportedInputError, match=r"CountingSGD\.step\(closure\)"):
+        js(lambda: None)
+
+    def step(model, opt, x):
+        model(x).sum().backward()
+        opt.step(lambda: None)
+    with pytest.raises(UnsupportedInputError, match=r"CountingSGD\.step\(closure\)"):
+        thunder_mlir.jit(step)(lin2, o2, x)
+    h = o2.register_step_pre_hook(lambda *a: None)
+    with pytest.raises(UnsupportedInputError, match="CountingSGD: optimizer step hooks"):
+        thunder_mlir.jit(step)(lin2, o2, x)
+    h.remove()
+    o2.state[lin2.bias]["obj"] = object()
+    with pytest.raises(UnsupportedInputError, match=r"CountingSGD.state\[p\]\['obj'\]"):
+        js()
+    o2.state[lin2.bias]["obj"] = lin2.weight.view(-1)  # eager would write the weight too
+    with pytest.raises(UnsupportedInputError, match="share memory"):
+        js()
+    del o2.state[lin2.bias]["obj"]
+    o2.state["shared"] = {}
+    with pytest.raises(UnsupportedInputError, match="other objects than the optimizer's"):
+        js()

@@ -73,8 +73,14 @@ class Stage:
 
 
 def _training_call(args: tuple, kwargs: dict) -> bool:
-    """A call to run as a training step (train_step.py): a torch.optim optimizer or an
-    nn.Module (which the functional path does not accept) among the arguments."""
+    """Whether a call runs as a training step (``train_step.TrainStep``) instead of the
+    functional path: a ``torch.optim`` optimizer or an ``nn.Module`` among the top-level
+    positional or keyword arguments. A module argument (plain, or a ``thunder_mlir.jit``
+    module: TrainStep uses its original) makes one even without an optimizer, e.g. a
+    micro-step calling ``loss.backward()`` before an ``opt.step()`` outside: its
+    parameters and buffers become program inputs and its parameters' ``.grad`` are
+    written, which the functional path, accepting no modules, cannot do. A module or
+    optimizer nested in a list or dict does not count (the functional path refuses it)."""
     return any(isinstance(a, _TRAINING_ARGUMENTS) for a in (*args, *kwargs.values()))
 
 

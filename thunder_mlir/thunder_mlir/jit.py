@@ -54,12 +54,17 @@ def jit(fn: Callable | torch.nn.Module, *, sharp_edges: str = "warn",
     thunder_mlir's frames from the traceback (``THUNDER_MLIR_VERBOSE_ERRORS=1`` shows them;
     ``error_reporting.py``).
     """
-    from thunder_mlir.optimizer import OptimizerStep, optimizer_of_step
+    from thunder_mlir.ir import optimizers
+    from thunder_mlir.optimizer import OptimizerStep, optimizer_of_step, optimizer_step
 
     opt = optimizer_of_step(fn)
     if opt is not None:  # jit(opt.step): torch.optim's update as one program (optimizer.py)
-        return OptimizerStep(opt, sharp_edges=sharp_edges, cache=cache,
-                             recompile_limit=recompile_limit, executors=executors)
+        options = dict(sharp_edges=sharp_edges, cache=cache, recompile_limit=recompile_limit,
+                       executors=executors)
+        traced = None
+        if optimizers.custom_step(type(opt)) is not None:  # its own step() traced
+            traced = TrainStep(optimizer_step, **options)
+        return OptimizerStep(opt, traced, **options)
     if isinstance(fn, types.MethodType) and isinstance(fn.__self__, torch.nn.Module):
         # m.forward = jit(m.forward): the module's parameters are inputs (module.py)
         return ThunderMethod(fn, sharp_edges=sharp_edges, cache=cache,

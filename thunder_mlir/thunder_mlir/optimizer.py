@@ -36,23 +36,23 @@ def _update_program(config, params, grads, states, scalars):
     ``states``: per parameter, its state tensors; ``scalars``: per group, an (n, k)
     tensor (row i: parameter i's scalars in the rule's ``scalar_names`` order)."""
     by_name = {c.name: c for c in optimizers.RULES.values()}
-    i = 0
+    entries, i = [], 0
     for (name, options, n), table in zip(config, scalars):
         rule = by_name[name](options)
         k = len(rule.scalar_names)
         for r in range(n):
-            p, g, state = params[i], grads[i], states[i]
-            s = [table[r, j] for j in range(k)]
-            new_p, new_state = rule.update(p, g, state, s)
-            p.copy_(new_p)
-            for t, v in zip(state, new_state):
-                t.copy_(v)
+            entries.append((rule, params[i], grads[i], states[i],
+                            [table[r, j] for j in range(k)]))
             i += 1
+    optimizers.update_parameters(entries, in_place=True)
 
 
 class OptimizerStep:
     """What ``thunder_mlir.jit(opt.step)`` returns for a ``torch.optim`` SGD, Adam or
     AdamW: ``jstep(closure=None)`` does ``opt.step(closure)`` with the update compiled.
+    For a custom ``torch.optim.Optimizer`` subclass with its own ``step``
+    (``optimizers.custom_step``), that ``step`` is traced as in a compiled training step
+    (``train_step.TrainStep``; hooks run on the host, a closure is refused).
 
     After each call, the parameters, ``opt.state`` (``momentum_buffer``; ``step``,
     ``exp_avg``, ``exp_avg_sq``, ``max_exp_avg_sq``) and so ``opt.state_dict()`` are as
@@ -70,11 +70,18 @@ class OptimizerStep:
     parameters that are not float32/float64, not all of one dtype or not all on one
     device."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, **jit_options):
-        optimizers.rule_class(type(optimizer))  # refuse an unsupported class now
+    def __init__(self, optimizer: torch.optim.Optimizer, traced_step=None, **jit_options):
         self.optimizer = optimizer
-        self._fn = ThunderFunction(_update_program, **jit_options)
         self._rules: dict = {}
+        # a custom subclass (optimizers.custom_step): its own step() traced as inside
+        # jit(step), by the train_step.TrainStep of ``optimizer_step`` jit passes (this
+        # module does not import train_step, which imports it)
+        self._traced = traced_step
+        if traced_step is not None:
+            self._fn = traced_step._fn
+            return
+        optimizers.rule_class(type(optimizer))  # refuse an unsupported class now
+        self._fn = ThunderFunction(_update_program, **jit_options)
 
     def _rule(self, group) -> optimizers.OptimizerRule:
         cls = optimizers.rule_class(type(self.optimizer))
@@ -94,11 +101,19 @@ class OptimizerStep:
                 args, kwargs = result
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
         loss = None
-        if closure is not None:
+        if self._traced is not None:
+            if closure is not None:
+                raise UnsupportedInputError(
+                    f"{type(opt).__module__}.{type(opt).__qualname__}.step(closure) cannot be "
+                    "compiled: a custom optimizer's step() is traced without a closure; call "
+                    "the closure (loss and backward()) first, then the compiled step")
+            self._traced.call((opt,), {}, hooks_on_host=True)
+        elif closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        with torch.no_grad():
-            self._step()
+        if self._traced is None:
+            with torch.no_grad():
+                self._step()
         opt._opt_called = True  # what lr_scheduler's wrapper of opt.step records
         for post_hook in (*opt._optimizer_step_post_hooks.values(),
                           *_torch_optimizer._global_optimizer_post_hooks.values()):
@@ -108,7 +123,6 @@ class OptimizerStep:
     def _step(self) -> None:
         opt = self.optimizer
         config, params, grads, states, tables = [], [], [], [], []
-        dtype = device = None
         work = []  # checked before any state is created or counter advanced
         for group in opt.param_groups:
             rule = self._rule(group)
@@ -120,16 +134,7 @@ class OptimizerStep:
                     raise UnsupportedInputError(
                         f"torch.optim.{rule.name}: sparse gradients are not supported by "
                         "the compiled optimizer step")
-                if dtype is None:
-                    dtype, device = p.dtype, p.device
-                if p.dtype != dtype or p.dtype not in _SCALAR_DTYPES:
-                    raise UnsupportedInputError(
-                        "the compiled optimizer step supports float32 or float64 parameters "
-                        f"of one dtype; got {dtype} and {p.dtype}")
-                if p.device != device:
-                    raise UnsupportedInputError(
-                        "the compiled optimizer step runs one program on one device; the "
-                        f"parameters are on {device} and {p.device}")
+        dtype, device = check_parameters(p for _, _, ps in work for p in ps)
         for rule, group, ps in work:
             steps = self._init_state(rule, group, ps)
             by_step: dict = {}  # (usually every parameter of a group is at one step)
@@ -184,6 +189,33 @@ class OptimizerStep:
             steps.append(state["step"])
         torch._foreach_add_(steps, 1)
         return [s.item() for s in steps]  # adam.py: step = _get_value(step_t)
+
+
+def check_parameters(params) -> tuple[torch.dtype | None, torch.device | None]:
+    """The one dtype and device of the parameters a rule updates (``jit(opt.step)``, and
+    ``jit(step)``'s optimizers with a rule); (None, None) for none. The per-step scalars
+    are one table of that dtype on that device. Raises UnsupportedInputError for a dtype
+    other than float32/float64, mixed dtypes, or parameters on several devices (one
+    program runs on one device)."""
+    dtype = device = None
+    for p in params:
+        if dtype is None:
+            dtype, device = p.dtype, p.device
+        if p.dtype != dtype or p.dtype not in _SCALAR_DTYPES:
+            raise UnsupportedInputError(
+                "the compiled optimizer step supports float32 or float64 parameters of one "
+                f"dtype; got {dtype} and {p.dtype}")
+        if p.device != device:
+            raise UnsupportedInputError(
+                "the compiled optimizer step runs one program on one device; the parameters "
+                f"are on {device} and {p.device}")
+    return dtype, device
+
+
+def optimizer_step(opt) -> None:
+    """The step function a custom optimizer's ``jit(opt.step)`` traces (``TrainStep``,
+    train_step.py)."""
+    opt.step()
 
 
 def optimizer_of_step(fn) -> torch.optim.Optimizer | None:

@@ -33,19 +33,31 @@ optimizer among its arguments. Each call:
    step counters advanced (``torch._foreach_add_``), as torch.optim's ``_init_group`` and
    ``_single_tensor_adam`` leave them.
 
+A **custom optimizer** (a ``torch.optim.Optimizer`` subclass with its own ``step``,
+``optimizers.custom_step``) has no rule: its ``step`` itself is traced
+(``_TracedOptimizer``) with ``param_groups`` holding the parameters' proxies and
+``opt.state`` keyed by them. Its tensors (state, tensor hyperparameters) are program
+inputs, written in place where the step mutates them; tensors it stores anew are program
+outputs the host puts into ``opt.state``. Its other values (float ``lr``, betas, a Python
+step count) are guarded: part of the cache key, so an edit re-traces and no value is ever
+stale; the values the step leaves are set on the host after the run.
+
 The returned values are the step's, detached (eager's loss still has a ``grad_fn`` whose
 graph ``backward()`` has freed; nothing can be differentiated through it again).
 
-Refused (``UnsupportedInputError``/``NotImplementedError`` naming the cause): optimizer
+Refused (``UnsupportedInputError``/``NotImplementedError`` naming the cause): torch.optim
 classes and options without a rule (``ir/optimizers.py``), ``opt.step(closure)``,
-optimizer step hooks, ``opt.step()`` twice in one step, reading ``opt.param_groups`` hyperparameters in the
-step (their values would be baked in), ``backward`` with ``gradient=``,
+optimizer step hooks, ``opt.step()`` twice in one step, reading the ``opt.param_groups``
+hyperparameters of an optimizer with a rule in the step (their values would be baked in;
+a custom optimizer's are guarded), ``backward`` with ``gradient=``,
 ``inputs=`` or ``create_graph=True``, batch tensors that require grad (eager would write
 their ``.grad``), a ``loss.backward()`` on a loss inside a ``torch.cond`` region.
 """
 
 from __future__ import annotations
 
+import collections
+import copy
 import threading
 
 import torch
@@ -59,8 +71,8 @@ from thunder_mlir.frontend import differentiability
 from thunder_mlir.function import ThunderFunction
 from thunder_mlir.ir import optimizers
 from thunder_mlir.ir.proxy import TensorProxy
+from thunder_mlir.optimizer import check_parameters
 
-_SCALAR_DTYPES = (torch.float32, torch.float64)
 _ACTIVE = threading.local()  # the objects of the call being traced (``_program``)
 
 
@@ -204,9 +216,220 @@ def _refuse_hooks(opt) -> None:
             _torch_optimizer._global_optimizer_pre_hooks or \
             _torch_optimizer._global_optimizer_post_hooks:
         raise UnsupportedInputError(
-            "optimizer step hooks cannot run inside a compiled training step; remove them, "
+            f"{_opt_name(opt)}: optimizer step hooks cannot run inside a compiled training "
+            "step (supported there: the step itself, of torch.optim.SGD, Adam, AdamW or a "
+            "custom subclass whose step() is plain tensor code); remove them, "
             "or compile only the model (thunder_mlir.jit(model)) and the update "
             "(thunder_mlir.jit(opt.step))")
+
+
+
+
+def _guard_key(v, where: str):
+    """The cache-key form of a non-tensor value the traced optimizer step reads (a
+    hyperparameter or a Python number in ``opt.state``): its type and exact value, so a
+    change re-traces (never a stale baked value). Raises UnsupportedInputError for other
+    types (their changes could not be seen)."""
+    if v is None or isinstance(v, (bool, int, str)):
+        return (type(v).__name__, v)
+    if isinstance(v, float):
+        return ("float", repr(v))  # exact; nan == nan, -0.0 != 0.0
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__, tuple(_guard_key(x, where) for x in v))
+    if isinstance(v, (torch.dtype, torch.device)):
+        return (type(v).__name__, str(v))
+    raise UnsupportedInputError(
+        f"{where} is a {type(v).__module__}.{type(v).__qualname__}; a traced optimizer "
+        "step supports tensors, numbers, strings, None, dtypes, devices and tuples/lists "
+        "of those in param_groups and opt.state")
+
+
+_NOT_KEYED = ("not keyed",)
+_PATCHED = ("param_groups", "state", "step", "zero_grad")  # (_TracedOptimizer.methods)
+
+
+def _attributes_key(opt) -> tuple:
+    """The key of a custom optimizer's public instance attributes (``defaults`` and the
+    user's own, e.g. ``self.scale``), which its ``step`` may read: plain values by value
+    (a dict entry by entry); tensors (captured under the sharp-edge policy where the step
+    uses them) and other objects are not keyed."""
+    def key(v):
+        if isinstance(v, dict):
+            return ("dict", tuple((k, key(x)) for k, x in v.items()))
+        try:
+            return _guard_key(v, "")
+        except UnsupportedInputError:
+            return _NOT_KEYED
+    return tuple((n, key(v)) for n, v in vars(opt).items()
+                 if not n.startswith("_") and n not in _PATCHED)
+
+
+def _opt_name(opt) -> str:
+    return f"{type(opt).__module__}.{type(opt).__qualname__}"
+
+
+def _custom_inputs(opt, params, pindex):
+    """A custom optimizer's part of the call (``optimizers.custom_step``): (layout, its
+    tensors). The layout holds, per group, its parameters' indices and each entry's key,
+    per parameter (all groups, in order) its ``opt.state`` entry the same way (None: no
+    entry), and the optimizer's own attributes (``_attributes_key``). An entry's key:
+    ``("tensor", n)`` (the ``n``-th of the tensors: one input per tensor object, so an
+    object held twice stays one), ``("param", i)`` (a parameter), or a non-tensor value's
+    ``_guard_key``. Raises UnsupportedInputError for ``opt.state`` keyed by other objects
+    than the optimizer's parameters, and for distinct tensors sharing memory with each
+    other, a parameter or a gradient (a write through one would change the other in
+    eager only)."""
+    name = _opt_name(opt)
+    tensors, index = [], {}
+
+    def key(v, where):
+        if not isinstance(v, torch.Tensor):
+            return _guard_key(v, where)
+        if id(v) in pindex:
+            return ("param", pindex[id(v)])
+        if id(v) not in index:
+            index[id(v)] = len(tensors)
+            tensors.append(v)
+        return ("tensor", index[id(v)])
+    groups = []
+    for gi, group in enumerate(opt.param_groups):
+        groups.append((tuple(pindex[id(p)] for p in group["params"]), tuple(
+            (k, key(v, f"{name}.param_groups[{gi}][{k!r}]"))
+            for k, v in group.items() if k != "params")))
+    mine = {id(p) for group in opt.param_groups for p in group["params"]}
+    if any(id(p) not in mine for p in opt.state):
+        raise UnsupportedInputError(
+            f"{name}: opt.state holds entries keyed by other objects than the optimizer's "
+            "parameters; a traced optimizer step supports state per parameter only")
+    layout = []
+    for p in (p for group in opt.param_groups for p in group["params"]):
+        layout.append(None if p not in opt.state else tuple(  # (`in` adds no entry)
+            (k, key(v, f"{name}.state[p][{k!r}]")) for k, v in opt.state[p].items()))
+    seen = {}
+    for t in (*params, *(p.grad for p in params if p.grad is not None), *tensors):
+        if t.numel() and t.device.type != "meta":
+            ptr = t.untyped_storage().data_ptr()
+            if seen.setdefault(ptr, id(t)) != id(t):
+                raise UnsupportedInputError(
+                    f"{name}: tensors of its state or param_groups share memory with each "
+                    "other, a parameter or a gradient; a traced optimizer step needs "
+                    "separate tensors (clone them)")
+    return ("traced", tuple(groups), tuple(layout), _attributes_key(opt)), tensors
+
+
+class _TracedOptimizer:
+    """A custom optimizer (``optimizers.custom_step``) while the step is traced: its own
+    ``step`` runs on proxies. ``param_groups`` hold the parameters' proxies (``p.grad``
+    reads the ``.grad`` table), tensor hyperparameters are program inputs, the others the
+    call's values (guarded: part of the cache key, ``_custom_inputs``); ``state`` is a
+    ``defaultdict(dict)`` keyed by the proxies, its tensors program inputs (written in
+    place when the step mutates them) and its other values the call's. ``result()``: what
+    the host sets after the run."""
+
+    def __init__(self, opt, layout, table, inputs, stepped, k_opt):
+        _, groups_layout, state_layout, _ = layout
+        self.opt, self.table, self.name = opt, table, _opt_name(opt)
+        self.refs: dict = {}  # id(input proxy) -> where the host finds its tensor
+        for i, p in enumerate(table.proxies):
+            self.refs[id(p)] = ("param", i)
+        for n, t in enumerate(inputs):
+            self.refs[id(t)] = ("tensor", n)
+
+        def value(v, k):  # the traced value of an entry whose host value is v, key k
+            if k[0] == "tensor":
+                return inputs[k[1]]
+            if k[0] == "param":
+                return table.proxies[k[1]]
+            return copy.deepcopy(v)
+        self.groups = []
+        for (idx, entries), host in zip(groups_layout, opt.param_groups):
+            keys = dict(entries)
+            self.groups.append({k: [table.proxies[i] for i in idx] if k == "params" else
+                                value(v, keys[k]) for k, v in host.items()})
+        self.flat = [table.proxies[i] for idx, _ in groups_layout for i in idx]
+        host_flat = [p for g in opt.param_groups for p in g["params"]]
+        self.state = collections.defaultdict(dict)
+        for proxy, hp, entries in zip(self.flat, host_flat, state_layout):
+            if entries is not None:
+                keys = dict(entries)
+                self.state[proxy] = {k: value(v, keys[k]) for k, v in opt.state[hp].items()}
+        fn = optimizers.custom_step(type(opt))
+
+        def step(closure=None):
+            if closure is not None:
+                raise UnsupportedInputError(
+                    f"{self.name}.step(closure) cannot be traced: a compiled step runs the "
+                    "optimizer's own step() without a closure; compute the loss and call "
+                    "backward() in the step function, then opt.step()")
+            with torch.no_grad():  # (Optimizer.step's own code has no grad mode to undo)
+                out = fn(opt)
+            stepped[k_opt] = "traced"
+            return out
+        self.methods = {"step": step, "param_groups": self.groups, "state": self.state}
+        if type(opt).zero_grad is torch.optim.Optimizer.zero_grad:
+            self.methods["zero_grad"] = _traced_zero_grad(
+                table, [idx for idx, _ in groups_layout])
+
+    def _ref(self, v, where):
+        if isinstance(v, torch.Tensor):
+            r = self.refs.get(id(v))
+            if r is not None:
+                return ("in",) + r
+            if type(v) is not TensorProxy:
+                raise UnsupportedInputError(
+                    f"{where} was set to a tensor not computed in the step; a traced "
+                    "optimizer step must compute its state from its inputs")
+            return ("new", v)
+        return ("value", v)
+
+    def result(self):
+        """(per group: {key: ref} of its entries but ``params``; per parameter: None or
+        [(key, ref)] of its ``opt.state`` entry). A ref: ("in", kind, n) an input tensor
+        (written in place, if mutated), ("new", tensor) an output, ("value", v)."""
+        known = {id(p) for p in self.flat}
+        for p in self.state:
+            if id(p) not in known:
+                raise UnsupportedInputError(
+                    f"{self.name}.step() keys opt.state by something other than its own "
+                    "parameters; a traced optimizer step supports state per parameter only")
+        groups = [{k: self._ref(v, f"{self.name}.param_groups[{gi}][{k!r}]")
+                   for k, v in g.items() if k != "params"}
+                  for gi, g in enumerate(self.groups)]
+        states = [None if p not in self.state else
+                  [(k, self._ref(v, f"{self.name}.state[p][{k!r}]"))
+                   for k, v in self.state[p].items()] for p in self.flat]
+        return groups, states
+
+
+def _apply_custom(opt, result, params, inputs) -> None:
+    """Set on the host what a traced custom step left (``_TracedOptimizer.result``): group
+    entries, each parameter's ``opt.state`` entry (its dict kept, as eager keeps it). A
+    non-tensor value equal to the host's is left as it is (the host's object); a changed
+    one is set to a copy (the program's constants are shared by every call)."""
+    def value(r, old):
+        if r[0] == "in":
+            return (params if r[1] == "param" else inputs)[r[2]]
+        if r[0] == "value":
+            try:
+                if old is not _NOT_KEYED and _guard_key(old, "") == _guard_key(r[1], ""):
+                    return old
+            except UnsupportedInputError:
+                pass
+            return copy.deepcopy(r[1])
+        return r[1]
+    groups, states = result
+    for g, changes in zip(opt.param_groups, groups):
+        for k, r in changes.items():
+            g[k] = value(r, g.get(k, _NOT_KEYED))
+    flat = [p for g in opt.param_groups for p in g["params"]]
+    for p, entries in zip(flat, states):
+        if entries is None:
+            opt.state.pop(p, None)
+            continue
+        d = opt.state[p]
+        new = [(k, value(r, d.get(k, _NOT_KEYED))) for k, r in entries]
+        d.clear()
+        d.update(new)
 
 
 def _traced_step(table, rules, tables, states, stepped, k_opt, positions):
@@ -219,7 +442,7 @@ def _traced_step(table, rules, tables, states, stepped, k_opt, positions):
         if stepped[k_opt] is not None:
             raise NotImplementedError("opt.step() is called twice in one compiled training "
                                       "step; compile one step per call")
-        done = []
+        done, entries = [], []
         with torch.no_grad():
             j = 0  # position among the optimizer's parameters (all groups)
             for rule, tbl, idx in zip(rules, tables, positions):
@@ -227,21 +450,14 @@ def _traced_step(table, rules, tables, states, stepped, k_opt, positions):
                 rows = None  # the table's rows, split once (unbind: one op, not n * k)
                 for r, pi in enumerate(idx):
                     g = table.grads[pi]
-                    if g is None:
-                        j += 1
-                        continue
-                    if g.is_sparse:
-                        raise UnsupportedInputError("sparse gradients are not supported")
-                    p, st = table.proxies[pi], states[j]
-                    if rows is None:
-                        rows = tbl.unbind(0)
-                    s = list(rows[r].unbind(0)) if k else []
-                    new_p, new_st = rule.update(p, g, st, s)
-                    p.copy_(new_p)
-                    for t, v in zip(st, new_st):
-                        t.copy_(v)
-                    done.append(j)
+                    if g is not None:
+                        if rows is None:
+                            rows = tbl.unbind(0)
+                        s = list(rows[r].unbind(0)) if k else []
+                        entries.append((rule, table.proxies[pi], g, states[j], s))
+                        done.append(j)
                     j += 1
+            optimizers.update_parameters(entries, in_place=True)
         stepped[k_opt] = tuple(done)
     return step
 
@@ -264,10 +480,12 @@ def _traced_zero_grad(table, positions):
 
 def _program(layout, params, buffers, grads, states, tables, rest):
     """The traced step (module docstring). ``layout``: (grad present per parameter, per
-    optimizer: per group (rule name, options, parameter indices), object identities);
-    ``grads``: the present ``.grad`` tensors; ``states``: per optimizer, per parameter,
-    its state tensors (``OptimizerRule.state_names``); ``tables``: per optimizer, per
-    group, the (n, k) scalar table; ``rest``: the other arguments."""
+    optimizer: per group (rule name, options, parameter indices) or a custom optimizer's
+    ``_custom_inputs`` layout, object identities); ``grads``: the present ``.grad``
+    tensors; ``states``: per optimizer, per parameter, its state tensors
+    (``OptimizerRule.state_names``), or a custom optimizer's tensors; ``tables``: per
+    optimizer, per group, the (n, k) scalar table ([] for a custom optimizer); ``rest``:
+    the other arguments."""
     from thunder_mlir.frontend.tracing import current_trace
 
     call: _Call = _ACTIVE.call
@@ -278,8 +496,12 @@ def _program(layout, params, buffers, grads, states, tables, rest):
     table = _GradTable(trace, params, call.params, grad_in)
     by_name = {c.name: c for c in optimizers.RULES.values()}
     stepped = [None] * len(call.optimizers)
-    patched = []
+    patched, traced = [], {}
     for k, (opt, groups) in enumerate(zip(call.optimizers, opt_layouts)):
+        if groups[0] == "traced":  # a custom optimizer: its own step() is traced
+            traced[k] = _TracedOptimizer(opt, groups, table, states[k], stepped, k)
+            patched.append((opt, dict(traced[k].methods)))
+            continue
         rules = [by_name[name](options) for name, options, _ in groups]
         positions = [idx for _, _, idx in groups]
         patched.append((opt, {
@@ -294,8 +516,10 @@ def _program(layout, params, buffers, grads, states, tables, rest):
     trace.training = table
     try:
         for opt, methods in patched:
-            methods["param_groups"] = [_TracedGroup(g) for g in opt.param_groups]
-            saved.append((opt, {n: opt.__dict__[n] for n in methods if n in opt.__dict__}))
+            if "param_groups" not in methods:  # (a custom optimizer's: _TracedOptimizer)
+                methods["param_groups"] = [_TracedGroup(g) for g in opt.param_groups]
+            saved.append((opt, tuple(methods),
+                          {n: opt.__dict__[n] for n in methods if n in opt.__dict__}))
             opt.__dict__.update(methods)
         for m, names in zip(call.modules, call.module_names):
             state = {n: params[i] for n, i in names[0].items()}
@@ -307,8 +531,8 @@ def _program(layout, params, buffers, grads, states, tables, rest):
     finally:
         for c in reversed(contexts):
             c.__exit__(None, None, None)
-        for opt, old in saved:
-            for n in ("step", "zero_grad", "param_groups"):
+        for opt, names, old in saved:
+            for n in names:
                 opt.__dict__.pop(n, None)
             opt.__dict__.update(old)
         trace.training = None
@@ -330,7 +554,8 @@ def _program(layout, params, buffers, grads, states, tables, rest):
         else:
             kinds.append("new")
             new_grads.append(g)
-    return out, tuple(kinds), new_grads, tuple(stepped)
+    custom = {k: t.result() for k, t in traced.items()}
+    return out, tuple(kinds), new_grads, tuple(stepped), custom
 
 
 class TrainStep:
@@ -341,9 +566,11 @@ class TrainStep:
     docs/optim.md, Exactness).
 
     ``_fn``: the ThunderFunction of ``_program`` (``cache_misses``, ``last_traces``).
-    Raises UnsupportedInputError for an optimizer class without a rule (naming it and the
-    supported ones), unsupported options, hooks, or parameters that are not float32/float64
-    of one dtype and device."""
+    Raises UnsupportedInputError for a torch.optim class without a rule (naming it and the
+    supported ones), unsupported options, hooks, a closure, values of a custom optimizer's
+    ``param_groups``/``opt.state`` that are not tensors, numbers, strings, None, dtypes,
+    devices or tuples/lists of those, or parameters of a rule's optimizer that are not
+    float32/float64 of one dtype and device."""
 
     def __init__(self, fn, **jit_options):
         self.fn = fn
@@ -370,6 +597,11 @@ class TrainStep:
         return rule
 
     def __call__(self, *args, **kwargs):
+        return self.call(args, kwargs)
+
+    def call(self, args, kwargs, hooks_on_host: bool = False):
+        """``self(*args, **kwargs)``; ``hooks_on_host``: the caller runs the optimizers'
+        step hooks around the call (``OptimizerStep``), so they are not refused."""
         from thunder_mlir.module import ThunderModule
 
         modules, opts, rest = [], [], []
@@ -408,8 +640,10 @@ class TrainStep:
                 bn[n] = bindex[id(b)]
             names.append((pn, bn))
         for opt in opts:
-            optimizers.rule_class(type(opt))
-            _refuse_hooks(opt)
+            if optimizers.custom_step(type(opt)) is None:
+                optimizers.rule_class(type(opt))
+            if not hooks_on_host:
+                _refuse_hooks(opt)
             for group in opt.param_groups:
                 for p in group["params"]:
                     if id(p) not in pindex:
@@ -418,22 +652,20 @@ class TrainStep:
         grads = [p.grad for p in params]
         opt_layouts, states, tables, fresh = [], [], [], []
         for opt in opts:
+            if optimizers.custom_step(type(opt)) is not None:
+                lay, st = _custom_inputs(opt, params, pindex)
+                opt_layouts.append(lay)
+                states.append(st)
+                tables.append([])
+                fresh.append(None)
+                continue
             groups, st, tbls, new = [], [], [], {}
-            dtype = device = None
+            dtype, device = check_parameters(
+                p for group in opt.param_groups for p in group["params"])
             for group in opt.param_groups:
                 rule = self._rule(opt, group)
                 rows = []
                 for p in group["params"]:
-                    if dtype is None:
-                        dtype, device = p.dtype, p.device
-                    if p.dtype != dtype or p.dtype not in _SCALAR_DTYPES:
-                        raise UnsupportedInputError(
-                            "the compiled optimizer step supports float32 or float64 "
-                            f"parameters of one dtype; got {dtype} and {p.dtype}")
-                    if p.device != device:
-                        raise UnsupportedInputError(
-                            "the compiled training step runs one program on one device; the "
-                            f"parameters are on {device} and {p.device}")
                     state = opt.state.get(p)
                     has = bool(state) and all(state.get(k) is not None
                                               for k in rule.state_names)
@@ -466,7 +698,7 @@ class TrainStep:
         self._objects = modules + opts
         _ACTIVE.call = _Call(self.fn, args_tpl, kwargs_tpl, modules, names, opts, params)
         try:
-            out, kinds, new_grads, stepped = self._fn(
+            out, kinds, new_grads, stepped, custom = self._fn(
                 layout, params, buffers, [g for g in grads if g is not None], states,
                 tables, rest)
         finally:
@@ -477,8 +709,12 @@ class TrainStep:
                 p.grad = None
             elif kind == "new":
                 p.grad = next(it)
-        for opt, done, new in zip(opts, stepped, fresh):
-            if done is not None:
+        for k, (opt, done, new) in enumerate(zip(opts, stepped, fresh)):
+            if k in custom:
+                _apply_custom(opt, custom[k], params, states[k])
+                if done is not None:
+                    opt._opt_called = True  # what lr_scheduler's wrapper records
+            elif done is not None:
                 _after_step(self, opt, done, new)
         return out
 

@@ -1,9 +1,11 @@
 """Optimizer update rules: one per ``torch.optim`` class, written as torch operations and
 traced on proxies into the program that updates the parameters.
 
-Both compiled optimizer steps use these rules and no other copy of the formulas:
-``thunder_mlir.jit(opt.step)`` (``thunder_mlir/optimizer.py``) and the SPMD training step
-of ``thunder_mlir.distributed.train_step`` (``distributed/program.py``).
+Every compiled optimizer step uses these rules, through one loop (``update_parameters``),
+and no other copy of the formulas: ``thunder_mlir.jit(opt.step)``
+(``thunder_mlir/optimizer.py``), the whole training step ``thunder_mlir.jit(step)``
+(``thunder_mlir/train_step.py``) and the SPMD training step of
+``thunder_mlir.distributed.train_step`` (``distributed/program.py``).
 
 Each rule follows the single-tensor implementation of its class in torch/optim, operation
 for operation: ``torch/optim/sgd.py: _single_tensor_sgd`` and ``torch/optim/adam.py:
@@ -254,20 +256,69 @@ RULES: dict[type, type[OptimizerRule]] = {
     torch.optim.SGD: SGD, torch.optim.Adam: Adam, torch.optim.AdamW: AdamW}
 
 
+def update_parameters(entries, in_place: bool):
+    """The update every compiled step builds (``jit(opt.step)``: optimizer.py,
+    ``jit(step)``: train_step.py, ``distributed.train_step``: distributed/program.py) —
+    the one loop over parameters, traced on proxies. ``entries``: (rule, p, g, state, s)
+    per parameter (``OptimizerRule.update``'s arguments); ``g`` None: torch.optim skips
+    the parameter (no update, state unchanged). -> per entry (new p, new state), or None
+    where ``g`` is None. ``in_place``: the new values are also written into ``p`` and
+    ``state`` (``copy_``: mutated program inputs, written back into the caller's tensors
+    by the runtime), as torch.optim updates them."""
+    out = []
+    for rule, p, g, state, s in entries:
+        if g is None:
+            out.append(None)
+            continue
+        if g.is_sparse:
+            raise UnsupportedInputError(
+                f"torch.optim.{rule.name}: sparse gradients are not supported by the "
+                "compiled optimizer step")
+        new_p, new_state = rule.update(p, g, state, s)
+        if in_place:
+            p.copy_(new_p)
+            for t, v in zip(state, new_state):
+                t.copy_(v)
+        out.append((new_p, new_state))
+    return out
+
+
 def supported_names() -> str:
     """The classes with a rule, ``torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW``
     (for error messages)."""
     return ", ".join(f"torch.optim.{c.__name__}" for c in RULES)
 
 
+def custom_step(optimizer_cls: type):
+    """The ``step`` function of a custom ``torch.optim.Optimizer`` subclass, to be traced
+    as plain tensor code (train_step.py): a class without a rule whose ``step`` is defined
+    outside torch (a subclass of a torch.optim class that keeps torch's ``step`` is not
+    custom: torch's step functions use host-side paths the trace cannot follow). The
+    wrapper ``Optimizer._patch_step_function`` installs (``profile_hook_step``: it runs
+    the step hooks) is removed. None for every other class."""
+    if optimizer_cls in RULES or not (isinstance(optimizer_cls, type) and
+                                      issubclass(optimizer_cls, torch.optim.Optimizer)):
+        return None
+    fn = optimizer_cls.step
+    if getattr(fn, "hooked", False):  # profile_hook_step's functools.wraps wrapper
+        fn = fn.__wrapped__
+    module = getattr(fn, "__module__", None) or ""
+    if module == "torch" or module.startswith("torch."):
+        return None
+    return fn
+
+
 def rule_class(optimizer_cls: type) -> type[OptimizerRule]:
     """The rule of exactly ``optimizer_cls`` (a subclass may override ``step``: it gets
-    none). Raises UnsupportedInputError naming the class and the supported ones."""
+    none). Raises UnsupportedInputError naming the class, the supported ones and that a
+    custom subclass's own ``step`` is traced (``custom_step``)."""
     rule = RULES.get(optimizer_cls)
     if rule is None:
         raise UnsupportedInputError(
             f"{optimizer_cls.__module__}.{optimizer_cls.__qualname__} has no update rule in "
-            f"thunder_mlir (compiled optimizer steps); supported: {supported_names()}")
+            f"thunder_mlir (compiled optimizer steps); supported: {supported_names()}, "
+            "and a custom torch.optim.Optimizer subclass whose own step() is plain tensor "
+            "code (traced)")
     return rule
 
 

@@ -38,7 +38,7 @@ from torch_mlir.dialects import func as func_d
 
 from thunder_mlir.errors import UnsupportedInputError
 from thunder_mlir.function import Stage, trace_function
-from thunder_mlir.ir import prims, sharding
+from thunder_mlir.ir import optimizers, prims, sharding
 from thunder_mlir.ir.dialect import SEED_ATTR
 from thunder_mlir.ir.proxy import TensorProxy
 
@@ -175,15 +175,13 @@ def _trace_update(rule, params, state, scalars, reached):
     ``p.grad`` stays None) is left unchanged with its state, as torch.optim skips it."""
     def update_program(params, grads, state, scalars):
         k = len(rule.state_names)
+        entries = [(rule, p, g if reached[i] else None, state[i * k:(i + 1) * k], scalars)
+                   for i, (p, g) in enumerate(zip(params, grads))]
         new_params, new_state = [], []
-        for i, (p, g) in enumerate(zip(params, grads)):
-            if not reached[i]:
-                new_params.append(p)
-                new_state += state[i * k:(i + 1) * k]
-                continue
-            np_, ns = rule.update(p, g, state[i * k:(i + 1) * k], scalars)
-            new_params.append(np_)
-            new_state += ns
+        for (_, p, _, st, _), new in zip(entries, optimizers.update_parameters(
+                entries, in_place=False)):
+            new_params.append(p if new is None else new[0])
+            new_state += st if new is None else new[1]
         return new_params, new_state
 
     grads = [torch.empty_like(p) for p in params]
