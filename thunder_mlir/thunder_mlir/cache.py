@@ -44,6 +44,9 @@ class CacheEntry:
     stages: list
     fallbacks: list[str] = field(default_factory=list)
     mutated_inputs: list[int] = field(default_factory=list)  # tensor indices to write back
+    # (error, message) per index check; the program's last result says which failed
+    # (frontend/runtime_checks.py)
+    checks: list = field(default_factory=list)
     key: Any = None
     paths: list[str] = field(default_factory=list)
     guards: list[tuple[Guard, Any]] = field(default_factory=list)

@@ -21,7 +21,8 @@ import torch
 import torch.utils._pytree as torch_pytree
 from torch_mlir import ir
 
-from thunder_mlir.frontend import aliasing, compat, cpu_scalars, differentiability, pytrees
+from thunder_mlir.frontend import aliasing, compat, cpu_scalars, differentiability, pytrees, \
+    runtime_checks
 from thunder_mlir.ir import dtypes
 from thunder_mlir.cache import CacheEntry, FunctionCache
 from thunder_mlir.ir.context import COMPILE_LOCK
@@ -330,6 +331,9 @@ class ThunderFunction:
                 self, entry, failed, leaves, spec, key, dims, nodes, tensors, args, kwargs,
                 state)
             self.last = entry
+        if entry.checks:  # before any write-back or result (frontend/runtime_checks.py)
+            runtime_checks.raise_failed(entry.checks, outs[-1])
+            outs = outs[:-1]
         if entry.mutated_inputs:
             k = len(entry.mutated_inputs)
             if torch.is_grad_enabled():
@@ -510,7 +514,8 @@ def _paths_of_tensors(leaves, spec) -> list[str]:
 def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                    grad_inputs: list[bool] | None = None, watch=(), dynamic_dims=None,
                    known_values=None, unbacked: bool = False, recompile_limit: int = 8,
-                   guessed: set | None = None, no_guess=frozenset()):
+                   guessed: set | None = None, no_guess=frozenset(),
+                   index_checks: bool = False):
     """Trace ``fn`` on proxies for the tensor leaves (requiring grad as the tensors do, or
     as ``grad_inputs`` says per tensor).
 
@@ -538,6 +543,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     trace.unbacked, trace.recompile_limit = unbacked, recompile_limit
     trace.guessed = guessed if unbacked else None
     trace.no_guess = no_guess
+    # index bounds checked at run time: the program's last result (runtime_checks.py)
+    trace.runtime_checks = index_checks
     for obj, owner in watch:  # objects whose attribute reads are guarded (guards.py)
         monitor.recorder.watch(obj, owner)
     env = trace.shape_env = symbolic.ShapeEnv()
@@ -618,10 +625,13 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
         trace.objects = (writes, out_objects, objects.tensors) \
             if writes or out_objects else None
         results += [p.value for _, p in sorted(trace.mutated_inputs.items())]
+        if trace.checks:  # after the write-backs: the checks' code (runtime_checks.py)
+            results.append(runtime_checks.code(trace).value)
         trace.finish(results)
-        if trace.mutated_inputs:  # the trailing results are write-backs, not differentiated
+        tail = len(trace.mutated_inputs) + (1 if trace.checks else 0)
+        if tail:  # the trailing results (write-backs, the checks' code): not differentiated
             trace.func_op.attributes[WRITE_BACKS_ATTR] = ir.IntegerAttr.get(
-                ir.IntegerType.get_signless(64), len(trace.mutated_inputs))
+                ir.IntegerType.get_signless(64), tail)
     monitor.finish()
     return trace, out_spec, out_leaves, monitor
 
@@ -699,7 +709,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                 fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None,
                 watch=watch, dynamic_dims=dynamic_dims, known_values=known,
                 unbacked=unbacked, recompile_limit=recompile_limit, guessed=guessed,
-                no_guess=no_guess)
+                no_guess=no_guess, index_checks=joint is None)
             # (unbacked sizes: a guard relating two of them)
             trace.shape_env.check_unbacked_guards(trace.unbacked_groups)
             pinned = {k for sym, k in trace.guessed_symbols.items()
@@ -752,13 +762,14 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
             f"in-place updates of inputs that require grad are not supported ({', '.join(names)}"
             "); use the out-of-place form (inputs that do not require grad, such as "
             "buffers, may be updated in place)")
+    n_tail = len(trace.mutated_inputs) + (1 if trace.checks else 0)  # (not differentiated)
     if needs_grad:  # grad sees composites, so composite-level VJP rules can apply
         extra = len(trace.entry.arguments) - len(tensors)  # the seed: not differentiated
         trace.func_op.attributes["thunder.requires_grad"] = ir.ArrayAttr.get(
             [ir.BoolAttr.get(w, trace.ctx) for w in wrt + [False] * extra], trace.ctx)
         trace.func_op.attributes[DIFF_OUTPUTS] = ir.ArrayAttr.get(
             [ir.BoolAttr.get(d, trace.ctx)
-             for d in diff_outputs + [False] * len(trace.mutated_inputs)], trace.ctx)
+             for d in diff_outputs + [False] * n_tail], trace.ctx)
     # (the grad attributes are part of the initial stage: thunder-opt's grad reads them)
     stages.append(Stage("initial", _asm(module), time.perf_counter() - t0))
     # Each stage is one pass of the registry thunder-opt uses, built from its pipeline
@@ -791,7 +802,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         plan.name_program(program_name(fn) + ", its forward")
         # residuals only the backward reads: donated to it (their memory holds gradients)
         mark_donated_residuals(module, plan, sum(type(x) is TensorProxy for x in out_leaves)
-                               + len(state_outs) + len(trace.mutated_inputs))
+                               + len(state_outs) + n_tail)
         bwd, btexts = build_plan(module, trace.device, "backward")
         bwd.name_program(program_name(fn) + ", its backward")
         texts.update(btexts)
@@ -815,6 +826,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                        guards=monitor.guards + monitor.recorder.guards,
                        attribute_writes=monitor.recorder.replay())
     entry.output_views = output_views
+    entry.checks = [(error, message) for _, error, message in trace.checks]
     if trace.value_sites:  # value guards (frontend/value_guards.py)
         entry.value_path = trace.known_values[:len(trace.value_sites)]  # (guesses too)
         entry.value_sites = list(trace.value_sites)
@@ -838,8 +850,8 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     elif needs_grad:
         entry.backward_plan = bwd
         # the forward's outputs: the program's, then the write-backs (not differentiable)
-        entry.num_outputs = len(positions) + len(state_outs) + len(trace.mutated_inputs)
-        entry.diff_outputs = diff_outputs + [False] * len(trace.mutated_inputs)
+        entry.num_outputs = len(positions) + len(state_outs) + n_tail
+        entry.diff_outputs = diff_outputs + [False] * n_tail
         entry.backward_error = backward_error(module) or eager_backward_error
         reached = iter(reached_inputs(module))
         entry.wrt = [i for i, w in enumerate(wrt) if w and next(reached)]

@@ -134,6 +134,7 @@ def emit_composite(sym: Symbol, args: tuple, kwargs: dict, required: bool = Fals
             e.tensors = [outer[inner.index(t.value)] if t.value in inner else t
                          for t in e.tensors]
         holder.erase()  # nothing of a failed decomposition stays in the module
+        trace.pending_checks = []  # (nor its checks; a retrace or a fallback follows)
         raise
     out_leaves, out_spec = optree.tree_flatten(out, none_is_leaf=True)
     out_positions = [i for i, leaf in enumerate(out_leaves) if type(leaf) is TensorProxy]
@@ -141,6 +142,10 @@ def emit_composite(sym: Symbol, args: tuple, kwargs: dict, required: bool = Fals
 
     # A decomposition that emitted nothing and returns its inputs needs no op.
     block_args = list(block.arguments)
+    if trace.pending_checks:  # index checks of its operands (frontend/runtime_checks.py)
+        from thunder_mlir.frontend.runtime_checks import lift
+        with trace.ip:
+            lift(trace, block_args, outer)
     if not required and len(block.operations) == 0 and all(v in block_args for v in yielded):
         holder.erase()
         for i in out_positions:

@@ -71,6 +71,11 @@ class Trace(Builder):
         self.recompile_limit = 8  # (the jitted function's: its warnings past it)
         # a whole training step's .grad table (train_step.py; autograd_attributes.py)
         self.training = None
+        # checks of values eager makes while it runs (frontend/runtime_checks.py): whether
+        # this trace carries them, and each one's (0-d bool proxy, error type, message)
+        self.runtime_checks = False
+        self.checks: list[tuple[Any, type, str]] = []
+        self.pending_checks: list[tuple] = []  # asked inside a composite (its operands)
 
     @contextmanager
     def building(self):

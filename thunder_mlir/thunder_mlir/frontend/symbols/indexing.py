@@ -18,6 +18,7 @@ from thunder_mlir.ir import prims
 from thunder_mlir.frontend import lang
 from thunder_mlir.ir.symbolic import SymInt
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
+from thunder_mlir.frontend.runtime_checks import check_indices
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
 import itertools
@@ -27,7 +28,11 @@ def _is_advanced(ix) -> bool:
     return type(ix) is TensorProxy or isinstance(ix, (list, tuple))
 
 
-def _as_index_tensor(ix, size: int) -> TensorProxy:
+def _as_index_tensor(ix, size: int, dim: int | str = "?", negative: bool = True) -> TensorProxy:
+    """``ix`` (an integer tensor, list or number) as int64 indices into a dimension of
+    ``size`` elements, negative ones counted from the end; an index out of range raises
+    IndexError at run time, as eager's (frontend/runtime_checks.py), and so does a negative
+    one without ``negative`` (``index_select``)."""
     if not (type(ix) is TensorProxy):
         from thunder_mlir.frontend.symbols.creation import _literal
         ix = _literal(ix)
@@ -37,6 +42,7 @@ def _as_index_tensor(ix, size: int) -> TensorProxy:
             "masked_fill instead")
     if ix.tdtype.is_floating_point:
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    check_indices(ix, size, dim, negative=negative)
     ix = prims.convert_element_type(ix, torch.int64)
     neg = prims.elementwise("lt", ix, prims.full(ix.tshape, 0, torch.int64))
     wrapped = prims.elementwise("add", ix, prims.full(ix.tshape, size, torch.int64))
@@ -184,7 +190,7 @@ def getitem(input, index):
 
 def _advanced(x: TensorProxy, advanced) -> TensorProxy:
     dims = [d for d, _, _ in advanced]
-    idx = [_as_index_tensor(ix, size) for _, ix, size in advanced]
+    idx = [_as_index_tensor(ix, size, d) for d, ix, size in advanced]
     bshape = tuple(lang.broadcast_shapes(*[i.tshape for i in idx]))
     idx = [expand_to(i, bshape) for i in idx]
     # linear index over the advanced dims (row-major), after moving them to the front
@@ -213,7 +219,7 @@ def index_select(input, dim, index):
     d = canonical_dim(dim, len(input.tshape))
     if len(input.tshape) == 0:
         return input
-    idx = _as_index_tensor(index, input.tshape[d])
+    idx = _as_index_tensor(index, input.tshape[d], d, negative=False)
     if idx.tshape == ():  # a 0-d index selects a dim of size 1 (torch keeps the dim)
         idx = prims.reshape(idx, (1,))
     return prims.take(input, idx, d)
@@ -231,6 +237,7 @@ def gather(input, dim, index, *, sparse_grad=False):
             prims.convert_element_type(index, torch.int64), (n,)), 0)
         return prims.reshape(flat, index.tshape)
     d = canonical_dim(dim, len(input.tshape))
+    check_indices(index, input.tshape[d], d, negative=False, error=RuntimeError)
     return prims.take_along(input, prims.convert_element_type(index, torch.int64), d)
 
 

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend import lang
+from thunder_mlir.frontend.runtime_checks import check_indices
 from thunder_mlir.frontend.lang import expand_to, lift
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import register
@@ -32,6 +33,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise Fallback("embedding with max_norm renormalizes the weight in place")
     if scale_grad_by_freq:
         raise Fallback("embedding with scale_grad_by_freq (its gradient counts indices)")
+    check_indices(input, weight.tshape[0], 0, negative=False,
+                  message="index out of range in self: an index is not in [0, num_embeddings)")
     return prims.take(weight, input, 0)
 
 
@@ -39,6 +42,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 def embedding_aten(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     if scale_grad_by_freq:
         raise Fallback("embedding with scale_grad_by_freq (its gradient counts indices)")
+    check_indices(indices, weight.tshape[0], 0, negative=False,
+                  message="index out of range in self: an index is not in [0, num_embeddings)")
     return prims.take(weight, indices, 0)
 
 

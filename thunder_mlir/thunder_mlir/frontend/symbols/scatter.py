@@ -18,6 +18,7 @@ from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend import lang
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
+from thunder_mlir.frontend.runtime_checks import check_indices
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
 from thunder_mlir.frontend.symbols import shape as S
@@ -110,6 +111,7 @@ def scatter(input, dim, index, src=None, value=None, *, reduce=None):
                            "the same number of dimensions as src tensor")
     if math.prod(index.tshape) == 0:
         return input
+    check_indices(index, input.tshape[d], d, negative=False, error=RuntimeError)
     upd = _src_like(src, index, input.tdtype)
     kind = {None: "set", "add": "add", "multiply": "mul"}[reduce]
     return prims.scatter(input, _coords(index, d, r), upd, kind)
@@ -180,6 +182,10 @@ def _index_op(input, dim, index, source, reduce, include_self=True, alpha=1):
         return prims.reshape(out, ())
     d = canonical_dim(dim, r)
     n = input.tshape[d]
+    # eager: index_add_ RuntimeError, index_copy_/index_reduce_ IndexError, both for any
+    # negative index too (aten/src/ATen/native/TensorAdvancedIndexing.cpp)
+    check_indices(index, n, d, negative=False,
+                  error=RuntimeError if reduce == "add" else IndexError)
     idx = _wrap(prims.reshape(index, (math.prod(index.tshape),)), n)
     k = idx.tshape[0]
     if k == 0:
@@ -273,6 +279,8 @@ def index_put(input, indices, values, accumulate=False):
     dims = [i for i, ix in enumerate(indices) if ix is not None]
     if not dims:
         raise Fallback("index_put without index tensors")
+    for i in dims:
+        check_indices(indices[i], input.tshape[i], i)
     idx = [_wrap(indices[i], input.tshape[i]) for i in dims]
     bshape = tuple(lang.broadcast_shapes(*[i.tshape for i in idx]))
     idx = [expand_to(i, bshape) for i in idx]
@@ -309,6 +317,8 @@ def put(input, index, source, accumulate=False):
     k = math.prod(index.tshape)
     if k == 0:
         return input
+    check_indices(index, n, 0, error=RuntimeError, message=f"an index is out of range "
+                  f"for a tensor of {n} elements")
     idx = prims.reshape(_wrap(prims.reshape(index, (k,)), n), (k, 1))
     src = prims.reshape(prims.convert_element_type(source, input.tdtype), (k,))
     if accumulate and input.tdtype is torch.bool:
@@ -370,6 +380,7 @@ def index_fill(input, dim, index, value):
     r = len(input.tshape)
     d = canonical_dim(dim, r)
     n = input.tshape[d] if r else 1
+    check_indices(index, n, d)  # (before the reshape: the composite's own operand)
     idx = _as_index_tensor(prims.reshape(index, (math.prod(index.tshape),)), n)
     k = idx.tshape[0]
     pos = prims.iota((n, k), torch.int64, 0)

@@ -1,0 +1,79 @@
+"""Index tensors out of range: eager raises, so the compiled program raises (issue 25's
+"never a silent difference"; thunder_mlir/frontend/runtime_checks.py).
+
+XLA clamps an out-of-range gather index and drops an out-of-range scatter update; before
+the checks, each op below returned a result where eager raised (8 of 8). Each op is run
+with index values in range, negative in range, negative out of range and past the end:
+where eager raises, the jitted program raises the same exception type naming the user's
+line, before returning or writing back anything; otherwise it returns eager's values.
+The values come at run time (one compiled program per op serves all four).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import thunder_mlir
+
+X = (3, 4)
+OPS = {
+    "getitem": lambda x, i: x[i],
+    "getitem_2d": lambda x, i: x[:, i],
+    "getitem_two_tensors": lambda x, i: x[i, i],
+    "setitem": lambda x, i: x.clone().__setitem__(i, 1.0) or x,
+    "setitem_intermediate": lambda x, i: (lambda y: (y.__setitem__(i, 0.0), y)[1])(x * 2),
+    "index_select": lambda x, i: torch.index_select(x, 0, i),
+    "gather": lambda x, i: torch.gather(x, 0, i.view(-1, 1).expand(-1, 4)),
+    "scatter": lambda x, i: x.clone().scatter_(0, i.view(-1, 1).expand(-1, 4), 1.0),
+    "scatter_add": lambda x, i: x.scatter_add(0, i.view(-1, 1).expand(-1, 4), x[:1]),
+    "embedding": lambda x, i: torch.nn.functional.embedding(i, x),
+    "index_add": lambda x, i: x.index_add(0, i, torch.ones(1, 4)),
+    "index_copy": lambda x, i: x.index_copy(0, i, torch.ones(1, 4)),
+    "index_fill": lambda x, i: x.index_fill(0, i, 1.0),
+    "index_put": lambda x, i: x.index_put((i,), torch.ones(4)),
+    "index_put_accumulate": lambda x, i: x.index_put((i,), torch.ones(4), accumulate=True),
+}
+VALUES = (1, -1, -4, 3, 7)  # in range, negative in range, then out of range
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_index_out_of_range_raises_as_eager(name):
+    fn = OPS[name]
+    jitted = thunder_mlir.jit(fn)
+    for v in VALUES:
+        x, i = torch.randn(X), torch.tensor([v])
+        try:
+            want, eager_error = fn(x, i), None
+        except (IndexError, RuntimeError) as e:
+            want, eager_error = None, e
+        if eager_error is None:
+            torch.testing.assert_close(jitted(x, i), want, msg=lambda m: f"index {v}: {m}")
+            continue
+        with pytest.raises(type(eager_error)) as got:
+            jitted(x, i)
+        assert "test_index_bounds.py" in str(got.value), str(got.value)  # the user's line
+        assert "out of" in str(got.value)
+    assert thunder_mlir.cache_misses(jitted) == 1
+
+
+def test_a_failed_check_writes_nothing_back():
+    """The input written in place keeps its values when an index is out of range."""
+    def f(buf, i):
+        buf.add_(1)
+        return buf[i]
+    buf = torch.zeros(3)
+    with pytest.raises(IndexError):
+        thunder_mlir.jit(f)(buf, torch.tensor([3]))
+    assert torch.equal(buf, torch.zeros(3))
+
+
+def test_checks_with_autograd():
+    """A program with a backward: in range it differentiates as eager, out of range it
+    raises in the forward."""
+    w = torch.randn(5, 3, requires_grad=True)
+    f = thunder_mlir.jit(lambda w, i: torch.nn.functional.embedding(i, w).sum())
+    f(w, torch.tensor([0, 4])).backward()
+    torch.testing.assert_close(w.grad[[0, 4]], torch.ones(2, 3))
+    with pytest.raises(IndexError):
+        f(w, torch.tensor([5]))
