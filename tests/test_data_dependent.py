@@ -441,11 +441,6 @@ def _skip_on_writes_through_views(e: Exception):
 
 def test_longformer_forward_matches_eager():
     model, cfg = _longformer()
-    try:
-        with torch.no_grad():
-            thunder_mlir.jit(model)(torch.randint(2, 64, (2, 8)))
-    except Exception as e:  # noqa: BLE001 - skipped (with the reason) or re-raised
-        _skip_on_writes_through_views(e)
     jm = thunder_mlir.jit(model)
     for seed in (0, 1):
         g = torch.Generator().manual_seed(seed)
@@ -453,7 +448,10 @@ def test_longformer_forward_matches_eager():
         global_mask = torch.zeros(2, 8, dtype=torch.long)
         with torch.no_grad():
             want = model(ids, global_attention_mask=global_mask).last_hidden_state
-            got = jm(ids, global_attention_mask=global_mask).last_hidden_state
+            try:  # (the jitted call itself: a separate probe compiled the model twice)
+                got = jm(ids, global_attention_mask=global_mask).last_hidden_state
+            except Exception as e:  # noqa: BLE001 - skipped (with the reason) or re-raised
+                _skip_on_writes_through_views(e)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     sites = thunder_mlir.cache_info(jm)["value_guards"]
     assert thunder_mlir.cache_misses(jm) == 1, thunder_mlir.cache_info(jm)
@@ -472,10 +470,6 @@ def test_longformer_training_step_matches_eager():
     import copy
 
     ref = copy.deepcopy(model)
-    try:
-        thunder_mlir.jit(copy.deepcopy(model))(torch.randint(2, 64, (2, 8)))
-    except Exception as e:  # noqa: BLE001 - skipped (with the reason) or re-raised
-        _skip_on_writes_through_views(e)
     jm = thunder_mlir.jit(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
@@ -487,7 +481,10 @@ def test_longformer_training_step_matches_eager():
             o.zero_grad()
             # (not pow(2).mean() of LayerNorm outputs: a loss of about 1 whatever the
             # weights, whose gradients are cancellation, 1.5e-4 off float64 in eager too)
-            loss = (m(ids).last_hidden_state * proj).sum()
+            try:  # (the jitted call itself: a separate probe compiled the model twice)
+                loss = (m(ids).last_hidden_state * proj).sum()
+            except Exception as e:  # noqa: BLE001 - skipped (with the reason) or re-raised
+                _skip_on_writes_through_views(e)
             loss.backward()
             o.step()
         for (n, p), q in zip(model.named_parameters(), ref.parameters()):
