@@ -44,36 +44,6 @@ class Thunder(ext.Dialect, name="thunder"):
     """The thunder dialect. Load into a context with :func:`load_dialect`."""
 
 
-def _generate_init_method(cls, fields) -> None:
-    """Each thunder op's builder ``__init__``: the one ``ext.Operation._generate_init_method``
-    generates (same signature, same ``OpView.__init__`` call), compiled as a plain Python
-    function whose arguments Python binds itself. ext's binds them with
-    ``inspect.Signature.bind`` at every op built: 1.2 s of a 24 s profile of 100 fuzzer
-    programs (tests/fuzz_batch.py; 10,558 ops built); checking those programs took 21.7
-    and 22.1 CPU-s before, 21.5 and 20.9 after (two A/B runs on a shared machine)."""
-    operands, attrs, results, regions = ext.partition_fields(fields)
-    sig = cls._generate_init_signature(fields)
-    env = {"_Operation": ext.Operation,
-           **{f"_r{i}": r for i, r in enumerate(results)},
-           **{f"_a{i}": a for i, a in enumerate(attrs)}}
-    body = (
-        f"def __init__({str(sig)[1:-1]}):\n"
-        f"    _results = [{', '.join(f'_r{i}.process_type({r.name})' for i, r in enumerate(results))}]\n"
-        f"    _attributes = {{{', '.join(f'{a.name!r}: _a{i}.process_attr({a.name})' for i, a in enumerate(attrs))}}}\n"
-        f"    super(_Operation, self).__init__(\n"
-        f"        self.OPERATION_NAME, self._ODS_REGIONS, self._ODS_OPERAND_SEGMENTS,\n"
-        f"        self._ODS_RESULT_SEGMENTS, attributes=_attributes, results=_results,\n"
-        f"        operands=[{', '.join(o.name for o in operands)}], successors=None,\n"
-        f"        regions={len(regions) or None}, loc=loc, ip=ip)\n")
-    exec(compile(body, f"<thunder op {cls.__name__} __init__>", "exec"), env)  # noqa: S102
-    init = env["__init__"]
-    init.__signature__ = sig
-    cls.__init__ = init
-
-
-Thunder.Operation._generate_init_method = classmethod(_generate_init_method)
-
-
 class I64Array(ir.DenseI64ArrayAttr):
     """``array<i64: ...>`` attribute usable as an IRDL field (toolchain.md §1 workaround)."""
 
