@@ -9,7 +9,7 @@ SOURCES := $(shell find thunder_mlir dialects passes tools -type f -not -path '*
 # The tested versions inside pyproject's ranges (constraints/default.txt; docs/compat.md).
 CONSTRAINTS := constraints/default.txt
 
-.PHONY: setup demo test bench compat gpu-bundle
+.PHONY: setup demo test bench bench-big compat gpu-bundle
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,13 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench.py
+	$(BIN)/python benchmarks/optimizer_step.py --whole --threads 1
+	$(BIN)/python benchmarks/optimizer_step.py --whole --threads 0
+
+# the whole-step table with GPT-2 4x512 (batch 4 x 128) too: minutes per thread count
+bench-big: setup
+	$(BIN)/python benchmarks/optimizer_step.py --big --threads 1
+	$(BIN)/python benchmarks/optimizer_step.py --big --threads 0
 
 # --- make compat: the suite on the lent GPU machine's stack, reproduced on the CPU ---------
 # Python 3.12, torch 2.11.0 (PyPI's CUDA build, ~5 GB with its nvidia wheels; it runs on the
