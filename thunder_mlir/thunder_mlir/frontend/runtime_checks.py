@@ -49,7 +49,8 @@ def check_indices(idx: TensorProxy, size: int, dim: int, *, negative: bool = Tru
         if isinstance(idx.value, ir.BlockArgument):  # the composite is emitted (lift)
             trace.pending_checks.append((idx, size, dim, dict(negative=negative, error=error,
                                                               message=message)))
-        return  # (an index computed inside the composite: in range by construction)
+        return  # (an index a decomposition computes itself, or one inside a cond/while/
+        # checkpoint region: not checked; docs/sharp_edges.md)
     n = 1
     for s in idx.tshape:
         if not isinstance(s, int):
