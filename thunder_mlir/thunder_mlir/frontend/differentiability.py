@@ -438,7 +438,7 @@ def backward_error(outputs: list[TensorProxy]) -> str | None:
                                 retain_graph=True)  # is asked again: not freed)
     except RuntimeError as e:
         if any(m in str(e) for m in _BACKWARD_ERRORS):  # in eager's words: its tensor types
-            return re.sub(r"Meta(\w+)Type", r"torch.\1Tensor", str(e))
+            return _in_eagers_words(str(e))
     except Exception:  # noqa: BLE001 - a meta kernel missing in some backward: no verdict
         pass
     return None
@@ -458,9 +458,7 @@ def saves_tensors(fn) -> bool:
     """Whether the autograd node ``fn`` holds saved tensors, the ones a backward without
     ``retain_graph`` frees (torch's ``Node::release_variables``): running it again then
     raises "Trying to backward through the graph a second time"."""
-    names = ("saved_tensors",) if isinstance(fn, torch.autograd.function.BackwardCFunction) \
-        else [n for n in dir(fn) if n.startswith("_saved_")]
-    for name in names:
+    for name in _saved_attributes(fn):
         try:
             v = getattr(fn, name)
         except RuntimeError:  # a saved tensor written since: it is one
@@ -469,6 +467,19 @@ def saves_tensors(fn) -> bool:
                 isinstance(t, torch.Tensor) for t in v)):
             return True
     return False
+
+
+def _in_eagers_words(message: str) -> str:
+    """A message torch wrote about meta tensors, with eager's tensor types in it."""
+    return re.sub(r"Meta(\w+)Type", r"torch.\1Tensor", message)
+
+
+def _saved_attributes(fn) -> list[str]:
+    """The attributes of the autograd node ``fn`` that unpack its saved values (and check
+    their versions): a Python Function's ``saved_tensors``, a C++ node's ``_saved_*``."""
+    if isinstance(fn, torch.autograd.function.BackwardCFunction):
+        return ["saved_tensors"]
+    return [n for n in dir(fn) if n.startswith("_saved_")]
 
 
 def _reachable(roots: list[torch.Tensor]) -> list:
@@ -493,16 +504,12 @@ def _stale_saved_variable(roots: list[torch.Tensor]) -> str | None:
     backward kernel runs, so a meta kernel a backward lacks (``IndexPutBackward0`` of a
     bool mask calls ``nonzero``) cannot hide the error."""
     for fn in sorted(_reachable(roots), key=lambda f: -f._sequence_nr()):
-        # (a Python Function's node: its ctx.saved_tensors; a C++ node: its _saved_*)
-        python_node = isinstance(fn, torch.autograd.function.BackwardCFunction)
-        for name in ("saved_tensors",) if python_node else dir(fn):
-            if not name.startswith("_saved_") and name != "saved_tensors":
-                continue
+        for name in _saved_attributes(fn):
             try:
                 getattr(fn, name)
             except RuntimeError as e:
                 if _BACKWARD_ERRORS[0] in str(e):
-                    return re.sub(r"Meta(\w+)Type", r"torch.\1Tensor", str(e))
+                    return _in_eagers_words(str(e))
             except Exception:  # noqa: BLE001 - an attribute without a tensor behind it
                 pass
     return None
