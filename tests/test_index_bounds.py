@@ -77,3 +77,90 @@ def test_checks_with_autograd():
     torch.testing.assert_close(w.grad[[0, 4]], torch.ones(2, 3))
     with pytest.raises(IndexError):
         f(w, torch.tensor([5]))
+
+
+def _cond(x, i):
+    return torch.cond(x.sum() > -100, lambda x, i: x[i] * 2, lambda x, i: x[:1] + 1, (x, i))
+
+
+def _cond_untaken(x, i):  # the branch that indexes is not taken: eager does not raise
+    return torch.cond(x.sum() < -100, lambda x, i: x[i] * 2, lambda x, i: x[:1] + 1, (x, i))
+
+
+def _while(x, i):  # the index grows with the iteration: out of range in a later one only
+    from torch._higher_order_ops.while_loop import while_loop
+
+    def body(k, acc):
+        return k + 1, acc + torch.index_select(x, 0, i + k).sum()
+    return while_loop(lambda k, acc: k < 2, body, (torch.tensor(0), torch.zeros(())))[1]
+
+
+def _scan(x, i):
+    from torch._higher_order_ops.scan import scan
+
+    def combine(c, row):
+        return c + row[i + 1].sum(), c * 1
+    return scan(combine, torch.zeros(()), x)[0]
+
+
+def _checkpoint(x, i):
+    from torch.utils.checkpoint import checkpoint
+    a, b = checkpoint(lambda x, i: (torch.index_select(x, 0, i).sin(), x.cos()), x, i,
+                      use_reentrant=False)  # (two results: a checkpoint that returned
+    return a.sum() + b.sum()                   # two values raised an AttributeError)
+
+
+REGIONS = {"cond": _cond, "cond_untaken": _cond_untaken, "while_loop": _while,
+           "scan": _scan, "checkpoint": _checkpoint}
+
+
+def _eager_outcome(fn, *args):
+    try:
+        return fn(*args), None
+    except (IndexError, RuntimeError) as e:
+        return None, e
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", REGIONS)
+def test_index_checked_inside_regions(name):
+    """An index used inside a torch.cond branch, a while_loop/scan body or a checkpointed
+    function is checked where the region runs: eager's values in range, eager's exception
+    out of range (a loop: in whichever iteration), nothing where the branch is not taken."""
+    fn = REGIONS[name]
+    jitted = thunder_mlir.jit(fn)
+    for v in (0, 1, 2, 3):
+        x, i = torch.randn(X), torch.tensor([v])
+        want, eager_error = _eager_outcome(fn, x, i)
+        if eager_error is None:
+            torch.testing.assert_close(jitted(x, i), want, msg=lambda m: f"index {v}: {m}")
+            continue
+        with pytest.raises(type(eager_error)) as got:
+            jitted(x, i)
+        assert "test_index_bounds.py" in str(got.value), str(got.value)
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("api", ["grad", "value_and_grad", "grad_checkpoint"])
+def test_index_checked_in_gradient_programs(api):
+    """``thunder_mlir.grad``/``value_and_grad`` programs carry the checks too: eager's
+    gradients in range, eager's exception out of range."""
+    fn = _checkpoint if api == "grad_checkpoint" else \
+        lambda x, i: (x[i] * 2).sum() + torch.index_select(x, 0, i).sum()
+    transform = thunder_mlir.value_and_grad if api == "value_and_grad" else thunder_mlir.grad
+    jitted = transform(fn)
+    for v in (2, -1, 3):
+        x, i = torch.randn(X), torch.tensor([v])
+        xr = x.clone().requires_grad_()
+        try:
+            out = fn(xr, i)
+            out.backward()
+        except (IndexError, RuntimeError) as e:
+            with pytest.raises(type(e)):
+                jitted(x, i)
+            continue
+        got = jitted(x, i)
+        grads = got[1] if api == "value_and_grad" else got
+        torch.testing.assert_close(grads[0], xr.grad)
+        if api == "value_and_grad":
+            torch.testing.assert_close(got[0], out.detach())

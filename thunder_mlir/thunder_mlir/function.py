@@ -709,7 +709,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                 fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None,
                 watch=watch, dynamic_dims=dynamic_dims, known_values=known,
                 unbacked=unbacked, recompile_limit=recompile_limit, guessed=guessed,
-                no_guess=no_guess, index_checks=joint is None)
+                no_guess=no_guess, index_checks=True)
             # (unbacked sizes: a guard relating two of them)
             trace.shape_env.check_unbacked_guards(trace.unbacked_groups)
             pinned = {k for sym, k in trace.guessed_symbols.items()

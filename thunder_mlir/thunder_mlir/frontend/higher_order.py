@@ -36,6 +36,7 @@ from thunder_mlir.ir import dtypes, prims
 from thunder_mlir.errors import TraceError
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.ir.regions import defined_inside, is_inside, nested_ops, operand_sites
+from thunder_mlir.frontend import runtime_checks
 from thunder_mlir.frontend.tracing import current_trace, user_code_mode
 from thunder_mlir.frontend.locations import describe_frame, user_frame
 
@@ -65,10 +66,12 @@ def _as_predicate(pred: TensorProxy, what: str) -> TensorProxy:
 
 
 def _trace_into(block: ir.Block, fn: Callable, args: Sequence, role: str):
-    """Call ``fn(*args)`` with the trace's insertion point in ``block``; terminate the
-    block with ``thunder.yield`` of the tensor outputs. Returns (outputs, pytree spec)."""
+    """Call ``fn(*args)`` with the trace's insertion point in ``block``. Returns (outputs,
+    pytree spec, the index checks made inside: runtime_checks.region_scope); the caller
+    terminates the block (``_yield``)."""
     trace = current_trace()
-    with trace.insertion_point(ir.InsertionPoint(block)), user_code_mode():
+    with trace.insertion_point(ir.InsertionPoint(block)), user_code_mode(), \
+            runtime_checks.region_scope() as checks:
         out = fn(*args)
         leaves, spec = torch_pytree.tree_flatten(out)
         for i, x in enumerate(leaves):
@@ -76,13 +79,33 @@ def _trace_into(block: ir.Block, fn: Callable, args: Sequence, role: str):
                 raise TraceError(
                     f"{_where()}\n  output {i} of {role} is {_describe(x)}; the functions of "
                     "a higher-order operator must return tensors computed in the program")
-        values = [x.value for x in leaves]
-        if not fits_in_runs([v.type for v in values]):
+        types = [x.value.type for x in leaves] + ([_CODE_TYPE()] if checks else [])
+        if not fits_in_runs(types):
             raise TraceError(f"{_where()}\n  {role} returns more than 8 runs of distinct "
-                             "tensor types; return fewer distinct shapes/dtypes")
+                             "tensor types (an index checked inside counts as one int32 "
+                             "more); return fewer distinct shapes/dtypes")
+    return leaves, spec, checks
+
+
+def _CODE_TYPE() -> ir.Type:
+    """The type of a region's index-check code (runtime_checks.region_code)."""
+    return ir.RankedTensorType.get([], ir.IntegerType.get_signless(32))
+
+
+def _yield(block: ir.Block, outputs: Sequence[TensorProxy], code=None) -> None:
+    """Terminate ``block`` with ``thunder.yield`` of ``outputs`` (and the region's
+    index-check ``code``, last)."""
+    values = [x.value for x in outputs] + ([code.value] if code is not None else [])
     with ir.InsertionPoint(block):
         YieldOp(**segment_kwargs("in", values))
-    return leaves, spec
+
+
+def _code_result(op, checks: list) -> None:
+    """The region op's last result is its index-check code: checks outside it."""
+    if checks:
+        trace = current_trace()
+        code = TensorProxy(op.operation.results[-1], (), torch.int32, trace.device, False)
+        runtime_checks.add_region_code(code, checks)
 
 
 def _meta(x: TensorProxy) -> tuple:
@@ -127,11 +150,11 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands: Sequence = ()):
     p = _as_predicate(pred, "the predicate of torch.cond")
     holder = _holder(2)
     try:
-        branches = []
+        branches, blocks = [], []
         for i, (fn, role) in enumerate(((true_fn, "true_fn"), (false_fn, "false_fn"))):
-            block = holder.regions[i].blocks.append()
-            branches.append(_trace_into(block, fn, operands, role))
-        (t_out, t_spec), (f_out, f_spec) = branches
+            blocks.append(holder.regions[i].blocks.append())
+            branches.append(_trace_into(blocks[-1], fn, operands, role))
+        (t_out, t_spec, t_checks), (f_out, f_spec, f_checks) = branches
         if t_spec != f_spec:
             raise TraceError(f"{_where()}\n  the branches of torch.cond return different "
                              f"structures: true_fn {t_spec}, false_fn {f_spec}")
@@ -142,14 +165,24 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands: Sequence = ()):
                     f"returns {_describe(a)}, false_fn {_describe(b)}; both must return "
                     "tensors of the same shape and dtype")
         trace = current_trace()
+        # each branch's index checks: one code result numbering both branches' checks
+        checks = t_checks + f_checks
+        for block, out, own, first in ((blocks[0], t_out, t_checks, 0),
+                                       (blocks[1], f_out, f_checks, len(t_checks))):
+            code = None
+            if checks:
+                with trace.insertion_point(ir.InsertionPoint(block)):
+                    code = runtime_checks.region_code(own, first=first, n=len(checks))
+            _yield(block, out, code)
+        types = [x.value.type for x in t_out] + ([_CODE_TYPE()] if checks else [])
         _region_opened(trace)
         with trace.ip:
-            op = CondOp(p.value, **segment_kwargs("out", [x.value.type for x in t_out],
-                                                  type_of=lambda t: t))
+            op = CondOp(p.value, **segment_kwargs("out", types, type_of=lambda t: t))
         for i in range(2):
             holder.regions[i].blocks[0].append_to(op.operation.regions[i])
     finally:
         holder.erase()
+    _code_result(op, checks)
     return torch_pytree.tree_unflatten(_results(op, t_out, t_out, f_out), t_spec)
 
 
@@ -177,7 +210,8 @@ def while_loop(cond_fn: Callable, body_fn: Callable, carried: Sequence,
     try:
         blocks = [holder.regions[i].blocks.append(*types) for i in range(2)]
         cond_args = [trace.make_proxy(a) for a in blocks[0].arguments]
-        with trace.insertion_point(ir.InsertionPoint(blocks[0])), user_code_mode():
+        with trace.insertion_point(ir.InsertionPoint(blocks[0])), user_code_mode(), \
+                runtime_checks.region_scope(enabled=False):  # (not checked: the docstring)
             keep_going = cond_fn(*cond_args, *additional)
             if not isinstance(keep_going, torch.Tensor):
                 raise TraceError(
@@ -188,23 +222,36 @@ def while_loop(cond_fn: Callable, body_fn: Callable, carried: Sequence,
         with ir.InsertionPoint(blocks[0]):
             YieldOp(**segment_kwargs("in", [p.value]))
         body_args = [trace.make_proxy(a) for a in blocks[1].arguments]
-        out, _ = _trace_into(blocks[1], lambda *a: body_fn(*a, *additional), body_args,
-                             "while_loop's body_fn")
+        out, _, checks = _trace_into(blocks[1], lambda *a: body_fn(*a, *additional),
+                                     body_args, "while_loop's body_fn")
         if len(out) != len(carried) or any(_meta(o) != _meta(c) for o, c in zip(out, carried)):
             got = [_describe(o) for o in out]
             want = [_describe(c) for c in carried]
             raise TraceError(f"{_where()}\n  body_fn of while_loop must return the carried "
                              f"values with unchanged shapes and dtypes: expected {want}, "
                              f"got {got}")
+        inputs, code = [c.value for c in carried], None
+        if checks:  # the body's index checks: a carried code, the first failure kept
+            loc = trace.loc
+            for b in blocks:
+                b.add_argument(_CODE_TYPE(), loc)
+            types = types + [_CODE_TYPE()]
+            with trace.insertion_point(ir.InsertionPoint(blocks[1])):
+                code = runtime_checks.region_code(
+                    checks, previous=trace.make_proxy(blocks[1].arguments[-1]))
+            with trace.ip:
+                inputs.append(prims.full((), len(checks), torch.int32).value)
+        _yield(blocks[1], out, code)
         _region_opened(trace)
         with trace.ip:
-            op = WhileOp(**segment_kwargs("in", [c.value for c in carried]),
+            op = WhileOp(**segment_kwargs("in", inputs),
                          **segment_kwargs("out", types, type_of=lambda t: t))
         op.operation.attributes["origin"] = ir.StringAttr.get(origin)
         for i in range(2):
             blocks[i].append_to(op.operation.regions[i])
     finally:
         holder.erase()
+    _code_result(op, checks)
     return tuple(_results(op, carried, carried, out))
 
 
@@ -230,8 +277,8 @@ def scan(combine_fn: Callable, init: Sequence, xs: Sequence, additional: Sequenc
             *[c.value.type for c in init],
             *[dtypes.tensor_type(x.tshape[1:], x.tdtype) for x in xs])
         args = [trace.make_proxy(a) for a in block.arguments]
-        out, spec = _trace_into(block, lambda *a: combine_fn(*a, *additional), args,
-                                "scan's combine_fn")
+        out, spec, _ = _trace_into(block, lambda *a: combine_fn(*a, *additional), args,
+                                   "scan's combine_fn")  # (its checks: the loop's trace)
         carry_out, ys = out[:len(init)], out[len(init):]
         if [_meta(c) for c in carry_out] != [_meta(c) for c in init]:
             raise TraceError(f"{_where()}\n  combine_fn of scan must return the carry with "
@@ -342,7 +389,8 @@ def _make_checkpoint(scope, outside, escaping) -> None:
     with ir.InsertionPoint(block), scope.location:
         YieldOp(**segment_kwargs("in", escaping))
     with ir.InsertionPoint(scope), scope.location:
-        op = CheckpointOp(**segment_kwargs("out", [v.type for v in escaping]))
+        op = CheckpointOp(**segment_kwargs("out", [v.type for v in escaping],
+                                           type_of=lambda t: t))
     block.append_to(op.operation.regions[0])
     new = dict(zip(escaping, op.operation.results))
     for user, i, v in outside:

@@ -18,17 +18,30 @@ result returned, raises the failed check's error (``raise_failed``). Cost per ca
 reduction per index operand, fused by XLA, and one 4-byte result read on the host (on a
 GPU, an asynchronous device-side assert instead: ``raise_failed``).
 
-Only ``thunder_mlir.jit`` programs carry checks (``Trace.runtime_checks``); a program
-traced for ``thunder_mlir.grad``/``value_and_grad`` or ``thunder_mlir.distributed`` does
-not (their result layouts are fixed), which docs/sharp_edges.md lists.
+Checks inside regions. An index checked inside a ``torch.cond`` branch or a
+``while_loop``/``scan`` body is checked where the region runs: the region's checks fold
+into one int32 code the region returns beside its values (``region_scope``,
+``region_code``): a branch that is not taken returns "no failure", a loop carries the
+first failure over its iterations. Outside the region the code becomes one check per
+check inside (``add_region_code``), with their messages. A ``checkpoint`` region needs
+nothing: a check's value computed inside it is one of its results like any other value
+used after it. Indices of a while loop's ``cond_fn`` are not checked (its region returns
+the predicate only), nor indices a decomposition computes itself (docs/sharp_edges.md).
+
+Programs of ``thunder_mlir.jit``, ``thunder_mlir.grad``/``value_and_grad`` and
+``jit(step)`` carry checks (``Trace.runtime_checks``); ``thunder_mlir.distributed``
+programs do not yet (docs/sharp_edges.md).
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import torch
 from torch_mlir import ir
 
 from thunder_mlir.frontend.tracing import current_trace
+from thunder_mlir.frontend.value_guards import COMPOSITE_HOLDER
 from thunder_mlir.ir import prims
 from thunder_mlir.ir.proxy import TensorProxy
 
@@ -45,12 +58,15 @@ def check_indices(idx: TensorProxy, size: int, dim: int, *, negative: bool = Tru
     trace = current_trace()
     if not getattr(trace, "runtime_checks", False) or not isinstance(size, int):
         return
-    if len(trace._ips) > 1:  # inside a composite's region: checked on its operand, once
+    owner = trace.ip.block.owner
+    if owner is not None and COMPOSITE_HOLDER in owner.attributes:
+        # inside a composite's decomposition: checked on its operand, once
         if isinstance(idx.value, ir.BlockArgument):  # the composite is emitted (lift)
             trace.pending_checks.append((idx, size, dim, dict(negative=negative, error=error,
                                                               message=message)))
-        return  # (an index a decomposition computes itself, or one inside a cond/while/
-        # checkpoint region: not checked; docs/sharp_edges.md)
+        return  # (an index a decomposition computes itself: not checked; sharp_edges.md)
+    if trace.region_checks is None:  # a while loop's cond_fn (see the module docstring)
+        return
     n = 1
     for s in idx.tshape:
         if not isinstance(s, int):
@@ -67,8 +83,30 @@ def check_indices(idx: TensorProxy, size: int, dim: int, *, negative: bool = Tru
     ok = prims.reduce("reduce_and", prims.elementwise("bitwise_and", low, high),
                       list(range(len(i.tshape))))
     what = message or f"an index is out of bounds for dimension {dim} with size {size}"
-    trace.checks.append((ok, error, f"{describe_frame(user_frame())}\n  {what} (eager "
-                                    f"PyTorch raises {error.__name__} here too)"))
+    _add(trace, ok, error, f"{describe_frame(user_frame())}\n  {what} (eager PyTorch raises "
+                           f"{error.__name__} here too)")
+
+
+def _add(trace, ok: TensorProxy, error: type[Exception], message: str) -> None:
+    """Record a check (0-d bool ``ok``) in the innermost cond/while region being traced,
+    or in the trace's own checks at the top level."""
+    (trace.region_checks[-1] if trace.region_checks else trace.checks).append(
+        (ok, error, message))
+
+
+@contextmanager
+def region_scope(enabled: bool = True):
+    """Collect the checks made while a cond branch or a loop body is traced; yields the
+    list they go to ((ok, error, message) tuples). ``enabled=False`` (a while loop's
+    ``cond_fn``): its indices are not checked."""
+    trace = current_trace()
+    saved = trace.region_checks
+    checks: list = []
+    trace.region_checks = (saved or []) + [checks] if enabled else None
+    try:
+        yield checks
+    finally:
+        trace.region_checks = saved
 
 
 def lift(trace, block_args: list, outer: list[TensorProxy]) -> None:
@@ -86,12 +124,34 @@ def lift(trace, block_args: list, outer: list[TensorProxy]) -> None:
 def code(trace) -> TensorProxy:
     """The int32 0-d result that folds ``trace.checks``: the number of the first check
     that failed, or ``len(trace.checks)``."""
-    n = len(trace.checks)
+    return region_code(trace.checks)
+
+
+def region_code(checks: list, previous: TensorProxy | None = None, first: int = 0,
+                n: int | None = None) -> TensorProxy:
+    """The int32 0-d code of ``checks`` ((ok, error, message) tuples, at the current
+    insertion point): ``first`` + the number of the first one that failed, else ``n``
+    (default ``len(checks)``; a cond branch numbers its checks after the other branch's).
+    ``previous``: a code carried from a loop's earlier iterations, kept when it already
+    names a failure."""
+    n = len(checks) if n is None else n
     out = prims.full((), n, torch.int32)
-    for k in reversed(range(n)):
-        ok = trace.checks[k][0]
-        out = prims.where(ok, out, prims.full((), k, torch.int32))
+    for k in reversed(range(len(checks))):
+        out = prims.where(checks[k][0], out, prims.full((), first + k, torch.int32))
+    if previous is not None:
+        failed = prims.elementwise("ne", previous, prims.full((), n, torch.int32))
+        out = prims.where(failed, previous, out)
     return out
+
+
+def add_region_code(code_: TensorProxy, checks: list) -> None:
+    """After a region op: its code result ``code_`` (``region_code`` of ``checks``,
+    computed inside) becomes one check per check of the region, in the enclosing region
+    or at the top level."""
+    trace = current_trace()
+    for k, (_, error, message) in enumerate(checks):
+        ok = prims.elementwise("ne", code_, prims.full((), k, torch.int32))
+        _add(trace, ok, error, message)
 
 
 def raise_failed(checks: list[tuple[type, str]], result: torch.Tensor) -> None:

@@ -76,6 +76,9 @@ class Trace(Builder):
         self.runtime_checks = False
         self.checks: list[tuple[Any, type, str]] = []
         self.pending_checks: list[tuple] = []  # asked inside a composite (its operands)
+        # the checks of each cond/while region being traced, innermost last; None inside a
+        # while loop's cond_fn (not checked)
+        self.region_checks: list[list] | None = []
 
     @contextmanager
     def building(self):
