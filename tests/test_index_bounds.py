@@ -11,6 +11,8 @@ The values come at run time (one compiled program per op serves all four).
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -164,3 +166,99 @@ def test_index_checked_in_gradient_programs(api):
         torch.testing.assert_close(grads[0], xr.grad)
         if api == "value_and_grad":
             torch.testing.assert_close(got[0], out.detach())
+
+
+# ops whose eager CPU kernel does not check an out-of-range value of this operand and reads
+# memory outside the tensor (its result is undefined): the jitted program may raise instead,
+# never return silently where eager raises
+EAGER_UNCHECKED = {
+    "take_along_dim": "eager's CPU take_along_dim returns a value read out of bounds "
+                      "(torch 2.13: take_along_dim(x5x5, 10000-index, 0) returns a number)",
+    "nn.functional.ctc_loss": "eager's CTC reads log_probs at a target class out of range",
+}
+BIG = 10_000  # out of range for every operand of op_db's CPU samples (a few elements)
+
+
+def _integer_operand_cases():
+    """From PyTorch's op_db: each op's first eager-valid float32 sample with an integer
+    tensor operand (an index, a class target, a count, an offset, a weight), the sample's
+    program over its tensors, and the positions of its integer tensors."""
+    import test_opinfo as oi
+    import torch.utils._pytree as pytree
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    for op in op_db:
+        name = oi._full_name(op)
+        if name in oi.RANDOM_OPS or torch.float32 not in op.supported_dtypes("cpu"):
+            continue
+        try:
+            samples = list(itertools.islice(
+                op.sample_inputs("cpu", torch.float32, requires_grad=False), 8))
+        except Exception:  # noqa: BLE001 - an op without CPU samples here
+            continue
+        for sample in samples:
+            leaves, spec = pytree.tree_flatten(((sample.input, *sample.args), sample.kwargs))
+            pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+            ints = [k for k, i in enumerate(pos) if leaves[i].numel() > 0 and
+                    leaves[i].dtype in (torch.int64, torch.int32)]
+            if not ints or oi._unsupported_leaf(leaves):
+                continue
+            try:
+                oi._eager(op, sample)
+            except Exception:  # noqa: BLE001 - eager rejects the sample itself
+                continue
+            yield op, name, oi.sample_program(op, leaves, spec, pos), \
+                [leaves[i] for i in pos], ints
+            break
+
+
+def _outcome(fn, tensors):
+    try:
+        return fn(*[t.clone() for t in tensors]), None
+    except Exception as e:  # noqa: BLE001 - the outcome compared
+        return None, e
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_opdb_integer_operands_out_of_range_as_eager():
+    """The generator the index checks lacked: every op of PyTorch's op_db whose CPU sample
+    takes an integer tensor is run with one element of each such operand set to +10000
+    and to -10000, eagerly and through one jitted program per op (the values are run-time
+    inputs). Where eager raises, the jitted call raises eager's exception type, never a
+    result (XLA clamps gather indices and drops scatter updates out of range); where eager
+    returns, the values match. It found 14 ops returning a result where eager raises
+    (cross_entropy, nll_loss, multi_margin_loss, multilabel_margin_loss, embedding_bag,
+    scatter_reduce x 5, index_select/index_add of a 0-d tensor, put's and cov's weights)."""
+    import test_opinfo as oi
+
+    problems, n_ops = [], 0
+    for op, name, program, tensors, ints in _integer_operand_cases():
+        n_ops += 1
+        jitted = thunder_mlir.jit(program, sharp_edges="allow")
+        for k in ints:
+            for v in (None, BIG, -BIG):
+                ts = list(tensors)
+                if v is not None:
+                    ts[k] = ts[k].clone()
+                    ts[k].view(-1)[0] = v
+                want, eager_error = _outcome(program, ts)
+                got, jit_error = _outcome(jitted, ts)
+                case = f"{name} (operand {k} = {v})"
+                if eager_error is not None and jit_error is None:
+                    problems.append(f"{case}: eager raises {type(eager_error).__name__} "
+                                    f"({eager_error}), the jitted program returns a result")
+                elif eager_error is not None and not isinstance(jit_error, type(eager_error)):
+                    problems.append(f"{case}: eager raises {type(eager_error).__name__}, the "
+                                    f"jitted program {type(jit_error).__name__}: {jit_error}")
+                elif eager_error is None and jit_error is not None:
+                    if name not in EAGER_UNCHECKED:
+                        problems.append(f"{case}: the jitted program raises "
+                                        f"{type(jit_error).__name__}: {jit_error}")
+                elif eager_error is None and name not in EAGER_UNCHECKED:
+                    try:
+                        oi._compare(got, want, oi._tolerance(op, torch.float32))
+                    except AssertionError as e:
+                        problems.append(f"{case}: values differ: {e}")
+    print(f"op_db ops with an integer tensor operand: {n_ops}")
+    assert n_ops >= 40, n_ops  # the draw itself still finds the ops
+    assert not problems, "\n".join(problems)

@@ -53,22 +53,50 @@ def check_indices(idx: TensorProxy, size: int, dim: int, *, negative: bool = Tru
     ``negative`` (indices that count from the end, as ``x[i]``), else ``0 <= i < size``
     (``gather``, ``scatter``, ``embedding``). At run time a failed check raises ``error``
     with ``message`` (default: eager's "index out of bounds for dimension d with size n"),
-    naming the user's line. Nothing is added where the trace carries no checks, where
-    ``idx`` is empty, or where ``size`` is symbolic."""
+    naming the user's line. Nothing is added where ``size`` is symbolic (or as
+    ``check_values`` says)."""
+    if not isinstance(size, int):
+        return
+    check_values(idx, lambda i: in_range(i, -size if negative else 0, size), error,
+                 message or f"an index is out of bounds for dimension {dim} with size {size}")
+
+
+def in_range(x: TensorProxy, low: int, high: int, allowed: int | None = None
+             ) -> TensorProxy:
+    """Elementwise ``low <= x < high`` (or ``x == allowed``, an ``ignore_index``) of an
+    integer tensor, as a bool tensor of ``x``'s shape."""
+    i = prims.convert_element_type(x, torch.int64)
+    ok = prims.elementwise("bitwise_and",
+                           prims.elementwise("ge", i, prims.full(i.tshape, low, torch.int64)),
+                           prims.elementwise("lt", i, prims.full(i.tshape, high, torch.int64)))
+    if allowed is not None:
+        ok = prims.elementwise("bitwise_or", ok, prims.elementwise(
+            "eq", i, prims.full(i.tshape, allowed, torch.int64)))
+    return ok
+
+
+def check_values(x: TensorProxy, ok_of, error: type[Exception], message: str) -> None:
+    """Add a check that ``ok_of(x)`` (a bool tensor of ``x``'s shape built from ``x``
+    with prims, e.g. ``in_range``) holds for every element of ``x``: eager's check of a
+    tensor's values (an index, a class target, a weight's sign). At run time a failed
+    check raises ``error`` with ``message`` after the user's line. Nothing is added where
+    the trace carries no checks, where ``x`` is empty or has symbolic sizes, or for a value
+    a decomposition computes itself (inside a composite, a check of one of its operands is
+    made on the composite's operand once the composite is emitted: ``lift``)."""
     trace = current_trace()
-    if not getattr(trace, "runtime_checks", False) or not isinstance(size, int):
+    if not getattr(trace, "runtime_checks", False):
         return
     owner = trace.ip.block.owner
     if owner is not None and COMPOSITE_HOLDER in owner.attributes:
         # inside a composite's decomposition: checked on its operand, once
-        if isinstance(idx.value, ir.BlockArgument):  # the composite is emitted (lift)
-            trace.pending_checks.append((idx, size, dim, dict(negative=negative, error=error,
-                                                              message=message)))
-        return  # (an index a decomposition computes itself: not checked; sharp_edges.md)
+        if isinstance(x.value, ir.BlockArgument):  # the composite is emitted (lift)
+            trace.pending_checks.append(
+                (x, lambda outer: check_values(outer, ok_of, error, message)))
+        return  # (a value a decomposition computes itself: not checked; sharp_edges.md)
     if trace.region_checks is None:  # a while loop's cond_fn (see the module docstring)
         return
     n = 1
-    for s in idx.tshape:
+    for s in x.tshape:
         if not isinstance(s, int):
             return
         n *= s
@@ -76,15 +104,9 @@ def check_indices(idx: TensorProxy, size: int, dim: int, *, negative: bool = Tru
         return
     from thunder_mlir.frontend.locations import describe_frame, user_frame
 
-    i = prims.convert_element_type(idx, torch.int64)
-    low = prims.elementwise("ge", i, prims.full(i.tshape, -size if negative else 0,
-                                                torch.int64))
-    high = prims.elementwise("lt", i, prims.full(i.tshape, size, torch.int64))
-    ok = prims.reduce("reduce_and", prims.elementwise("bitwise_and", low, high),
-                      list(range(len(i.tshape))))
-    what = message or f"an index is out of bounds for dimension {dim} with size {size}"
-    _add(trace, ok, error, f"{describe_frame(user_frame())}\n  {what} (eager PyTorch raises "
-                           f"{error.__name__} here too)")
+    ok = prims.reduce("reduce_and", ok_of(x), list(range(len(x.tshape))))
+    _add(trace, ok, error, f"{describe_frame(user_frame())}\n  {message} (eager PyTorch "
+                           f"raises {error.__name__} here too)")
 
 
 def _add(trace, ok: TensorProxy, error: type[Exception], message: str) -> None:
@@ -114,11 +136,11 @@ def lift(trace, block_args: list, outer: list[TensorProxy]) -> None:
     operands (``block_args``, the region's arguments) are made on the composite's operands
     ``outer``, at the insertion point around it."""
     pending, trace.pending_checks = trace.pending_checks, []
-    for idx, size, dim, options in pending:
-        if idx.value in block_args:
-            check_indices(outer[block_args.index(idx.value)], size, dim, **options)
+    for x, redo in pending:
+        if x.value in block_args:
+            redo(outer[block_args.index(x.value)])
         else:
-            trace.pending_checks.append((idx, size, dim, options))
+            trace.pending_checks.append((x, redo))
 
 
 def code(trace) -> TensorProxy:

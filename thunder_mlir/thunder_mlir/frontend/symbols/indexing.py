@@ -217,7 +217,8 @@ def _advanced(x: TensorProxy, advanced) -> TensorProxy:
 @register("index_select", torch.index_select, T.index_select)
 def index_select(input, dim, index):
     d = canonical_dim(dim, len(input.tshape))
-    if len(input.tshape) == 0:
+    if len(input.tshape) == 0:  # (a 0-d tensor indexes like a 1-element vector)
+        check_indices(index, 1, d, negative=False, message="index out of range in self")
         return input
     idx = _as_index_tensor(index, input.tshape[d], d, negative=False)
     if idx.tshape == ():  # a 0-d index selects a dim of size 1 (torch keeps the dim)

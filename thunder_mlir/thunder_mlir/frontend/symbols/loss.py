@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from thunder_mlir.errors import Fallback
+from thunder_mlir.frontend import runtime_checks
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import expand_to
 from thunder_mlir.ir.proxy import TensorProxy
@@ -52,6 +53,11 @@ def _legacy_reduction(size_average, reduce, reduction):
 def _nll(logp, target, weight, ignore_index, reduction):
     """Weighted negative log-likelihood of class-index targets; returns (loss, weight sum)."""
     cd = _class_dim(logp)
+    n_classes = logp.tshape[cd]
+    # ATen's nll_loss: "Target k is out of bounds." (LossNLL.cpp), ignore_index excepted
+    runtime_checks.check_values(
+        target, lambda t: runtime_checks.in_range(t, 0, n_classes, allowed=ignore_index),
+        IndexError, f"a target is out of bounds for {n_classes} classes")
     t = prims.convert_element_type(target, torch.int64)
     ignore = prims.elementwise("eq", t, prims.full(t.tshape, ignore_index, torch.int64))
     safe = prims.where(ignore, prims.full(t.tshape, 0, torch.int64), t)
@@ -356,6 +362,9 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     """sum_{j != y} max(0, margin - x[y] + x[j])^p / C per sample (weight[y] scales)."""
     x = input if len(input.tshape) == 2 else prims.reshape(input, (1, math.prod(input.tshape)))
     n, c = x.tshape
+    runtime_checks.check_values(  # ATen (LossMultiMargin.cpp): "target out of range"
+        target, lambda t: runtime_checks.in_range(t, 0, c), RuntimeError,
+        f"a target is out of range for {c} classes")
     t = prims.reshape(prims.convert_element_type(target, torch.int64), (n, 1))
     xy = prims.take_along(x, t, 1)
     z = clamp(add(sub(margin, xy), x), min=0)
@@ -376,8 +385,11 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     """sum over target classes y (the prefix of ``target`` before the first -1) and
     non-target classes i of max(0, 1 - (x[y] - x[i])), divided by C."""
     x = input if len(input.tshape) == 2 else prims.reshape(input, (1, math.prod(input.tshape)))
-    t = prims.reshape(prims.convert_element_type(target, torch.int64), x.tshape)
     nb, c = x.tshape
+    runtime_checks.check_values(  # ATen (LossMultiLabelMargin.cpp), every element
+        target, lambda t: runtime_checks.in_range(t, -1, c), RuntimeError,
+        f"a target is out of range: a class in [0, {c}) or -1")
+    t = prims.reshape(prims.convert_element_type(target, torch.int64), x.tshape)
     valid = prims.convert_element_type(prims.elementwise(
         "ne", t, prims.full(t.tshape, -1, torch.int64)), torch.int64)
     valid = prims.elementwise("eq", prims.cumulative("cummin", valid, 1),

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from thunder_mlir.errors import Fallback
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend import lang
+from thunder_mlir.frontend import runtime_checks
 from thunder_mlir.frontend.runtime_checks import check_indices
 from thunder_mlir.frontend.lang import expand_to, lift
 from thunder_mlir.ir.proxy import TensorProxy
@@ -176,6 +177,10 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     is the number of offsets at or before its position, minus one."""
     if max_norm is not None:
         raise Fallback("embedding_bag with max_norm renormalizes the weight in place")
+    rows = weight.tshape[0]
+    runtime_checks.check_values(  # ATen (EmbeddingBag.cpp): "Index i of input takes value"
+        input, lambda i: runtime_checks.in_range(i, 0, rows), RuntimeError,
+        f"an index is not in the valid range [0, {rows})")
     if len(input.tshape) == 2:
         nb, L = input.tshape
         idx = prims.reshape(input, (nb * L,))
@@ -184,6 +189,21 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     else:
         idx = input
         nidx = idx.tshape[0]
+
+        def first_zero_last_in(o):  # ATen (EmbeddingBag.cpp): offsets[0] == 0, the last
+            at = prims.iota(o.tshape, torch.int64, 0)  # <= the input's length
+            o = prims.convert_element_type(o, torch.int64)
+            bad_first = prims.elementwise("bitwise_and", prims.elementwise(
+                "eq", at, prims.full(o.tshape, 0, torch.int64)), prims.elementwise(
+                "ne", o, prims.full(o.tshape, 0, torch.int64)))
+            bad_last = prims.elementwise("bitwise_and", prims.elementwise(
+                "eq", at, prims.full(o.tshape, o.tshape[0] - 1, torch.int64)),
+                prims.elementwise("gt", o, prims.full(o.tshape, nidx, torch.int64)))
+            return prims.elementwise("bitwise_not", prims.elementwise(
+                "bitwise_or", bad_first, bad_last))
+        runtime_checks.check_values(offsets, first_zero_last_in, RuntimeError,
+                                    f"offsets[0] has to be 0 and offsets[-1] at most the "
+                                    f"input's length ({nidx})")
         offs = prims.convert_element_type(offsets, torch.int64)
         nb = offs.tshape[0] - (1 if include_last_offset else 0)
         pos = prims.iota((nidx, offs.tshape[0]), torch.int64, 0)

@@ -12,6 +12,7 @@ import math
 import torch
 
 from thunder_mlir.errors import Fallback
+from thunder_mlir.frontend import runtime_checks
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend.lang import canonical_dim, canonical_dims
 from thunder_mlir.ir.proxy import TensorProxy
@@ -366,6 +367,11 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     if not x.tdtype.is_floating_point:
         x = prims.convert_element_type(x, torch.get_default_dtype())
     n = x.tshape[1]
+    for weights, name in ((fweights, "fweights"), (aweights, "aweights")):
+        if weights is not None:  # ATen's cov: "cov(): fweights cannot be negative"
+            runtime_checks.check_values(
+                weights, lambda v: prims.elementwise("ge", v, prims.full(v.tshape, 0, v.tdtype)),
+                RuntimeError, f"cov(): {name} cannot be negative")
     w = fweights
     if aweights is not None:
         w = aweights if w is None else mul(w, aweights)

@@ -135,6 +135,7 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
         raise Fallback("scatter_reduce on a 0-d tensor")
     if math.prod(index.tshape) == 0:
         return input
+    check_indices(index, input.tshape[d], d, negative=False, error=RuntimeError)
     upd = _src_like(src, index, input.tdtype)
     return _reduce_scatter(input, _coords(index, d, r), upd, reduce, include_self)
 
@@ -176,7 +177,8 @@ def _copy_one_index(input, d, idx, source):
 def _index_op(input, dim, index, source, reduce, include_self=True, alpha=1):
     r = len(input.tshape)
     if r == 0:  # a 0-d tensor indexes like a 1-element vector
-        canonical_dim(dim, 0)
+        canonical_dim(dim, 0)  # (eager: IndexError "index out of range in self" for any op)
+        check_indices(index, 1, 0, negative=False, message="index out of range in self")
         out = _index_op(prims.reshape(input, (1,)), 0, index, prims.reshape(
             source, (1,) * len(source.tshape) or (1,)), reduce, include_self, alpha)
         return prims.reshape(out, ())
@@ -317,7 +319,7 @@ def put(input, index, source, accumulate=False):
     k = math.prod(index.tshape)
     if k == 0:
         return input
-    check_indices(index, n, 0, error=RuntimeError, message=f"an index is out of range "
+    check_indices(index, n, 0, error=IndexError, message=f"an index is out of range "
                   f"for a tensor of {n} elements")
     idx = prims.reshape(_wrap(prims.reshape(index, (k,)), n), (k, 1))
     src = prims.reshape(prims.convert_element_type(source, input.tdtype), (k,))
