@@ -31,6 +31,19 @@ eager's: their samples are checked for metadata (shape, dtype), for the op's val
 they are compared with eager under the same seed. An op whose eager output depends on the
 seed, that is not declared and differs from eager, is a mismatch that says so.
 
+Batches (``run_dtype``): the per-op cost is mostly compilation, so the selected samples of
+all ops are checked ``BATCH`` at a time (in op order) through ONE jitted function that takes
+every sample's tensors and returns every sample's output (``run_batch``, as
+tests/fuzz_batch.py does for fuzzer programs); each output is compared with its own eager
+result. A sample keeps the batch's outcome (``xla``, or ``fallback`` with the fallback ops its
+own call recorded in the batch's trace) only where its output is close to eager's. A sample
+is checked alone, in a jitted function of its own (``run_sample``), where it is a random op,
+an op with unspecified values or index ties (``batchable``), holds an input jit cannot take,
+differs from eager in the batch (so the tie, seed and float64-reference rules and the
+mismatch's reason are those of the sample alone), or where its batch raised or its fallback
+ops could not be told apart (the batch is halved, down to single samples). So every op gets
+the status and reason it gets alone. ``THUNDER_OPINFO_BATCH=1`` checks every sample alone.
+
 Default subset (CI): the first ``F32_SAMPLES`` eager-valid float32 samples of every op and
 ``OTHER_SAMPLES`` per op for each of ``OTHER_DTYPES``. ``THUNDER_OPINFO_FULL=1`` runs every
 sample. Sample values are random: each op's are drawn after seeding torch with a hash of the
@@ -181,6 +194,26 @@ class _NoReseed:
 
     def __exit__(self, *exc):
         torch.manual_seed = self._saved
+
+
+class _CpuSeeding:
+    """``torch.manual_seed`` as the CPU generator's own ``manual_seed``, where no CUDA, XPU
+    or MTIA device exists (CPU runs): the same seeding of the only generator there is,
+    without the lazy seeding of those devices, which formats the whole Python stack
+    (``traceback.format_stack``, torch/cuda/__init__.py ``_lazy_call``) at each call:
+    about 4 ms, and OpInfo's ``TrackedInputIter`` seeds before every sample it draws
+    (``common_utils.set_rng_seed``). Elsewhere it changes nothing."""
+
+    def __enter__(self):
+        self._saved = torch.manual_seed
+        if DEVICE == "cpu" and not any(m.is_available() for m in (torch.cuda, torch.xpu,
+                                                                   torch.mtia)):
+            gen = torch.default_generator
+            torch.manual_seed = torch.random.manual_seed = lambda seed: gen.manual_seed(int(seed))
+        return self
+
+    def __exit__(self, *exc):
+        torch.manual_seed = torch.random.manual_seed = self._saved
 
 
 # ------------------------------------------------------------------- random ops
@@ -694,51 +727,6 @@ def run_sample(op, sample, tol, dtype=None) -> tuple[str, str, list[str]]:
     return status, "", fallbacks
 
 
-def run_op(op, dtype, max_samples) -> OpResult:
-    t0 = time.perf_counter()
-    res = OpResult(op.full_name if hasattr(op, "full_name") else op.name, "eager-fails")
-    if dtype not in op.supported_dtypes("cpu"):
-        res.status, res.reason = "unsupported-dtype", ""
-        return res
-    tol = _tolerance(op, dtype)
-    torch.manual_seed(zlib.crc32(f"{_full_name(op)} {dtype} {SEED}".encode()))
-    try:
-        samples = op.sample_inputs(DEVICE, dtype, requires_grad=False)
-        if max_samples is not None:
-            samples = islice(samples, MAX_TRIES)
-        samples = list(samples)
-    except Exception as e:  # noqa: BLE001
-        res.reason = f"sample_inputs raised {type(e).__name__}: {e}"[:200]
-        return res
-    worst = None
-    for sample in samples:
-        if max_samples is not None and res.samples >= max_samples:
-            break
-        try:
-            _eager(op, sample)
-        except Exception:  # noqa: BLE001 - an eager failure makes no claim about jit
-            continue
-        res.samples += 1
-        try:
-            status, reason, fb = run_sample(op, sample, tol, dtype)
-        except Exception as e:  # noqa: BLE001
-            status, reason, fb = "error", f"harness: {type(e).__name__}: {e}"[:200], []
-        res.fallbacks.update(fb)
-        if reason == CLOSER:
-            res.closer += 1
-            reason = ""
-        if worst is None or _RANK[status] > _RANK[worst]:
-            worst = status
-            if reason:
-                res.reason = reason
-    if worst is not None:
-        res.status = worst
-        if worst == "fallback" and not res.reason:
-            res.reason = "falls back: " + ", ".join(sorted(res.fallbacks))
-    res.seconds = time.perf_counter() - t0
-    return res
-
-
 def _ops():
     from torch.testing._internal.common_methods_invocations import op_db
 
@@ -753,14 +741,208 @@ def _full_name(op) -> str:
     return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
 
 
+@dataclass
+class _Job:
+    """One eager-valid sample of an op to check (its index among the op's samples); its
+    ``outcome`` (status, reason, fallback op names) once checked, and ``seconds`` spent."""
+
+    op: object
+    sample: object
+    tol: dict
+    dtype: torch.dtype
+    outcome: tuple | None = None
+    seconds: float = 0.0
+
+
+def _select(op, dtype, max_samples) -> tuple[OpResult, list[_Job]]:
+    """The op's result so far (``unsupported-dtype``, or ``eager-fails`` with the reason
+    where ``sample_inputs`` raised) and its jobs: the first ``max_samples`` samples (of
+    ``MAX_TRIES`` drawn) whose eager run succeeds, drawn under the op's seed."""
+    t0 = time.perf_counter()
+    res = OpResult(op.full_name if hasattr(op, "full_name") else op.name, "eager-fails")
+    if dtype not in op.supported_dtypes("cpu"):
+        res.status, res.reason = "unsupported-dtype", ""
+        return res, []
+    tol = _tolerance(op, dtype)
+    torch.manual_seed(zlib.crc32(f"{_full_name(op)} {dtype} {SEED}".encode()))
+    try:
+        samples = op.sample_inputs(DEVICE, dtype, requires_grad=False)
+        if max_samples is not None:
+            samples = islice(samples, MAX_TRIES)
+        samples = list(samples)
+    except Exception as e:  # noqa: BLE001
+        res.reason = f"sample_inputs raised {type(e).__name__}: {e}"[:200]
+        return res, []
+    jobs = []
+    for sample in samples:
+        if max_samples is not None and len(jobs) >= max_samples:
+            break
+        try:
+            _eager(op, sample)
+        except Exception:  # noqa: BLE001 - an eager failure makes no claim about jit
+            continue
+        jobs.append(_Job(op, sample, tol, dtype))
+    res.seconds = time.perf_counter() - t0
+    return res, jobs
+
+
+def _run_alone(job: _Job) -> None:
+    """``job.outcome`` from ``run_sample``: the sample in a jitted function of its own."""
+    t0 = time.perf_counter()
+    try:
+        job.outcome = run_sample(job.op, job.sample, job.tol, job.dtype)
+    except Exception as e:  # noqa: BLE001
+        job.outcome = "error", f"harness: {type(e).__name__}: {e}"[:200], []
+    job.seconds += time.perf_counter() - t0
+
+
+def _finish(res: OpResult, jobs: list[_Job]) -> OpResult:
+    """The op's status from its samples' outcomes, in sample order: the worst status
+    (``_RANK``), the reason of the first sample that raised the status to it."""
+    worst = None
+    for job in jobs:
+        status, reason, fb = job.outcome
+        res.samples += 1
+        res.seconds += job.seconds
+        res.fallbacks.update(fb)
+        if reason == CLOSER:
+            res.closer += 1
+            reason = ""
+        if worst is None or _RANK[status] > _RANK[worst]:
+            worst = status
+            if reason:
+                res.reason = reason
+    if worst is not None:
+        res.status = worst
+        if worst == "fallback" and not res.reason:
+            res.reason = "falls back: " + ", ".join(sorted(res.fallbacks))
+    return res
+
+
+def run_op(op, dtype, max_samples) -> OpResult:
+    """Status of one OpInfo at ``dtype`` over its first ``max_samples`` eager-valid
+    samples, each sample checked alone (``run_sample``)."""
+    res, jobs = _select(op, dtype, max_samples)
+    for job in jobs:
+        _run_alone(job)
+    return _finish(res, jobs)
+
+
+# ------------------------------------------------------------------ batches
+# Samples checked together in one jitted function (``run_batch``); 1: each sample alone.
+BATCH = int(os.environ.get("THUNDER_OPINFO_BATCH", "24"))
+
+
+def batchable(job: _Job) -> bool:
+    """Whether the sample may share a jitted function with others: not a random op (its
+    check re-runs the jitted function under other seeds), not an op with unspecified
+    values or index ties (compared otherwise than by ``_compare``), and no input jit cannot
+    take."""
+    op = job.op
+    if _full_name(op) in RANDOM_OPS or op.name in _UNDEFINED_VALUES or op.name in _TIE_OPS:
+        return False
+    leaves = pytree.tree_leaves(((job.sample.input, *job.sample.args), job.sample.kwargs))
+    return _unsupported_leaf(leaves) is None
+
+
+def run_batch(jobs: list[_Job]) -> None:
+    """Check ``jobs`` (batchable samples, of any ops) through ONE jitted function that
+    takes every sample's tensors and returns every sample's output, as tests/fuzz_batch.py
+    checks fuzzer programs; sets each job's outcome.
+
+    A sample gets its outcome from the batch only where the batch ran, the fallback ops
+    of the batch's trace split exactly into those each sample's program recorded (read
+    from the trace between programs), and its output equals eager's within ``tol``
+    (``_compare``): status ``xla`` or ``fallback`` (its own fallback ops), reason "".
+    Where the batch raises (or its fallbacks cannot be split), it is halved and each half
+    checked again, down to single samples checked alone; every sample whose output differs
+    is checked alone (``run_sample``: the tie, seed-dependence and float64-reference rules,
+    the mismatch's reason), so the outcome of every sample is the one it has alone."""
+    from thunder_mlir.frontend.tracing import current_trace
+
+    if len(jobs) == 1:
+        _run_alone(jobs[0])
+        return
+    t0 = time.perf_counter()
+    parts = []  # (op, sample leaves, their spec, tensor positions, eager's output)
+    try:
+        for job in jobs:
+            s = job.sample
+            leaves, spec = pytree.tree_flatten(((s.input, *s.args), s.kwargs))
+            pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+            parts.append((job.op, leaves, spec, pos, _eager(job.op, s, 0)))
+    except Exception:  # noqa: BLE001 - run_sample reports it
+        for job in jobs:
+            _run_alone(job)
+        return
+    recorded: list[list[str]] = []  # per program: the fallback ops its call recorded
+
+    # Each sample's call is ``sample_program``'s, written out here rather than called: a
+    # closure called from the jitted function makes the sharp-edge monitor search the heap
+    # (gc.get_referrers) at each of its free-variable reads (~0.1 s each with op_db loaded).
+    def batch(*tensors):
+        trace = current_trace()
+        recorded.clear()  # (a trace made again starts over)
+        outs, k = [], 0
+        for op, leaves, spec, pos, _ in parts:
+            vals = list(leaves)
+            for i in pos:
+                vals[i] = tensors[k]
+                k += 1
+            args, kwargs = pytree.tree_unflatten(vals, spec)
+            start = len(trace.fallbacks)
+            outs.append(op.op(*args, **kwargs))
+            recorded.append(list(trace.fallbacks[start:]))
+        return tuple(outs)
+
+    jfn = thunder_mlir.jit(batch, sharp_edges="allow")
+    try:
+        with torch.random.fork_rng(), _NoReseed():
+            torch.random.manual_seed(0)
+            actual = jfn(*_clone([p[1][i] for p in parts for i in p[3]]))
+        fallbacks = thunder_mlir.fallback_ops(jfn)
+        split = len(recorded) == len(parts) and \
+            [name for r in recorded for name in r] == list(fallbacks)
+    except Exception:  # noqa: BLE001 - each half again, down to samples alone
+        split = False
+    share = (time.perf_counter() - t0) / len(jobs)
+    if not split:
+        for job in jobs:
+            job.seconds += share
+        half = len(jobs) // 2
+        run_batch(jobs[:half])
+        run_batch(jobs[half:])
+        return
+    for job, part, out, fb in zip(jobs, parts, actual, recorded):
+        expected = part[4]
+        job.seconds += share
+        try:
+            _compare(out, expected, job.tol)
+        except Exception:  # noqa: BLE001 - the sample alone gives its outcome
+            _run_alone(job)
+            continue
+        job.outcome = ("fallback" if fb else "xla"), "", fb
+
+
 def run_dtype(dtype, max_samples) -> list[OpResult]:
-    results = []
-    with warnings.catch_warnings():
+    """Every selected OpInfo at ``dtype``: their samples, in op order, checked ``BATCH``
+    at a time by ``run_batch`` (those not ``batchable`` alone); one result per op."""
+    ops = _ops()
+    with warnings.catch_warnings(), _CpuSeeding():
         warnings.simplefilter("ignore")
-        for op in _ops():
-            r = run_op(op, dtype, max_samples)
-            r.name = _full_name(op)
-            results.append(r)
+        selected = [_select(op, dtype, max_samples) for op in ops]
+        jobs = [j for _, js in selected for j in js]
+        together = [j for j in jobs if BATCH > 1 and batchable(j)]
+        for i in range(0, len(together), BATCH):
+            run_batch(together[i:i + BATCH])
+        for job in jobs:
+            if job.outcome is None:
+                _run_alone(job)
+    results = []
+    for (res, js), op in zip(selected, ops):
+        r = _finish(res, js)
+        r.name = _full_name(op)
+        results.append(r)
     return results
 
 
@@ -856,6 +1038,32 @@ def test_allowlists_are_exact():
     assert all(F32_ERRORS.values()) and all(why for why, _ in OTHER_ERRORS.values())
     assert "complex" in expected_errors(torch.float16)
     assert "complex" not in expected_errors(torch.float64)
+
+
+def test_batched_sweep_reports_only_the_wrong_op(monkeypatch):
+    """A batch can fail: with sin lowered to a cosine, the batched sweep of ten elementwise
+    ops reports sin as a mismatch (its reason from sin checked alone) and every other op
+    as it is, and only sin is checked alone."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    from thunder_mlir.ir.prim_defs import PRIMS
+    from thunder_mlir.transforms import lower_to_stablehlo
+
+    names = {"sin", "cos", "abs", "neg", "exp", "add", "mul", "tanh", "sinh", "sigmoid"}
+    ops = [o for o in op_db if o.name in names and not o.variant_test_name]
+    monkeypatch.setattr(sys.modules[__name__], "_ops", lambda: ops)
+    monkeypatch.setattr(sys.modules[__name__], "BATCH", 24)
+    alone = []
+    run_one = run_sample
+    monkeypatch.setattr(sys.modules[__name__], "run_sample",
+                        lambda op, *a: alone.append(op.name) or run_one(op, *a))
+    monkeypatch.setattr(PRIMS["sin"], "lower", "stablehlo.cosine")
+    monkeypatch.setattr(lower_to_stablehlo, "_STATE", {})  # patterns frozen again, then back
+    results = {r.name: r for r in run_dtype(torch.float32, 1)}
+    assert results.keys() == names
+    assert results["sin"].status == "mismatch" and "not close" in results["sin"].reason
+    assert all(r.status == "xla" for n, r in results.items() if n != "sin"), results
+    assert alone == ["sin"]
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 The harness, the sample selection and the allowlists are test_opinfo.py's: this file runs
 ``OTHER_SAMPLES`` eager-valid samples per op in each of ``OTHER_DTYPES``, one test per dtype,
 and asserts zero mismatches against eager and errors exactly the allowlisted ones
-(``OTHER_ERRORS``). It is a file of its own so that the test runner can schedule it beside
+(``OTHER_ERRORS``). Samples are checked in batches of ``BATCH`` through one jitted
+function, each op keeping the status it gets alone (test_opinfo.py's docstring says when a
+sample is checked alone). It is a file of its own so that the test runner can schedule it beside
 the float32 pass (``pytest -n 2 --dist loadfile``). The summary table goes to stdout and to
 ``/tmp/thunder_opinfo_report_<dtype>.txt``.
 """

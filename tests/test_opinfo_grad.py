@@ -332,7 +332,7 @@ def _ops():
 def run_all(max_samples=GRAD_SAMPLES) -> list[GradResult]:
     """Run every selected OpInfo; returns the results."""
     results = []
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _oi._CpuSeeding():
         warnings.simplefilter("ignore")
         for op in _ops():
             torch.manual_seed(0)
