@@ -10,6 +10,14 @@ in (torch.testing's defaults for bfloat16: a cast to bfloat16 is one rounding).
 CUDA (no GPU here): eager runs on fake CUDA tensors (``FakeTensorMode``, which runs ATen's
 ``AutocastCUDA`` kernels without a device), and the program is traced for a CUDA device;
 output dtypes (and eager's errors) are compared. Values on CUDA are not tested.
+
+Cost: each sample is traced alone, twice (autocast off, on), and compiled only where
+autocast changes eager's result (CPU values). Measured (profile of a seventh of op_db):
+tracing is most of the time, and nearly all of it per op of the program (a trace's fixed
+cost is ~0.5 ms of ~2-20 ms), compiles are ~4%; so programs are not batched into one trace
+or one compile as tests/fuzz_batch.py does (it would save a few percent). Seeds go to the
+CPU generator alone (``_cpu_seeding``): through ``torch.manual_seed`` they took a quarter
+to two fifths of the sweep's time.
 """
 
 from __future__ import annotations
@@ -139,8 +147,25 @@ def _no_reseed():
         torch.manual_seed = saved
 
 
+@contextmanager
+def _cpu_seeding():
+    """``torch.manual_seed`` as the CPU generator's own ``manual_seed`` while an op is
+    checked: the one generator this harness's programs draw from (eager runs on CPU tensors,
+    the CUDA half on fake tensors, which draw nothing), seeded alike. ``torch.manual_seed``
+    also queues a lazy seeding of each accelerator not initialized (CUDA, XPU, MTIA), each
+    capturing the Python stack (``torch.cuda._lazy_call``): 1-3 ms a call under pytest's
+    deep stack, and OpInfo sample iterators seed before each sample (``set_rng_seed``):
+    measured, a quarter to two fifths of the sweep's CPU time."""
+    saved = torch.manual_seed
+    torch.manual_seed = torch.default_generator.manual_seed
+    try:
+        yield
+    finally:
+        torch.manual_seed = saved
+
+
 def _eager(fn, tensors, seed=0):
-    torch.random.manual_seed(seed)
+    torch.default_generator.manual_seed(seed)
     with _no_reseed():
         return fn(*[t.clone() for t in tensors])
 
@@ -215,7 +240,8 @@ def _check_cpu_sample(op, dtype, ss, autocast_dtype) -> str | None:
                    if a.shape == b.shape):
                 return None  # a random op: values depend on the generator, dtypes checked
             try:
-                torch.random.manual_seed(0)  # fallback random ops draw from torch's generator
+                # fallback random ops draw from torch's (CPU) generator
+                torch.default_generator.manual_seed(0)
                 with _no_reseed():
                     jit_out = thunder_mlir.jit(fn, sharp_edges="allow")(
                         *[t.clone() for t in tensors])
@@ -276,10 +302,11 @@ def _over_samples(check, op, dtype, autocast_dtype, n) -> str | None:
     if abort is not None and _TORCH < abort[0]:
         print(f"skip {op.full_name}: {abort[1]}")
         return f"skip: {abort[1]}"
-    ss = samples(op, dtype, n)
-    if not ss:
-        return "skip: no sample"
-    verdicts = [check(op, dtype, s, autocast_dtype) for s in ss]
+    with _cpu_seeding():
+        ss = samples(op, dtype, n)
+        if not ss:
+            return "skip: no sample"
+        verdicts = [check(op, dtype, s, autocast_dtype) for s in ss]
     bad = [v for v in verdicts if v is not None and not v.startswith("skip")]
     if bad:
         return bad[0]
