@@ -140,11 +140,35 @@ def _compile_cache_dir(tmp_path_factory):
         os.environ[thunder_mlir.runtime.compile_cache.ENV_VAR] = old
 
 
+_ONLY_CPU_GENERATOR: bool | None = None  # (manual_seed: known at its first call)
+
+
+def manual_seed(seed: int) -> None:
+    """``torch.manual_seed(seed)``, without its cost where the CPU's is the only generator.
+    ``torch.manual_seed`` also seeds every other backend's generators, and a backend not
+    yet initialized (CUDA, XPU, MTIA) queues the call with ``traceback.format_stack()``
+    (torch/cuda/__init__.py ``_lazy_call``): about 1.5 ms at a test's stack depth, and
+    the test harnesses seed at every step of every program (1,500 times in
+    test_fuzz.py). Where none of those backends is available (nor MPS, nor a privateuse1
+    backend: torch/random.py ``_manual_seed_impl``), the queued calls never run, so
+    seeding the CPU generator alone is the same; elsewhere this is ``torch.manual_seed``."""
+    global _ONLY_CPU_GENERATOR
+    if _ONLY_CPU_GENERATOR is None:
+        _ONLY_CPU_GENERATOR = not (
+            torch.cuda.is_available() or torch.xpu.is_available()
+            or torch.mtia.is_available() or torch.backends.mps.is_available()
+            or hasattr(torch, torch._C._get_privateuse1_backend_name()))
+    if _ONLY_CPU_GENERATOR:
+        torch.default_generator.manual_seed(seed)
+    else:
+        torch.manual_seed(seed)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     """Every test draws the same random inputs on every run (CUDA's generators included:
-    ``torch.manual_seed`` seeds them)."""
-    torch.manual_seed(0)
+    ``manual_seed`` seeds them where they exist)."""
+    manual_seed(0)
     yield
 
 

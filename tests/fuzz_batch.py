@@ -48,6 +48,7 @@ import torch
 
 import fuzz_programs as fp
 import thunder_mlir
+from conftest import manual_seed
 from idiom_harness import TOL, Step, _alias_map, _assert_close, _compare_outputs, _tensors
 
 BATCH = 25  # programs per jitted function
@@ -96,7 +97,7 @@ class _Eager:
 
 
 def _inputs(k: int):
-    torch.manual_seed(1000 + k)  # check_idiom's seed for step k
+    manual_seed(1000 + k)  # check_idiom's seed for step k
     return list(fp.make_inputs())
 
 

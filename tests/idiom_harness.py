@@ -31,6 +31,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import thunder_mlir
+from conftest import manual_seed
 
 TOL = {"atol": 1e-5, "rtol": 1.3e-6}
 
@@ -126,7 +127,7 @@ def check_idiom(program: Callable | torch.nn.Module, make_args: Callable[[], tup
         for target, runner in ((eager, eager), (original, jitted)):
             if step.before is not None:
                 step.before(target)
-            torch.manual_seed(1000 + k)
+            manual_seed(1000 + k)
             args = make_args()
             kwargs = make_kwargs() if make_kwargs is not None else {}
             ins = _tensors((args, kwargs))

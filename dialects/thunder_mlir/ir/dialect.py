@@ -27,6 +27,7 @@ segments in the generic printed form.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 from collections.abc import Sequence
@@ -60,6 +61,56 @@ class I64Array(ir.DenseI64ArrayAttr):
         return cls(ir.DenseI64ArrayAttr.get([int(v) for v in values]))
 
 
+def bind_directly(cls: type) -> type:
+    """Give the op class ``cls`` (a named ``ext.Operation`` subclass) a builder that maps its
+    arguments to its fields directly, in place of the one ``ext`` generates, which binds
+    them with ``inspect.Signature.bind`` and ``apply_defaults`` (17 us of a binary prim's
+    build, 49 us of a composite's; tracing builds every op, under the sharp-edge monitor's
+    hooks, frontend/sharp_edges.py, which each Python call of the binding wakes). Same call
+    semantics as ext's builder (torch_mlir/dialects/ext.py ``_generate_init_method``):
+    positional arguments fill the positional-or-keyword fields in order, keywords name
+    fields, keyword-only fields with a default and ``loc``/``ip`` default to None, and the
+    op is built from the fields by the same processing (``process_type``,
+    ``process_attr``). Any other call (too many positional arguments, an unknown, repeated
+    or missing argument) goes to ext's builder, which raises its TypeError. Returns
+    ``cls``."""
+    slow = cls.__init__
+    sig = slow.__signature__
+    params = list(sig.parameters.values())[1:]  # (after self)
+    positional = tuple(p.name for p in params
+                       if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = frozenset(p.name for p in params)
+    required = frozenset(p.name for p in params if p.default is inspect.Parameter.empty)
+    defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    operands, attrs, results, regions = ext.partition_fields(cls._fields)
+    operand_names = tuple(o.name for o in operands)
+    n_regions = len(regions) or None
+
+    def __init__(self, *args, **kwargs):
+        if len(args) > len(positional):
+            return slow(self, *args, **kwargs)
+        bound = dict(defaults)
+        for n, v in zip(positional, args):
+            bound[n] = v
+        for k, v in kwargs.items():
+            if k not in names or (k in bound and k not in defaults):
+                return slow(self, *args, **kwargs)
+            bound[k] = v
+        if not required.issubset(bound):
+            return slow(self, *args, **kwargs)
+        super(ext.Operation, self).__init__(
+            self.OPERATION_NAME, self._ODS_REGIONS, self._ODS_OPERAND_SEGMENTS,
+            self._ODS_RESULT_SEGMENTS,
+            attributes={a.name: a.process_attr(bound[a.name]) for a in attrs},
+            results=[r.process_type(bound[r.name]) for r in results],
+            operands=[bound[n] for n in operand_names], successors=None,
+            regions=n_regions, loc=bound["loc"], ip=bound["ip"])
+
+    __init__.__signature__ = sig
+    cls.__init__ = __init__
+    return cls
+
+
 # --------------------------------------------------------------------------- prims
 # The prim ops are generated from their definitions (``primdef.PrimDef``, all of them in
 # ``prim_defs.py``).
@@ -76,6 +127,7 @@ def _segmented(prefix: str, kind) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- structure
+@bind_directly
 class CompositeOp(Thunder.Operation, name="composite"):
     """A torch-level symbol call with its decomposition as a region.
 
@@ -89,6 +141,7 @@ class CompositeOp(Thunder.Operation, name="composite"):
                        "name": ir.StringAttr, "body": ext.Region}
 
 
+@bind_directly
 class ExecutorCallOp(Thunder.Operation, name="executor_call"):
     """A call into an executor's Python implementation (e.g. ``torch`` fallback).
 
@@ -105,6 +158,7 @@ class ExecutorCallOp(Thunder.Operation, name="executor_call"):
                        "impl": ir.FlatSymbolRefAttr}
 
 
+@bind_directly
 class YieldOp(Thunder.Operation, name="yield", traits=[ir.IsTerminatorTrait]):
     """Terminator of composite regions: the values the region produces."""
 
@@ -118,6 +172,7 @@ class YieldOp(Thunder.Operation, name="yield", traits=[ir.IsTerminatorTrait]):
 # and the lowering targets capture from above too. Only loop-carried values, which change
 # per iteration, are operands and block arguments. Each region has one block ending in
 # ``thunder.yield``. docs/region_ops.md says what a transform must do with them.
+@bind_directly
 class CondOp(Thunder.Operation, name="cond"):
     """``torch.cond`` with a tensor predicate: runs ``then_region`` if ``pred`` (a
     ``tensor<i1>``) is true, else ``else_region``; both yield values of the result types.
@@ -127,6 +182,7 @@ class CondOp(Thunder.Operation, name="cond"):
                        "then_region": ext.Region, "else_region": ext.Region}
 
 
+@bind_directly
 class WhileOp(Thunder.Operation, name="while"):
     """``torch._higher_order_ops.while_loop``: the carried operands (as type runs) are
     the block arguments of ``cond_region`` (yields a ``tensor<i1>``: continue?) and of
@@ -139,6 +195,7 @@ class WhileOp(Thunder.Operation, name="while"):
                        "cond_region": ext.Region, "body_region": ext.Region}
 
 
+@bind_directly
 class CheckpointOp(Thunder.Operation, name="checkpoint"):
     """``torch.utils.checkpoint.checkpoint``: the ops of ``body``, whose intermediates the
     ``grad`` pass does not save for the backward but recomputes there. Results are the

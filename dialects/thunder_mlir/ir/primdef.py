@@ -35,7 +35,7 @@ from torch_mlir.dialects import ext
 from torch_mlir.dialects.ext import Operand, Result
 
 from thunder_mlir.ir import dtypes
-from thunder_mlir.ir.dialect import SEGMENTS, I64Array, Tensor, Thunder
+from thunder_mlir.ir.dialect import SEGMENTS, I64Array, Tensor, Thunder, bind_directly
 
 
 class TensorSpec(NamedTuple):
@@ -163,7 +163,8 @@ def _make_op(p: PrimDef) -> type:
     cls_name = "".join(s.capitalize() for s in p.name.split("_")) + "Op"
     ns = {"__annotations__": fields, "__module__": __name__,
           "__doc__": f"thunder.{p.name}: {p.doc or 'see prim_defs.py'}"}
-    return type(cls_name, (Thunder.Operation,), ns, name=p.name, traits=[ext.Pure])
+    return bind_directly(type(cls_name, (Thunder.Operation,), ns, name=p.name,
+                              traits=[ext.Pure]))
 
 
 PRIMS: dict[str, PrimDef] = {}
