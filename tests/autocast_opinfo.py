@@ -147,21 +147,12 @@ def _no_reseed():
         torch.manual_seed = saved
 
 
-@contextmanager
 def _cpu_seeding():
-    """``torch.manual_seed`` as the CPU generator's own ``manual_seed`` while an op is
-    checked: the one generator this harness's programs draw from (eager runs on CPU tensors,
-    the CUDA half on fake tensors, which draw nothing), seeded alike. ``torch.manual_seed``
-    also queues a lazy seeding of each accelerator not initialized (CUDA, XPU, MTIA), each
-    capturing the Python stack (``torch.cuda._lazy_call``): 1-3 ms a call under pytest's
-    deep stack, and OpInfo sample iterators seed before each sample (``set_rng_seed``):
-    measured, a quarter to two fifths of the sweep's CPU time."""
-    saved = torch.manual_seed
-    torch.manual_seed = torch.default_generator.manual_seed
-    try:
-        yield
-    finally:
-        torch.manual_seed = saved
+    """Seeding inside costs less where the CPU's is the only generator (conftest
+    ``cpu_seeding``; measured here: a quarter to two fifths of the sweep's CPU time under
+    pytest's deep stack): OpInfo's sample iterators seed before each sample."""
+    from conftest import cpu_seeding
+    return cpu_seeding()
 
 
 def _eager(fn, tensors, seed=0):

@@ -8,6 +8,7 @@ returns on the same inputs (same pytree structure, dtypes, shapes and values, co
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -141,6 +142,7 @@ def _compile_cache_dir(tmp_path_factory):
 
 
 _ONLY_CPU_GENERATOR: bool | None = None  # (manual_seed: known at its first call)
+_TORCH_MANUAL_SEED = torch.manual_seed  # (cpu_seeding replaces it for a while)
 
 
 def manual_seed(seed: int) -> None:
@@ -159,9 +161,24 @@ def manual_seed(seed: int) -> None:
             or torch.mtia.is_available() or torch.backends.mps.is_available()
             or hasattr(torch, torch._C._get_privateuse1_backend_name()))
     if _ONLY_CPU_GENERATOR:
-        torch.default_generator.manual_seed(seed)
+        torch.default_generator.manual_seed(int(seed))
     else:
-        torch.manual_seed(seed)
+        _TORCH_MANUAL_SEED(seed)
+
+
+@contextmanager
+def cpu_seeding():
+    """``torch.manual_seed`` (and ``torch.random.manual_seed``) as ``manual_seed`` inside:
+    for code that seeds through torch's own function many times, as OpInfo's sample
+    iterators do before every sample (``common_utils.set_rng_seed``). Same seeding; only
+    the cost differs (``manual_seed``'s docstring)."""
+    saved = torch.manual_seed, torch.random.manual_seed
+    torch.manual_seed = torch.random.manual_seed = manual_seed
+    try:
+        yield
+    finally:
+        torch.manual_seed, torch.random.manual_seed = saved
+
 
 
 @pytest.fixture(autouse=True)

@@ -196,24 +196,11 @@ class _NoReseed:
         torch.manual_seed = self._saved
 
 
-class _CpuSeeding:
-    """``torch.manual_seed`` as the CPU generator's own ``manual_seed``, where no CUDA, XPU
-    or MTIA device exists (CPU runs): the same seeding of the only generator there is,
-    without the lazy seeding of those devices, which formats the whole Python stack
-    (``traceback.format_stack``, torch/cuda/__init__.py ``_lazy_call``) at each call:
-    about 4 ms, and OpInfo's ``TrackedInputIter`` seeds before every sample it draws
-    (``common_utils.set_rng_seed``). Elsewhere it changes nothing."""
-
-    def __enter__(self):
-        self._saved = torch.manual_seed
-        if DEVICE == "cpu" and not any(m.is_available() for m in (torch.cuda, torch.xpu,
-                                                                   torch.mtia)):
-            gen = torch.default_generator
-            torch.manual_seed = torch.random.manual_seed = lambda seed: gen.manual_seed(int(seed))
-        return self
-
-    def __exit__(self, *exc):
-        torch.manual_seed = torch.random.manual_seed = self._saved
+def _CpuSeeding():
+    """Seeding inside costs less where the CPU's is the only generator (conftest
+    ``cpu_seeding``): OpInfo's ``TrackedInputIter`` seeds before every sample it draws."""
+    from conftest import cpu_seeding
+    return cpu_seeding()
 
 
 # ------------------------------------------------------------------- random ops
