@@ -11,7 +11,7 @@ structurally generated indices, the in-place variants of PyTorch's ``op_db``
 only the torch fallback runs; and data-dependent statements whose values change between
 the two calls.
 
-``THUNDER_FUZZ_EXAMPLES`` programs per run (default 250; issue 25's survey: 2,000),
+``THUNDER_FUZZ_EXAMPLES`` programs per run (default 2,000, issue 25),
 drawn deterministically (``derandomize``), so CI sees what a developer saw, and numbered
 in draw order. They are checked in batches (``fuzz_batch.py``): about 25 programs fused
 into one jitted function, each program compared with eager on its own; a program eager
@@ -46,17 +46,13 @@ from fuzz_programs import S
 from fuzz_batch import Program, check_batch, plan
 from idiom_harness import Step, check_idiom
 
-# 250 in CI (400 were measured at 104 s, 250 one at a time at 139 s: 0.33 CPU-s a
-# program against 0.5); issue 25's 2,000 take about 4.5 times the CI budget of this test
-# (THUNDER_FUZZ_EXAMPLES=2000 THUNDER_FUZZ_COLLECT=1 is the survey).
-# The arithmetic for raising it (measured in process CPU time, 250 programs, no persistent
-# compile cache): 61 CPU-s of checking, 0.24 a program (147 programs in batches that read no
-# global: 0.21; 79 that read the globals, traced at each call: 0.23; 24 data-dependent ones,
-# each alone: 0.51), XLA compiles 38 % of it; plus 12 CPU-s for fuzz_opdb's table and 1.7
-# for drawing. Batches of 10, 25 or 50 programs cost the same. 2,000 programs therefore add
-# about (2,000 - 250) x 0.24 = 420 CPU-s, ~210 s of a 2-core CI run: raise this only with
-# that much cut elsewhere (the CI run was at 1,626-1,662 s of its 1,800).
-EXAMPLES = int(os.environ.get("THUNDER_FUZZ_EXAMPLES", "250"))
+# 2,000 in CI (issue 25). The arithmetic (process CPU time, no persistent compile cache,
+# measured at 250 programs before session 16's tracing and seeding speed-ups): 0.24 CPU-s
+# a program (batches that read no global: 0.21; those that read the globals, traced at
+# each call: 0.23; data-dependent ones, each alone: 0.51), XLA compiles 38 % of it; plus
+# 12 CPU-s for fuzz_opdb's table and 1.7 for drawing. Batches of 10, 25 or 50 programs
+# cost the same. THUNDER_FUZZ_EXAMPLES=N runs another number of programs.
+EXAMPLES = int(os.environ.get("THUNDER_FUZZ_EXAMPLES", "2000"))
 COLLECT = os.environ.get("THUNDER_FUZZ_COLLECT") == "1"
 SHRINK = os.environ.get("THUNDER_FUZZ_SHRINK") == "1"
 
