@@ -79,7 +79,7 @@ def _trace_into(block: ir.Block, fn: Callable, args: Sequence, role: str):
                 raise TraceError(
                     f"{_where()}\n  output {i} of {role} is {_describe(x)}; the functions of "
                     "a higher-order operator must return tensors computed in the program")
-        types = [x.value.type for x in leaves] + ([_CODE_TYPE()] if checks else [])
+        types = [x.value.type for x in leaves] + ([_code_type()] if checks else [])
         if not fits_in_runs(types):
             raise TraceError(f"{_where()}\n  {role} returns more than 8 runs of distinct "
                              "tensor types (an index checked inside counts as one int32 "
@@ -87,7 +87,7 @@ def _trace_into(block: ir.Block, fn: Callable, args: Sequence, role: str):
     return leaves, spec, checks
 
 
-def _CODE_TYPE() -> ir.Type:
+def _code_type() -> ir.Type:
     """The type of a region's index-check code (runtime_checks.region_code)."""
     return ir.RankedTensorType.get([], ir.IntegerType.get_signless(32))
 
@@ -174,7 +174,7 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands: Sequence = ()):
                 with trace.insertion_point(ir.InsertionPoint(block)):
                     code = runtime_checks.region_code(own, first=first, n=len(checks))
             _yield(block, out, code)
-        types = [x.value.type for x in t_out] + ([_CODE_TYPE()] if checks else [])
+        types = [x.value.type for x in t_out] + ([_code_type()] if checks else [])
         _region_opened(trace)
         with trace.ip:
             op = CondOp(p.value, **segment_kwargs("out", types, type_of=lambda t: t))
@@ -234,8 +234,8 @@ def while_loop(cond_fn: Callable, body_fn: Callable, carried: Sequence,
         if checks:  # the body's index checks: a carried code, the first failure kept
             loc = trace.loc
             for b in blocks:
-                b.add_argument(_CODE_TYPE(), loc)
-            types = types + [_CODE_TYPE()]
+                b.add_argument(_code_type(), loc)
+            types = types + [_code_type()]
             with trace.insertion_point(ir.InsertionPoint(blocks[1])):
                 code = runtime_checks.region_code(
                     checks, previous=trace.make_proxy(blocks[1].arguments[-1]))
