@@ -627,6 +627,7 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
         results += [p.value for _, p in sorted(trace.mutated_inputs.items())]
         if trace.checks:  # after the write-backs: the checks' code (runtime_checks.py)
             results.append(runtime_checks.code(trace).value)
+        aliasing.emit_unversioned_reads(trace)  # (read by the grad pass)
         trace.finish(results)
         tail = len(trace.mutated_inputs) + (1 if trace.checks else 0)
         if tail:  # the trailing results (write-backs, the checks' code): not differentiated
@@ -755,13 +756,23 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     # (an input that requires grad written under no_grad() keeps its gradient path, as
     # eager's: frontend/functionalization.py; one written otherwise is eager's leaf error)
     refused = [i for i, p in trace.mutated_inputs.items()
-               if tensors[i].requires_grad and not getattr(p, "_no_grad_written", False)]
+               if tensors[i].requires_grad and not getattr(p, "_no_grad_written", False)
+               and not getattr(p, "_eager_accepted_write", False)]
     if needs_grad and refused:
         names = [_paths_of_tensors(leaves, spec)[i] for i in sorted(refused)]
         raise NotImplementedError(
             f"in-place updates of inputs that require grad are not supported ({', '.join(names)}"
             "); use the out-of-place form (inputs that do not require grad, such as "
             "buffers, may be updated in place)")
+    mixed = [m for m in trace.unversioned_mixed if m[0].value != m[1]]
+    if needs_grad and mixed:
+        _, _, line, op = mixed[0]
+        raise NotImplementedError(
+            f"{line}\n  {op} saves for backward a tensor read through `.data`, and that "
+            "memory is written later in the function. Eager's backward reads the written "
+            "memory there, and the values the op computed (saved with it) as they were; "
+            "thunder_mlir reproduces this only for ops that save their inputs alone. Read a "
+            "copy (`x.data.clone()`), or write the memory after the backward.")
     n_tail = len(trace.mutated_inputs) + (1 if trace.checks else 0)  # (not differentiated)
     if needs_grad:  # grad sees composites, so composite-level VJP rules can apply
         extra = len(trace.entry.arguments) - len(tensors)  # the seed: not differentiated

@@ -95,7 +95,11 @@ def _differentiate(module: ir.Module, fwd, remat: bool) -> None:
     from thunder_mlir.frontend.tracing import Trace
 
     block = fwd.regions[0].blocks[0]
+    # (the ops whose results are the user's ops' results, marked before the decompositions
+    # are inlined; the reads' pairs stay ops until then, so that inlining updates them)
+    reads = _mark_user_results(block)
     _inline_composites_without_rules(block)
+    final_reads = _take_unversioned_reads(block) if reads else {}
     ops = [o.operation for o in block.operations]
     ret = ops[-1]
     body = ops[:-1]
@@ -158,6 +162,11 @@ def _differentiate(module: ir.Module, fwd, remat: bool) -> None:
     bwd = bt.func_op.operation
     # rules emit cotangents for every operand; those of inactive operands are unused
     eliminate_dead_code(bwd.regions[0].blocks[0])
+    _read_final_values(bwd, block, final_reads)
+    if reads:
+        for op in nested_ops(fwd):
+            if USER_RESULT in op.attributes:
+                del op.attributes[USER_RESULT]
     residuals = _split(fwd, bwd, body, remat)
     # forward returns outputs + residuals
     with ir.InsertionPoint(ret):
@@ -175,6 +184,89 @@ def _differentiate(module: ir.Module, fwd, remat: bool) -> None:
         bwd.attributes[BACKWARD_ERROR] = ir.StringAttr.get(bt.backward_errors[0])
 
 
+def _take_unversioned_reads(block) -> dict:
+    """Erase the ``ltorch.unversioned_read(old, final)`` composites of ``block`` (see
+    frontend/aliasing.py ``emit_unversioned_reads``); returns {old: final}."""
+    from thunder_mlir.frontend.aliasing import UNVERSIONED_READ
+
+    final = {}
+    for op in [o.operation for o in block.operations]:
+        if _composite_name(op) == UNVERSIONED_READ:
+            final[op.operands[0]] = op.operands[1]
+            op.erase()
+    return final
+
+
+USER_RESULT = "thunder.user_result"  # (while grad runs) the op computes a user op's result
+
+
+def _mark_user_results(block) -> bool:
+    """Where ``block`` pairs ``.data`` reads with their final values (``_take_unversioned_
+    reads``): mark with ``USER_RESULT`` each op computing the result of one of the user's
+    ops (a top-level op, or inside a composite the op its result is yielded from), so
+    that they are known after the composites are inlined. Returns whether there are
+    pairs."""
+    from thunder_mlir.frontend.aliasing import UNVERSIONED_READ
+
+    ops = [o.operation for o in block.operations]
+    if not any(_composite_name(o) == UNVERSIONED_READ for o in ops):
+        return False
+
+    def mark(op):
+        if op.name != "thunder.composite":
+            op.attributes[USER_RESULT] = ir.UnitAttr.get()
+            return
+        body = op.regions[0].blocks[0]
+        for v in list(body.operations)[-1].operation.operands:
+            if not isinstance(v.owner, ir.Block):
+                mark(getattr(v.owner, "operation", v.owner))
+
+    for op in ops[:-1]:
+        mark(op)
+    return True
+
+
+def _read_final_values(bwd, fblock, final: dict) -> None:
+    """Make the backward read ``final[old]`` wherever it reads ``old`` (a ``.data`` read
+    whose memory the program wrote after it: eager saved it without a version check, and
+    its backward reads the memory as written). A forward value computed from ``old``
+    inside the decomposition of an op (``op_results``: the values of the user's ops) is
+    recomputed in the backward from ``final[old]``: eager's node for that op saved ``old``
+    and computes from it when the backward runs. The results of the user's ops are new
+    tensors in eager (``exp`` saves its result): read as they were."""
+    if not final:
+        return
+    bblock = bwd.regions[0].blocks[0]
+    before = ir.InsertionPoint(list(bblock.operations)[0].operation)
+    memo: dict = {}
+
+    def final_of(v):
+        if v in memo:
+            return memo[v]
+        memo[v] = f = final.get(v)
+        owner = v.owner
+        if f is None and not isinstance(owner, ir.Block):
+            op = getattr(owner, "operation", owner)
+            if USER_RESULT not in op.attributes and op.block == fblock:
+                new = [final_of(x) for x in op.operands]
+                if any(x is not None for x in new):
+                    clone = op.clone(ip=before)
+                    for i, x in enumerate(new):
+                        if x is not None:
+                            clone.operands[i] = x
+                    for r, c in zip(op.results, clone.results):
+                        memo[r] = c
+                    f = memo[v]
+        return f
+
+    sites = [(user, i, v) for op in bblock.operations
+             for user, i, v in operand_sites(op.operation)]
+    for user, i, v in sites:
+        f = final_of(v)
+        if f is not None:
+            user.operands[i] = f
+
+
 def _composite_name(op) -> str | None:
     if op.name != "thunder.composite":
         return None
@@ -185,6 +277,8 @@ def _inline_composites_without_rules(block) -> None:
     """Inline (one level at a time) every composite that has no applicable VJP rule, so
     its decomposition is differentiated instead; composites with a rule stay whole. The
     blocks of control-flow ops are processed too (their VJPs differentiate their ops)."""
+    from thunder_mlir.frontend.aliasing import UNVERSIONED_READ
+
     changed = True
     while changed:
         changed = False
@@ -195,7 +289,7 @@ def _inline_composites_without_rules(block) -> None:
                 continue
             name = _composite_name(op)
             if name is None or (name in COMPOSITE_VJP and APPLIES[name](op)) \
-                    or CUSTOM_VJP_ATTR in op.attributes:
+                    or CUSTOM_VJP_ATTR in op.attributes or name == UNVERSIONED_READ:
                 continue
             yielded, _ = inline_block(op, 0, list(op.operands), op)
             for r, v in zip(op.results, yielded):

@@ -51,6 +51,16 @@ def record_view(func, args: tuple, kwargs: dict, out) -> None:
                 _unmark(o)
                 continue
             setattr(o, _VIEW_OF, step)
+            note_unversioned_read(o)
+    if _unversioned(args[0]):
+        for o in outs:
+            if o is not args[0] and not hasattr(o, _VIEW_OF) and o.value == args[0].value:
+                # a copy of a `.data` read that shares its SSA value (clone(),
+                # contiguous()): a value of its own, which the grad pass does not take for
+                # the read (eager's copy keeps the value it had when copied)
+                from thunder_mlir.ir import prims
+
+                o.value = prims.stop_gradient(o).value
 
 
 T = torch.Tensor
@@ -288,11 +298,71 @@ def refresh_views(base: TensorProxy) -> None:
         leaves = [t for t in torch_pytree.tree_leaves(fresh) if type(t) is TensorProxy]
         new = leaves[k or 0]
         v.value = new.value
+        note_unversioned_read(v)
         if getattr(new, "_mirror_of", None) is not None:  # its eager twin, a view of the
             v._mirror, v._mirror_of = new._mirror, v.value  # base's (differentiability.py)
         with torch._C.DisableTorchFunction():
             torch.Tensor.requires_grad.__set__(v, new.requires_grad)
     base._views = [r for r in base._views if r() is not None]
+
+
+def _unversioned(p: TensorProxy) -> bool:
+    """Whether ``p``'s chain of views goes through ``.data``: memory shared with its base
+    under a version counter of its own (eager's ``Tensor.data``)."""
+    q = p
+    while (made := getattr(q, _VIEW_OF, None)) is not None:
+        if made[0] == T.data.__get__:
+            return True
+        q = made[1][0]
+    return False
+
+
+def note_unversioned_read(p: TensorProxy) -> None:
+    """Record the SSA value ``p`` now holds when ``p`` reads its base through ``.data``.
+
+    Eager saves such a tensor for backward without a version check (``.data`` has a version
+    counter of its own), so a write into its memory after the save does not make the
+    backward raise: the backward reads the written value. The program's backward must read
+    the final value too: ``emit_unversioned_reads`` pairs each value ``p`` held with the
+    value it holds at the end of the trace, and the grad pass reads the latter
+    (transforms/grad.py, ``ltorch.unversioned_read``)."""
+    if not _unversioned(p):
+        return
+    from thunder_mlir.frontend.tracing import current_trace
+
+    reads = current_trace().unversioned_reads
+    reads.setdefault(id(p), (p, []))[1].append(p.value)
+
+
+def _top_level(v, block) -> bool:
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return owner == block
+    owner = getattr(owner, "operation", owner)
+    return owner.parent is not None and owner.block == block
+
+
+UNVERSIONED_READ = "ltorch.unversioned_read"
+
+
+def emit_unversioned_reads(trace) -> None:
+    """At the end of a trace: for each earlier value of a ``.data`` read whose memory was
+    written since (``note_unversioned_read``), the composite ``ltorch.unversioned_read(old,
+    final)`` (the identity on ``old``): the grad pass gives the backward ``final`` where it
+    reads ``old``, as eager's backward reads the memory as it is when the backward runs.
+    Values made inside a cond/while region are not paired (their backward reads the value
+    at the op)."""
+    from thunder_mlir.frontend.symbol import Symbol, emit_composite
+
+    block = trace.entry
+    sym = Symbol(UNVERSIONED_READ, lambda old, final: old)
+    for p, values in trace.unversioned_reads.values():
+        if not _top_level(p.value, block):
+            continue
+        for old in dict.fromkeys(values):
+            if old != p.value and _top_level(old, block):
+                emit_composite(sym, (TensorProxy(old, p.tshape, p.tdtype, p.tdevice), p),
+                               {}, required=True)
 
 
 def view_is_contiguous(p: TensorProxy) -> bool:

@@ -353,6 +353,90 @@ def _drop_unwritten_twins(twins: list[tuple]) -> None:
             q._mirror_of = None
 
 
+def _leaf_write_accepted(func, args, kwargs, p: TensorProxy) -> bool:
+    """Whether eager runs the in-place op ``func(*args, **kwargs)`` writing ``p`` when
+    ``p`` is a leaf that requires grad: replayed on meta tensors, ``p`` such a leaf. Eager
+    refuses every op with a derivative ("a leaf Variable that requires grad is being used
+    in an in-place operation"); ops without one (``logical_or_``) run. False where the
+    replay fails otherwise (unknown: the write stays refused)."""
+    def to_meta(x):
+        if type(x) is not TensorProxy:
+            return x
+        return torch.empty(hints(x.tshape), dtype=x.tdtype, device="meta",
+                           requires_grad=x is p)
+
+    try:
+        m_args, m_kwargs = optree.tree_map(to_meta, (args, kwargs), none_is_leaf=True)
+        with torch._C.DisableTorchFunction(), torch.device("meta"), torch.enable_grad():
+            func(*m_args, **m_kwargs)
+    except Exception:  # noqa: BLE001 - refused, or not replayable on meta
+        return False
+    return True
+
+
+def _saved_tensors(outs: list[torch.Tensor], inputs: list) -> list[torch.Tensor]:
+    """The tensors saved for backward by the autograd nodes one op added (the nodes
+    between its outputs ``outs`` and its ``inputs``, meta twins: a composite op such as
+    ``tensorsolve`` adds several)."""
+    stop = {id(f) for m in inputs if isinstance(m, torch.Tensor)
+            and (f := _grad_fn(m)) is not None}
+    saved, seen = [], set(stop)
+    todo = [_grad_fn(o) for o in outs if isinstance(o, torch.Tensor)]
+    while todo:
+        fn = todo.pop()
+        if fn is None or id(fn) in seen or type(fn).__name__ == "AccumulateGrad":
+            continue
+        seen.add(id(fn))
+        todo += [f for f, _ in fn.next_functions]
+        for name in dir(fn):
+            if name.startswith("_saved_"):
+                v = getattr(fn, name)
+                saved += [t for t in (v if isinstance(v, (list, tuple)) else [v])
+                          if isinstance(t, torch.Tensor)]
+    return saved
+
+
+def _storage(t: torch.Tensor):
+    return t.untyped_storage()._cdata
+
+
+def _reads_at_op(func, inputs: list[TensorProxy], replay) -> list[tuple]:
+    """The ``.data`` reads among an op's ``inputs`` (aliasing.note_unversioned_read) whose
+    value the op's backward must read as it is at the op: eager's node (its meta twin's
+    grad_fn) does not save them. Each gets a value of its own for this op (a stop-gradient,
+    which the grad pass does not take for the read); returns (proxy, its value, the op's
+    value). Where eager's node saves such a read together with a tensor it computed (a
+    result, an LU factor), its backward reads the read's memory as written later and the
+    computed tensor as it was: ``trace.unversioned_mixed`` records the read, refused by
+    jit if the memory is written after the op and a backward is needed."""
+    from thunder_mlir.frontend.aliasing import _unversioned
+    from thunder_mlir.ir import prims
+
+    reads = [p for p in inputs if _unversioned(p)]
+    if not reads:
+        return []
+    if replay is None or not replay.tensors:  # (no meta replay: what eager saves is unknown)
+        saved, computed, metas = set(), True, []
+    else:
+        metas = [m for p in inputs if (m := replay.metas.get(id(p))) is not None]
+        saved = {_storage(t) for t in _saved_tensors(replay.tensors, metas)}
+        # (by memory: a node may save a view of an input, as the reshape in tensorsolve)
+        computed = bool(saved - {_storage(m) for m in metas})
+    at_op = []
+    for p in reads:
+        m = replay.metas.get(id(p)) if metas else None
+        if m is not None and _storage(m) not in saved:
+            value = p.value
+            p.value = prims.stop_gradient(p).value
+            at_op.append((p, value, p.value))
+        elif computed:
+            from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+            current_trace().unversioned_mixed.append(
+                (p, p.value, describe_frame(user_frame()), getattr(func, "__name__", func)))
+    return at_op
+
+
 def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
     # (an in-place op on a view gives the view its twin first, whether or not an input
     # requires grad: the replay then writes the base's twin, as eager writes the base)
@@ -365,7 +449,11 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
     twins = _current_twins(inputs)
     replay = None if func is None or _calls_user_code(args, kwargs) else \
         _replay(func, args, kwargs, trace.inputs)
+    at_op = _reads_at_op(func, inputs, replay) if grad_on and trace.unversioned_reads else []
     out = call()
+    for p, value, read in at_op:  # (the op's own operand; the proxy reads its memory again)
+        if p.value == read:
+            p.value = value
     _drop_unwritten_twins(twins)
     from thunder_mlir.ir import prims
 
@@ -382,6 +470,13 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
             _set_requires_grad(p, True)
         if p.requires_grad and grad_on:
             _base_requires_grad(p)
+        root = getattr(p, "_alias_root", None)
+        root = p if root is None else root
+        if grad_on and root.requires_grad and any(root is q for q in trace.inputs) and \
+                func is not None and _leaf_write_accepted(func, args, kwargs, p):
+            # an op without a derivative (logical_or_) leaves a leaf that requires grad a
+            # leaf, its gradient path unchanged, as a write under no_grad() does
+            root._eager_accepted_write = True
     new = [o for o in _proxies(out) if not any(o is p for p in inputs)]
     mirrors = {}
     if replay is not None and len(replay.outs) == len(_proxies(out)):

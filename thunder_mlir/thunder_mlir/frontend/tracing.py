@@ -49,6 +49,11 @@ class Trace(Builder):
         self.fallbacks: list[str] = []
         self.inputs: list[TensorProxy] = []  # the input proxies, in argument order
         self.mutated_inputs: dict[int, TensorProxy] = {}  # input index -> proxy (write-back)
+        # the values each `.data` read held (aliasing.note_unversioned_read), by proxy id
+        self.unversioned_reads: dict[int, tuple[TensorProxy, list]] = {}
+        # (proxy, value, line, op): reads an op saved with values it computed (refused
+        # when the memory is written after: differentiability._reads_at_op)
+        self.unversioned_mixed: list[tuple] = []
         # values eager keeps on the CPU beside a GPU's tensors (frontend/cpu_scalars.py)
         self.cpu_scalars: dict[int, TensorProxy] = {}
         self.monitor = None  # the SharpEdgeMonitor of this trace, if any

@@ -191,9 +191,18 @@ def clone(input, *, memory_format=None):
     return _same_value(input)  # a new tensor: in-place updates of it must not reach `input`
 
 
-@register("detach", T.detach, torch.detach, T.data.__get__, composite=False, view=True)
+@register("detach", T.detach, torch.detach, composite=False, view=True)
 def detach(input):
     return _same_value(input)  # shares memory with `input`, like torch's detach
+
+
+@register("data", T.data.__get__, composite=False, view=True)
+def data(input):
+    """``x.data``: ``x``'s memory without autograd and, unlike ``detach()``, without ``x``'s
+    version counter, so eager's backward reads what was written there since
+    (aliasing.note_unversioned_read). A value of its own (a stop-gradient), so that the IR
+    can tell its reads from ``x``'s."""
+    return prims.stop_gradient(input)
 
 
 @register("cat", torch.cat, torch.concat, torch.concatenate)
@@ -557,8 +566,10 @@ def meshgrid(*tensors, indexing=None):
 
 @register("broadcast_tensors", torch.broadcast_tensors, composite=False)
 def broadcast_tensors(*tensors):
+    # (through torch's expand, so that each result is recorded as a view of its own input:
+    # eager's results alias their inputs, aliasing.record_view)
     shape = tuple(lang.broadcast_shapes(*[t.tshape for t in tensors]))
-    return tuple(expand_to(t, shape) for t in tensors)
+    return tuple(T.expand(t, shape) for t in tensors)
 
 
 register("fliplr", torch.fliplr, T.fliplr)(lambda input: flip(input, (1,)))
