@@ -17,7 +17,6 @@ the gradient and the written input match eager's, or both raise the same excepti
 
 from __future__ import annotations
 
-import itertools
 
 import pytest
 import torch
@@ -135,36 +134,17 @@ def test_detach_of_buffer_saved_then_written_raises_as_eager():
 
 
 def _float_pair_cases():
-    """From op_db: each op's first eager-valid float32 sample with two floating-point
-    tensor operands, the sample's program over its tensors, and those two positions."""
+    """From op_db: each op's first eager-valid float32 CPU sample (of its first 4) with two
+    floating-point tensor operands, the sample's program over its tensors, and those two
+    positions."""
     import test_opinfo as oi
-    import torch.utils._pytree as pytree
-    from torch.testing._internal.common_methods_invocations import op_db
 
-    for op in op_db:
-        name = oi._full_name(op)
-        if name in oi.RANDOM_OPS or not op.supports_autograd or \
-                torch.float32 not in op.supported_dtypes("cpu"):
-            continue
-        try:
-            samples = list(itertools.islice(
-                op.sample_inputs("cpu", torch.float32, requires_grad=False), 4))
-        except Exception:  # noqa: BLE001 - an op without CPU samples here
-            continue
-        for sample in samples:
-            leaves, spec = pytree.tree_flatten(((sample.input, *sample.args), sample.kwargs))
-            pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-            floats = [k for k, i in enumerate(pos) if leaves[i].dtype is torch.float32
-                      and leaves[i].numel() > 0]
-            if len(floats) < 2 or oi._unsupported_leaf(leaves):
-                continue
-            try:
-                oi._eager(op, sample)
-            except Exception:  # noqa: BLE001 - eager rejects the sample itself
-                continue
-            yield op, name, oi.sample_program(op, leaves, spec, pos), \
-                [leaves[i] for i in pos], floats[:2]
-            break
+    def two_floats(tensors):
+        floats = [k for k, t in enumerate(tensors) if t.dtype is torch.float32 and
+                  t.numel() > 0]
+        return floats[:2] if len(floats) >= 2 else None
+
+    yield from oi.first_samples(two_floats, n=4, autograd=True)
 
 
 # open differences (issue 25), printed by the test: each one still silently differs

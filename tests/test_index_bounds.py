@@ -11,7 +11,6 @@ The values come at run time (one compiled program per op serves all four).
 
 from __future__ import annotations
 
-import itertools
 
 import pytest
 import torch
@@ -184,32 +183,12 @@ def _integer_operand_cases():
     tensor operand (an index, a class target, a count, an offset, a weight), the sample's
     program over its tensors, and the positions of its integer tensors."""
     import test_opinfo as oi
-    import torch.utils._pytree as pytree
-    from torch.testing._internal.common_methods_invocations import op_db
 
-    for op in op_db:
-        name = oi._full_name(op)
-        if name in oi.RANDOM_OPS or torch.float32 not in op.supported_dtypes("cpu"):
-            continue
-        try:
-            samples = list(itertools.islice(
-                op.sample_inputs("cpu", torch.float32, requires_grad=False), 8))
-        except Exception:  # noqa: BLE001 - an op without CPU samples here
-            continue
-        for sample in samples:
-            leaves, spec = pytree.tree_flatten(((sample.input, *sample.args), sample.kwargs))
-            pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-            ints = [k for k, i in enumerate(pos) if leaves[i].numel() > 0 and
-                    leaves[i].dtype in (torch.int64, torch.int32)]
-            if not ints or oi._unsupported_leaf(leaves):
-                continue
-            try:
-                oi._eager(op, sample)
-            except Exception:  # noqa: BLE001 - eager rejects the sample itself
-                continue
-            yield op, name, oi.sample_program(op, leaves, spec, pos), \
-                [leaves[i] for i in pos], ints
-            break
+    def ints(tensors):
+        return [k for k, t in enumerate(tensors) if t.numel() > 0 and
+                t.dtype in (torch.int64, torch.int32)] or None
+
+    yield from oi.first_samples(ints)
 
 
 def _outcome(fn, tensors):

@@ -648,6 +648,39 @@ def _differ(a, b, tol: dict | None = None) -> bool:
         return True
 
 
+def first_samples(select, n: int = 8, autograd: bool = False):
+    """Per op of op_db (random ops and ops without float32 on the CPU left out; with
+    ``autograd`` those without autograd support too): its first eager-valid float32 CPU
+    sample among the first ``n`` for which ``select(tensors)`` (the sample's tensor leaves
+    in order) gives a non-None choice. Yields (op, full name, the sample's program over
+    its tensors, the tensors, the choice)."""
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    for op in op_db:
+        name = _full_name(op)
+        if name in RANDOM_OPS or torch.float32 not in op.supported_dtypes("cpu") or \
+                (autograd and not op.supports_autograd):
+            continue
+        try:
+            samples = list(islice(op.sample_inputs("cpu", torch.float32,
+                                                   requires_grad=False), n))
+        except Exception:  # noqa: BLE001 - an op without CPU samples here
+            continue
+        for sample in samples:
+            leaves, spec = pytree.tree_flatten(((sample.input, *sample.args), sample.kwargs))
+            pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+            tensors = [leaves[i] for i in pos]
+            choice = select(tensors)
+            if choice is None or _unsupported_leaf(leaves):
+                continue
+            try:
+                _eager(op, sample)
+            except Exception:  # noqa: BLE001 - eager rejects the sample itself
+                continue
+            yield op, name, sample_program(op, leaves, spec, pos), tensors, choice
+            break
+
+
 def sample_program(op, leaves, spec, pos):
     """The OpInfo call as a function of the sample's tensor leaves (at ``pos``); the other
     leaves of the flattened (args, kwargs) stay as in the sample."""

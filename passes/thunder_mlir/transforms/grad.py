@@ -163,8 +163,8 @@ def _differentiate(module: ir.Module, fwd, remat: bool) -> None:
     # rules emit cotangents for every operand; those of inactive operands are unused
     eliminate_dead_code(bwd.regions[0].blocks[0])
     _read_final_values(bwd, block, final_reads)
-    if reads:
-        for op in nested_ops(fwd):
+    if reads:  # (a region's VJP may have copied marked ops into the backward)
+        for op in [*nested_ops(fwd), *nested_ops(bwd)]:
             if USER_RESULT in op.attributes:
                 del op.attributes[USER_RESULT]
     residuals = _split(fwd, bwd, body, remat)
@@ -230,10 +230,10 @@ def _read_final_values(bwd, fblock, final: dict) -> None:
     """Make the backward read ``final[old]`` wherever it reads ``old`` (a ``.data`` read
     whose memory the program wrote after it: eager saved it without a version check, and
     its backward reads the memory as written). A forward value computed from ``old``
-    inside the decomposition of an op (``op_results``: the values of the user's ops) is
-    recomputed in the backward from ``final[old]``: eager's node for that op saved ``old``
-    and computes from it when the backward runs. The results of the user's ops are new
-    tensors in eager (``exp`` saves its result): read as they were."""
+    inside the decomposition of an op (an op not marked ``USER_RESULT``) is recomputed in
+    the backward from ``final[old]``: eager's node for that op saved ``old`` and computes
+    from it when the backward runs. The results of the user's ops are new tensors in eager
+    (``exp`` saves its result): read as they were."""
     if not final:
         return
     bblock = bwd.regions[0].blocks[0]

@@ -227,7 +227,7 @@ COMPOSITE: dict[str, dict[str, str]] = {
 # kernels that are not composites): no probe needed.
 NEUTRAL = frozenset(f"ltorch.{n}" for n in (
     "reshape", "flatten", "permute", "transpose", "unsqueeze", "squeeze", "expand",
-    "expand_as", "contiguous", "clone", "detach", "to", "getitem", "type_as", "float",
+    "expand_as", "contiguous", "clone", "detach", "data", "to", "getitem", "type_as", "float",
     "half", "bfloat16", "double", "int", "long", "bool", "add", "sub", "mul", "div", "neg",
     "abs", "where", "masked_fill", "relu", "gelu", "silu", "sigmoid", "tanh", "mean",
     "maximum", "minimum", "clamp", "eq", "ne", "lt", "le", "gt", "ge", "embedding",
