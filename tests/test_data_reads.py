@@ -125,11 +125,11 @@ def test_data_read_then_written_as_eager(fn):
     _same(fn, _leaf_and_buffer)
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 25): a buffer's detach() saved for "
-                   "backward, then the buffer written: eager's backward raises (detach shares "
-                   "the version counter), the jitted program's runs (the detach() view of an "
-                   "input that does not require grad gets no eager twin of its base)")
 def test_detach_of_buffer_saved_then_written_raises_as_eager():
+    """``detach()`` shares its base's version counter: `a * buf.detach()` then
+    `buf.mul_(0.5)` makes eager's backward raise. The view's eager twin is a view of its
+    base's (differentiability._meta_inputs); it was a twin of its own, and the jitted
+    program's backward ran."""
     _same(_detach_then_write, _leaf_and_buffer)
 
 

@@ -21,8 +21,8 @@ import torch
 import torch.utils._pytree as torch_pytree
 from torch_mlir import ir
 
-from thunder_mlir.frontend import aliasing, compat, cpu_scalars, differentiability, pytrees, \
-    runtime_checks
+from thunder_mlir.frontend import aliasing, compat, cpu_scalars, differentiability, \
+    functionalization, pytrees, runtime_checks
 from thunder_mlir.ir import dtypes
 from thunder_mlir.cache import CacheEntry, FunctionCache
 from thunder_mlir.ir.context import COMPILE_LOCK
@@ -627,7 +627,7 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
         results += [p.value for _, p in sorted(trace.mutated_inputs.items())]
         if trace.checks:  # after the write-backs: the checks' code (runtime_checks.py)
             results.append(runtime_checks.code(trace).value)
-        aliasing.emit_unversioned_reads(trace)  # (read by the grad pass)
+        functionalization.emit_unversioned_reads(trace)  # (read by the grad pass)
         trace.finish(results)
         tail = len(trace.mutated_inputs) + (1 if trace.checks else 0)
         if tail:  # the trailing results (write-backs, the checks' code): not differentiated

@@ -186,8 +186,8 @@ def _differentiate(module: ir.Module, fwd, remat: bool) -> None:
 
 def _take_unversioned_reads(block) -> dict:
     """Erase the ``ltorch.unversioned_read(old, final)`` composites of ``block`` (see
-    frontend/aliasing.py ``emit_unversioned_reads``); returns {old: final}."""
-    from thunder_mlir.frontend.aliasing import UNVERSIONED_READ
+    frontend/functionalization.py ``emit_unversioned_reads``); returns {old: final}."""
+    from thunder_mlir.frontend.functionalization import UNVERSIONED_READ
 
     final = {}
     for op in [o.operation for o in block.operations]:
@@ -206,7 +206,7 @@ def _mark_user_results(block) -> bool:
     ops (a top-level op, or inside a composite the op its result is yielded from), so
     that they are known after the composites are inlined. Returns whether there are
     pairs."""
-    from thunder_mlir.frontend.aliasing import UNVERSIONED_READ
+    from thunder_mlir.frontend.functionalization import UNVERSIONED_READ
 
     ops = [o.operation for o in block.operations]
     if not any(_composite_name(o) == UNVERSIONED_READ for o in ops):
@@ -277,7 +277,7 @@ def _inline_composites_without_rules(block) -> None:
     """Inline (one level at a time) every composite that has no applicable VJP rule, so
     its decomposition is differentiated instead; composites with a rule stay whole. The
     blocks of control-flow ops are processed too (their VJPs differentiate their ops)."""
-    from thunder_mlir.frontend.aliasing import UNVERSIONED_READ
+    from thunder_mlir.frontend.functionalization import UNVERSIONED_READ
 
     changed = True
     while changed:

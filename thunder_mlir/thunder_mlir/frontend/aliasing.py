@@ -323,46 +323,15 @@ def note_unversioned_read(p: TensorProxy) -> None:
     Eager saves such a tensor for backward without a version check (``.data`` has a version
     counter of its own), so a write into its memory after the save does not make the
     backward raise: the backward reads the written value. The program's backward must read
-    the final value too: ``emit_unversioned_reads`` pairs each value ``p`` held with the
-    value it holds at the end of the trace, and the grad pass reads the latter
-    (transforms/grad.py, ``ltorch.unversioned_read``)."""
+    the final value too: ``functionalization.emit_unversioned_reads`` pairs each value
+    ``p`` held with the value it holds at the end of the trace, and the grad pass reads
+    the latter (transforms/grad.py, ``ltorch.unversioned_read``)."""
     if not _unversioned(p):
         return
     from thunder_mlir.frontend.tracing import current_trace
 
     reads = current_trace().unversioned_reads
     reads.setdefault(id(p), (p, []))[1].append(p.value)
-
-
-def _top_level(v, block) -> bool:
-    owner = v.owner
-    if isinstance(owner, ir.Block):
-        return owner == block
-    owner = getattr(owner, "operation", owner)
-    return owner.parent is not None and owner.block == block
-
-
-UNVERSIONED_READ = "ltorch.unversioned_read"
-
-
-def emit_unversioned_reads(trace) -> None:
-    """At the end of a trace: for each earlier value of a ``.data`` read whose memory was
-    written since (``note_unversioned_read``), the composite ``ltorch.unversioned_read(old,
-    final)`` (the identity on ``old``): the grad pass gives the backward ``final`` where it
-    reads ``old``, as eager's backward reads the memory as it is when the backward runs.
-    Values made inside a cond/while region are not paired (their backward reads the value
-    at the op)."""
-    from thunder_mlir.frontend.symbol import Symbol, emit_composite
-
-    block = trace.entry
-    sym = Symbol(UNVERSIONED_READ, lambda old, final: old)
-    for p, values in trace.unversioned_reads.values():
-        if not _top_level(p.value, block):
-            continue
-        for old in dict.fromkeys(values):
-            if old != p.value and _top_level(old, block):
-                emit_composite(sym, (TensorProxy(old, p.tshape, p.tdtype, p.tdevice), p),
-                               {}, required=True)
 
 
 def view_is_contiguous(p: TensorProxy) -> bool:

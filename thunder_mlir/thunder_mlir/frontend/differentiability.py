@@ -62,6 +62,12 @@ def _meta_inputs(args, kwargs, inputs: list[TensorProxy]):
         m = metas.get(id(x))
         if m is None and getattr(x, "_mirror_of", None) is not None and x._mirror_of == x.value:
             m = metas[id(x)] = x._mirror  # its eager twin: the autograd graph continues
+        if m is None and getattr(x, "_view_of", None) is not None and \
+                _twin_of_view(x, new_root=True):
+            # a view: its twin a view of its base's, sharing its version counter, so that a
+            # write into the base after an op saved the view makes eager's backward raise
+            # (a buffer's detach() saved by `a * buf.detach()`, then `buf.mul_(0.5)`)
+            m = metas[id(x)] = x._mirror
         if m is None:
             m = metas[id(x)] = _fresh_twin(x, inputs)
         return m

@@ -402,3 +402,35 @@ def _scatter_update(base: TensorProxy, new: TensorProxy, sizes, strides, offset)
     flat = prims.reshape(base, (n,))
     out = prims.scatter(flat, prims.reshape(idx, (m, 1)), prims.reshape(new, (m,)), "set")
     return prims.reshape(out, tuple(base.tshape))
+
+
+def _top_level(v, block) -> bool:
+    from torch_mlir import ir
+
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return owner == block
+    owner = getattr(owner, "operation", owner)
+    return owner.parent is not None and owner.block == block
+
+
+UNVERSIONED_READ = "ltorch.unversioned_read"
+
+
+def emit_unversioned_reads(trace) -> None:
+    """At the end of a trace: for each earlier value of a ``.data`` read whose memory was
+    written since (``aliasing.note_unversioned_read``), the composite
+    ``ltorch.unversioned_read(old, final)`` (the identity on ``old``): the grad pass gives
+    the backward ``final`` where it reads ``old``, as eager's backward reads the memory as
+    it is when the backward runs.
+    Values made inside a cond/while region are not paired (their backward reads the value
+    at the op)."""
+    block = trace.entry
+    sym = Symbol(UNVERSIONED_READ, lambda old, final: old)
+    for p, values in trace.unversioned_reads.values():
+        if not _top_level(p.value, block):
+            continue
+        for old in dict.fromkeys(values):
+            if old != p.value and _top_level(old, block):
+                emit_composite(sym, (TensorProxy(old, p.tshape, p.tdtype, p.tdevice), p),
+                               {}, required=True)
