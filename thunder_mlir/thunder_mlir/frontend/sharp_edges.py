@@ -195,6 +195,8 @@ class SharpEdgeMonitor:
     mutations: list[str] = field(default_factory=list)
     nonfunctional: list[str] = field(default_factory=list)
     _inner_codes: set = field(default_factory=set)
+    # code -> the functions outside the trace running it (one heap scan per code a trace)
+    _functions_of: dict = field(default_factory=dict)
     _undo: list = field(default_factory=list)  # (Guard, value before the first write)
     # attribute reads and writes of the objects the program runs against (guards.py)
     recorder: AttributeRecorder = field(default_factory=AttributeRecorder)
@@ -384,8 +386,11 @@ class SharpEdgeMonitor:
         idx = code.co_freevars.index(name)
         if self._root is not None and code is self._root.__code__:
             return self._root.__closure__[idx]
-        fns = [f for f in gc.get_referrers(code)
-               if isinstance(f, types.FunctionType) and f.__code__ is code and f.__closure__]
+        fns = self._functions_of.get(code)
+        if fns is None:  # (gc.get_referrers scans the heap: 0.1-0.4 s with op_db loaded)
+            fns = self._functions_of[code] = [
+                f for f in gc.get_referrers(code)
+                if isinstance(f, types.FunctionType) and f.__code__ is code and f.__closure__]
         if len(fns) == 1:
             return fns[0].__closure__[idx]
         return None
