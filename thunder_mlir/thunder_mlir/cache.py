@@ -62,6 +62,10 @@ class CacheEntry:
     wrt: list[int] = field(default_factory=list)  # tensor-input indices that get gradients
     residual_bytes: int = 0
     backward_error: str | None = None  # eager's error for a derivative it does not implement
+    reentrant_checkpoint: bool = False  # the backward refuses .grad() as torch's does
+    # output positions the plan returns as an input tensor itself, where eager's result is
+    # a new tensor (``x.clone()`` folds to ``x``): copied before any input is written back
+    fresh_outputs: tuple = ()
     # per differentiated output, the positions in ``wrt`` it reaches; None: every one
     # (transforms/grad.output_reach): an input only unused outputs reach gets no gradient
     output_reach: list | None = None

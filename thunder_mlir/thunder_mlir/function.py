@@ -22,7 +22,7 @@ import torch.utils._pytree as torch_pytree
 from torch_mlir import ir
 
 from thunder_mlir.frontend import aliasing, compat, cpu_scalars, differentiability, \
-    functionalization, pytrees, runtime_checks
+    functionalization, pytrees, region_reads, runtime_checks
 from thunder_mlir.ir import dtypes
 from thunder_mlir.cache import CacheEntry, FunctionCache
 from thunder_mlir.ir.context import COMPILE_LOCK
@@ -326,6 +326,10 @@ class ThunderFunction:
                 outs = run_with_autograd(entry, tensors)
             else:
                 outs = entry.plan.run(tensors)
+                if entry.fresh_outputs:  # (before the write-backs below reach them)
+                    from thunder_mlir.runtime.autograd import copy_outputs
+
+                    outs = copy_outputs(outs, entry.fresh_outputs)
         except ValueGuardFailed as failed:  # another value than traced: another entry
             entry, outs = value_specialization.guard_failed(
                 self, entry, failed, leaves, spec, key, dims, nodes, tensors, args, kwargs,
@@ -628,6 +632,7 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
         if trace.checks:  # after the write-backs: the checks' code (runtime_checks.py)
             results.append(runtime_checks.code(trace).value)
         functionalization.emit_unversioned_reads(trace)  # (read by the grad pass)
+        region_reads.emit_pairs(trace, region_reads.RECOMPUTE_READ, trace.recompute_reads)
         trace.finish(results)
         tail = len(trace.mutated_inputs) + (1 if trace.checks else 0)
         if tail:  # the trailing results (write-backs, the checks' code): not differentiated
@@ -635,6 +640,19 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                 ir.IntegerType.get_signless(64), tail)
     monitor.finish()
     return trace, out_spec, out_leaves, monitor
+
+
+def _forwarded_inputs(plan, n: int, output_views: list) -> tuple[int, ...]:
+    """The positions among the first ``n`` program outputs that ``plan`` returns as one of
+    its input tensors (the program returns an argument unchanged: ``x.clone()`` and
+    decompositions that fold to their operand do) and that ``output_views`` does not make
+    eager's view of an input: eager returns a new tensor there, so the runtime copies it
+    before writing inputs back (``copy_outputs``)."""
+    outputs, n_inputs = getattr(plan, "outputs", None), getattr(plan, "n_inputs", 0)
+    if outputs is None:
+        return ()
+    views = {r[0] for r in output_views if r[1][0] != "copy"}
+    return tuple(j for j, o in enumerate(outputs[:n]) if o < n_inputs and j not in views)
 
 
 def compile_function(fn: Callable, args, kwargs, leaves, spec,
@@ -773,6 +791,21 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
             "memory there, and the values the op computed (saved with it) as they were; "
             "thunder_mlir reproduces this only for ops that save their inputs alone. Read a "
             "copy (`x.data.clone()`), or write the memory after the backward.")
+    if needs_grad and trace.checkpoint_writes:
+        raise NotImplementedError(
+            f"{trace.checkpoint_writes[0]}\n  a checkpointed function writes in place into a "
+            "tensor from outside it (batch_norm's running statistics, a buffer): eager's "
+            "backward re-runs the function and writes it a second time, which thunder_mlir "
+            "does not reproduce. Move the write out of the checkpoint, or run that module "
+            "in eval mode.")
+    if needs_grad and trace.unpaired_reads and eager_backward_error is None:
+        _, _, where = trace.unpaired_reads[0]
+        raise NotImplementedError(
+            f"{where}\n  a tensor read inside a torch.cond or while_loop region (through "
+            "`.data`, or by a checkpointed function) is written later in the function. "
+            "Eager's backward reads that memory as written; thunder_mlir pairs such reads "
+            "with their final value only outside cond/while regions. Read a copy "
+            "(`x.clone()`), or write the memory after the backward.")
     n_tail = len(trace.mutated_inputs) + (1 if trace.checks else 0)  # (not differentiated)
     if needs_grad:  # grad sees composites, so composite-level VJP rules can apply
         extra = len(trace.entry.arguments) - len(tensors)  # the seed: not differentiated
@@ -836,7 +869,9 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                        sorted(trace.mutated_inputs),
                        guards=monitor.guards + monitor.recorder.guards,
                        attribute_writes=monitor.recorder.replay())
-    entry.output_views = output_views
+    entry.fresh_outputs = _forwarded_inputs(plan, len(positions) + len(state_outs),
+                                            output_views)
+    entry.output_views = [r for r in output_views if r[0] not in entry.fresh_outputs]
     entry.checks = [(error, message) for _, error, message in trace.checks]
     if trace.value_sites:  # value guards (frontend/value_guards.py)
         entry.value_path = trace.known_values[:len(trace.value_sites)]  # (guesses too)
@@ -864,6 +899,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         entry.num_outputs = len(positions) + len(state_outs) + n_tail
         entry.diff_outputs = diff_outputs + [False] * n_tail
         entry.backward_error = backward_error(module) or eager_backward_error
+        entry.reentrant_checkpoint = trace.reentrant_checkpoint
         reached = iter(reached_inputs(module))
         entry.wrt = [i for i, w in enumerate(wrt) if w and next(reached)]
         entry.output_reach = output_reach(module)

@@ -43,11 +43,15 @@ def defining_op(v: ir.Value) -> ir.Operation | None:
 
 
 def is_inside(op: ir.Operation, ancestor: ir.Operation) -> bool:
-    """Whether ``op`` is ``ancestor`` or nested in its regions."""
+    """Whether ``op`` is ``ancestor`` or nested in its regions (an op detached from any
+    block, such as a region under construction, ends the walk)."""
     while op is not None:
         if op == ancestor:
             return True
-        parent = op.parent
+        try:
+            parent = op.parent
+        except ValueError:  # "Detached operations have no parent"
+            return False
         op = parent.operation if parent is not None else None
     return False
 

@@ -35,19 +35,35 @@ from thunder_mlir.ir.dialect import CondOp, YieldOp, fits_in_runs, segment_kwarg
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 from thunder_mlir.ir.prim_defs import PRIMS
 from thunder_mlir.ir.primdef import GradNotImplemented, TorchAutogradVJP
-from thunder_mlir.ir.regions import copy_block, free_values, values_defined_above
+from thunder_mlir.ir.regions import (
+    copy_block, free_values, replace_uses_in, values_defined_above)
 from thunder_mlir.transforms.torch_vjp import (
     CUSTOM_VJP_ATTR, custom_vjp_rule, executor_call_vjp, torch_vjp)
 from thunder_mlir.transforms.vjp_composites import COMPOSITE_VJP
 
 
 def checkpoint_vjp(bt, op, ct: dict, active: set) -> None:
-    """Recompute ``op``'s body at ``bt``'s insertion point and differentiate the copy."""
+    """Recompute ``op``'s body at ``bt``'s insertion point and differentiate the copy.
+
+    What the body read from outside and the program wrote after it is read, by the
+    recomputation and its VJPs, as the final value of that memory (``bt.recompute_reads``,
+    {old: final}; frontend/region_reads.py): eager's backward re-runs the function on the
+    memory as it is then. The cotangents still go to ``old``'s producer."""
+    final = getattr(bt, "recompute_reads", None)
+    marker = ir.Operation.create("thunder_internal.marker", ip=bt.ip) if final else None
     yielded, recomputed = copy_block(op, 0, [], bt.ip)
     for r, y in zip(op.results, yielded):
         if r in ct:
             accumulate(ct, y, ct[r])
     backprop(bt, recomputed, ct, active)
+    if marker is None:
+        return
+    ops = [o.operation for o in marker.block.operations]
+    start = ops.index(marker) + 1
+    ref = bt.ip.ref_operation
+    end = ops.index(ref.operation) if ref is not None else len(ops)
+    replace_uses_in(ops[start:end], final)
+    marker.erase()
 
 
 def cond_vjp(bt, op, ct: dict, active: set) -> None:

@@ -34,6 +34,8 @@ from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
 from thunder_mlir.errors import PassError
+from thunder_mlir.frontend.functionalization import UNVERSIONED_READ
+from thunder_mlir.frontend.region_reads import RECOMPUTE_READ
 from thunder_mlir.ir import dtypes, prim_defs
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 from thunder_mlir.ir.dialect import REGION_OPS
@@ -99,7 +101,8 @@ def _differentiate(module: ir.Module, fwd, remat: bool) -> None:
     # are inlined; the reads' pairs stay ops until then, so that inlining updates them)
     reads = _mark_user_results(block)
     _inline_composites_without_rules(block)
-    final_reads = _take_unversioned_reads(block) if reads else {}
+    final_reads = _take_read_pairs(block, UNVERSIONED_READ) if reads else {}
+    recompute_reads = _take_read_pairs(block, RECOMPUTE_READ)
     ops = [o.operation for o in block.operations]
     ret = ops[-1]
     body = ops[:-1]
@@ -124,6 +127,7 @@ def _differentiate(module: ir.Module, fwd, remat: bool) -> None:
         if "thunder.device" in fwd.attributes else torch.device("cpu")
 
     bt = Trace(device, module=module)
+    bt.recompute_reads = recompute_reads  # (checkpoint_vjp: recompute from the final memory)
     with bt.building():
         cots = bt.begin([v.type for v, d in zip(outputs, diff_out) if d], name="backward")
         ct: dict[ir.Value, object] = {}
@@ -184,14 +188,13 @@ def _differentiate(module: ir.Module, fwd, remat: bool) -> None:
         bwd.attributes[BACKWARD_ERROR] = ir.StringAttr.get(bt.backward_errors[0])
 
 
-def _take_unversioned_reads(block) -> dict:
-    """Erase the ``ltorch.unversioned_read(old, final)`` composites of ``block`` (see
-    frontend/functionalization.py ``emit_unversioned_reads``); returns {old: final}."""
-    from thunder_mlir.frontend.functionalization import UNVERSIONED_READ
-
+def _take_read_pairs(block, name: str) -> dict:
+    """Erase the ``name(old, final)`` composites of ``block`` (``ltorch.unversioned_read``,
+    frontend/functionalization.py ``emit_unversioned_reads``; ``ltorch.recompute_read``,
+    frontend/region_reads.py); returns {old: final}."""
     final = {}
     for op in [o.operation for o in block.operations]:
-        if _composite_name(op) == UNVERSIONED_READ:
+        if _composite_name(op) == name:
             final[op.operands[0]] = op.operands[1]
             op.erase()
     return final
@@ -201,13 +204,11 @@ USER_RESULT = "thunder.user_result"  # (while grad runs) the op computes a user 
 
 
 def _mark_user_results(block) -> bool:
-    """Where ``block`` pairs ``.data`` reads with their final values (``_take_unversioned_
-    reads``): mark with ``USER_RESULT`` each op computing the result of one of the user's
+    """Where ``block`` pairs ``.data`` reads with their final values (``_take_read_pairs``):
+    mark with ``USER_RESULT`` each op computing the result of one of the user's
     ops (a top-level op, or inside a composite the op its result is yielded from), so
     that they are known after the composites are inlined. Returns whether there are
     pairs."""
-    from thunder_mlir.frontend.functionalization import UNVERSIONED_READ
-
     ops = [o.operation for o in block.operations]
     if not any(_composite_name(o) == UNVERSIONED_READ for o in ops):
         return False
@@ -277,8 +278,6 @@ def _inline_composites_without_rules(block) -> None:
     """Inline (one level at a time) every composite that has no applicable VJP rule, so
     its decomposition is differentiated instead; composites with a rule stay whole. The
     blocks of control-flow ops are processed too (their VJPs differentiate their ops)."""
-    from thunder_mlir.frontend.functionalization import UNVERSIONED_READ
-
     changed = True
     while changed:
         changed = False
@@ -289,7 +288,8 @@ def _inline_composites_without_rules(block) -> None:
                 continue
             name = _composite_name(op)
             if name is None or (name in COMPOSITE_VJP and APPLIES[name](op)) \
-                    or CUSTOM_VJP_ATTR in op.attributes or name == UNVERSIONED_READ:
+                    or CUSTOM_VJP_ATTR in op.attributes or name in (UNVERSIONED_READ,
+                                                                     RECOMPUTE_READ):
                 continue
             yielded, _ = inline_block(op, 0, list(op.operands), op)
             for r, v in zip(op.results, yielded):

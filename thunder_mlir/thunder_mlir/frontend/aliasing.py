@@ -63,6 +63,47 @@ def record_view(func, args: tuple, kwargs: dict, out) -> None:
                 o.value = prims.stop_gradient(o).value
 
 
+def separate_returned_inputs(func, args: tuple, kwargs: dict, out):
+    """``out`` with each output that is one of the call's input proxies, where eager's op
+    returns a new tensor (``x.to(x.dtype, copy=True)``, whose symbol returns ``x``), replaced
+    by a proxy of its own holding the same value: not the input, so a later write into
+    either does not reach the other, and the program does not return it as the input.
+    Decided by running ``func`` on meta tensors with eager's layout (``eager_meta``); kept
+    where eager returns the input or a view of it (``x.to(x.dtype)``, ``contiguous()``,
+    in-place ops) or the call cannot run on meta."""
+    leaves = optree.tree_leaves(out, none_is_leaf=True)
+    ins = {id(a): a for a in optree.tree_leaves((args, kwargs), none_is_leaf=True)
+           if type(a) is TensorProxy}
+    if not any(type(o) is TensorProxy and id(o) in ins for o in leaves):
+        return out
+    metas: dict = {}
+
+    def meta(x):
+        if type(x) is not TensorProxy:
+            return x
+        if id(x) not in metas:
+            m = eager_meta(x)
+            metas[id(x)] = m if m is not None else x.meta
+        return metas[id(x)]
+    try:
+        m_args, m_kwargs = optree.tree_map(meta, (args, kwargs), none_is_leaf=True)
+        with torch._C.DisableTorchFunction():
+            m_out = optree.tree_leaves(func(*m_args, **m_kwargs), none_is_leaf=True)
+    except Exception:  # noqa: BLE001 - no meta kernel (or symbolic sizes): kept
+        return out
+    if len(m_out) != len(leaves):
+        return out
+    fresh = list(leaves)
+    for k, (o, m) in enumerate(zip(leaves, m_out)):
+        if type(o) is TensorProxy and id(o) in ins and isinstance(m, torch.Tensor) and \
+                not torch._C._is_alias_of(m, metas[id(o)]):
+            new = TensorProxy(o.value, o.tshape, o.tdtype, o.tdevice)
+            with torch._C.DisableTorchFunction():
+                torch.Tensor.requires_grad.__set__(new, o.requires_grad)
+            fresh[k] = new
+    return optree.tree_unflatten(optree.tree_structure(out, none_is_leaf=True), fresh)
+
+
 T = torch.Tensor
 # torch calls whose result is a view of the base or a copy, depending on the base's strides
 # or the index (torch.reshape's documentation; advanced indexing copies)

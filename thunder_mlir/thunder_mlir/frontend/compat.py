@@ -82,7 +82,18 @@ def _checkpoint_function(original):
             from thunder_mlir.frontend.higher_order import checkpoint_scope
 
             with checkpoint_scope():
-                return function(*args)
+                out = function(*args)
+            # (eager's node saves the tensor arguments, version-checked: region_reads.py)
+            from thunder_mlir.frontend.differentiability import opaque_twins
+            from thunder_mlir.ir.proxy import TensorProxy
+            from torch.utils._pytree import tree_leaves
+
+            ins = [a for a in args if type(a) is TensorProxy]
+            outs = [o for o in tree_leaves(out) if type(o) is TensorProxy]
+            opaque_twins(outs, ins, list(range(len(ins))), [])
+            if any(o.requires_grad for o in outs):  # (its backward checks how it is called)
+                _local.trace.reentrant_checkpoint = True
+            return out
     return CheckpointFunction
 
 

@@ -256,6 +256,9 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
     update of a leaf that requires grad with grad mode on.
     """
     inputs = _proxies((args, kwargs))
+    trace = current_trace()
+    if trace.region_reads:  # (what a cond branch or a checkpoint reads from outside)
+        trace.note_region_reads(inputs)
     if torch.is_inference_mode_enabled():  # eager's results are inference tensors
         out = _track(func, args, kwargs, call, inputs)
         for o in _proxies(out):

@@ -18,7 +18,7 @@ import torch
 from thunder_mlir.errors import DataDependentControlFlowError, DynamicShapeFallback, \
     Fallback, SharpEdgeError
 from thunder_mlir.frontend import autocast, cpu_scalars, value_guards
-from thunder_mlir.frontend.aliasing import record_view
+from thunder_mlir.frontend.aliasing import record_view, separate_returned_inputs
 from thunder_mlir.frontend.autograd_attributes import handle as handle_autograd_attribute
 from thunder_mlir.frontend.differentiability import user_op
 from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame
@@ -160,6 +160,7 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
 
     with trace.location_of_user_line():
         out = user_op(func, args, kwargs, run)
+    out = separate_returned_inputs(func, args, kwargs, out)  # (an input as a new tensor)
     if trace.cpu_scalars:  # results eager keeps on the CPU
         out = cpu_scalars.propagate(trace, args, kwargs, out)
     record_view(func, args, kwargs, out)  # outputs that are views return eager's view

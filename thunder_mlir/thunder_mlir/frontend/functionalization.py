@@ -404,16 +404,6 @@ def _scatter_update(base: TensorProxy, new: TensorProxy, sizes, strides, offset)
     return prims.reshape(out, tuple(base.tshape))
 
 
-def _top_level(v, block) -> bool:
-    from torch_mlir import ir
-
-    owner = v.owner
-    if isinstance(owner, ir.Block):
-        return owner == block
-    owner = getattr(owner, "operation", owner)
-    return owner.parent is not None and owner.block == block
-
-
 UNVERSIONED_READ = "ltorch.unversioned_read"
 
 
@@ -422,15 +412,13 @@ def emit_unversioned_reads(trace) -> None:
     written since (``aliasing.note_unversioned_read``), the composite
     ``ltorch.unversioned_read(old, final)`` (the identity on ``old``): the grad pass gives
     the backward ``final`` where it reads ``old``, as eager's backward reads the memory as
-    it is when the backward runs.
-    Values made inside a cond/while region are not paired (their backward reads the value
-    at the op)."""
-    block = trace.entry
-    sym = Symbol(UNVERSIONED_READ, lambda old, final: old)
-    for p, values in trace.unversioned_reads.values():
-        if not _top_level(p.value, block):
-            continue
-        for old in dict.fromkeys(values):
-            if old != p.value and _top_level(old, block):
-                emit_composite(sym, (TensorProxy(old, p.tshape, p.tdtype, p.tdevice), p),
-                               {}, required=True)
+    it is when the backward runs. A value read inside a checkpoint from memory outside it
+    needs no pair (the recomputation reads that memory as it is at the end: region_reads.py);
+    one made inside a cond/while region cannot be paired: jit refuses it when a backward is
+    needed (``region_reads.emit_pairs``)."""
+    from thunder_mlir.frontend.higher_order import in_checkpoint_scope
+    from thunder_mlir.frontend.region_reads import emit_pairs
+
+    emit_pairs(trace, UNVERSIONED_READ, [(p, v, None) for p, values in
+                                         trace.unversioned_reads.values() for v in values],
+               covered=in_checkpoint_scope)

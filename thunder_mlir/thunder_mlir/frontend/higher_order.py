@@ -36,7 +36,7 @@ from thunder_mlir.ir import dtypes, prims
 from thunder_mlir.errors import TraceError
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.ir.regions import defined_inside, is_inside, nested_ops, operand_sites
-from thunder_mlir.frontend import runtime_checks
+from thunder_mlir.frontend import region_reads, runtime_checks
 from thunder_mlir.frontend.tracing import current_trace, user_code_mode
 from thunder_mlir.frontend.locations import describe_frame, user_frame
 
@@ -151,9 +151,10 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands: Sequence = ()):
     holder = _holder(2)
     try:
         branches, blocks = [], []
-        for i, (fn, role) in enumerate(((true_fn, "true_fn"), (false_fn, "false_fn"))):
-            blocks.append(holder.regions[i].blocks.append())
-            branches.append(_trace_into(blocks[-1], fn, operands, role))
+        with current_trace().recording_region_reads(holder) as reads:
+            for i, (fn, role) in enumerate(((true_fn, "true_fn"), (false_fn, "false_fn"))):
+                blocks.append(holder.regions[i].blocks.append())
+                branches.append(_trace_into(blocks[-1], fn, operands, role))
         (t_out, t_spec, t_checks), (f_out, f_spec, f_checks) = branches
         if t_spec != f_spec:
             raise TraceError(f"{_where()}\n  the branches of torch.cond return different "
@@ -183,7 +184,9 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands: Sequence = ()):
     finally:
         holder.erase()
     _code_result(op, checks)
-    return torch_pytree.tree_unflatten(_results(op, t_out, t_out, f_out), t_spec)
+    outs = _results(op, t_out, t_out, f_out)
+    region_reads.cond_twins(outs, operands, reads)  # (eager's node saves what it reads)
+    return torch_pytree.tree_unflatten(outs, t_spec)
 
 
 def while_loop(cond_fn: Callable, body_fn: Callable, carried: Sequence,
@@ -318,8 +321,22 @@ def checkpoint_scope():
         scope = ir.Operation.create(SCOPE, regions=1, loc=loc)
     block = scope.regions[0].blocks.append()
     _region_opened(trace)
-    with trace.insertion_point(ir.InsertionPoint(block)):
+    with trace.insertion_point(ir.InsertionPoint(block)), region_reads.checkpoint_reads(scope):
         yield
+
+
+def in_checkpoint_scope(v: ir.Value) -> bool:
+    """Whether ``v`` is defined inside a checkpoint scope, with no cond/while region
+    between (a checkpoint's recomputation in the backward recomputes it)."""
+    owner = v.owner
+    op = owner.owner if isinstance(owner, ir.Block) else getattr(owner, "operation", owner)
+    op = op.parent
+    while op is not None and op.name not in ("thunder.cond", "thunder.while", "func.func",
+                                             _HOLDER):
+        if op.name == SCOPE:
+            return True
+        op = op.parent
+    return False
 
 
 def _escaping(func_op, region_op) -> tuple[list, list]:

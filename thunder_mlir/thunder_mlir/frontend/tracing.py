@@ -24,6 +24,7 @@ from thunder_mlir.ir import proxy as proxy_module
 from thunder_mlir.ir.builder import Builder
 from thunder_mlir.ir.context import get_context
 from thunder_mlir.ir.proxy import TensorProxy
+from thunder_mlir.ir.regions import defined_inside
 
 _local = threading.local()
 
@@ -54,6 +55,17 @@ class Trace(Builder):
         # (proxy, value, line, op): reads an op saved with values it computed (refused
         # when the memory is written after: differentiability._reads_at_op)
         self.unversioned_mixed: list[tuple] = []
+        # what each cond branch or checkpointed function being traced reads from outside
+        # it, innermost last: (region op, {id(proxy): (proxy, value, where)}); the reads of
+        # checkpointed functions, recomputed from the final memory by the backward; reads
+        # that cannot be paired with their final value (frontend/region_reads.py)
+        self.region_reads: list[tuple] = []
+        self.recompute_reads: list[tuple] = []
+        self.unpaired_reads: list[tuple] = []
+        self.checkpoint_writes: list[str] = []  # where a checkpoint writes outside memory
+        # a reentrant checkpoint's outputs require grad: its backward refuses .grad()
+        # (runtime/autograd.py)
+        self.reentrant_checkpoint = False
         # values eager keeps on the CPU beside a GPU's tensors (frontend/cpu_scalars.py)
         self.cpu_scalars: dict[int, TensorProxy] = {}
         self.monitor = None  # the SharpEdgeMonitor of this trace, if any
@@ -95,6 +107,29 @@ class Trace(Builder):
                 yield
         finally:
             _local.trace = prev
+
+    @contextmanager
+    def recording_region_reads(self, region_op):
+        """Record, while the block inside runs, the tensors the traced ops read from outside
+        ``region_op`` (an op whose regions the ops go into): yields {id(proxy): (proxy, the
+        value read, where)}, filled by :meth:`note_region_reads` (frontend/region_reads.py
+        gives them eager's meaning)."""
+        reads: dict = {}
+        self.region_reads.append((region_op, reads))
+        try:
+            yield reads
+        finally:
+            self.region_reads.pop()
+
+    def note_region_reads(self, inputs: list[TensorProxy]) -> None:
+        """Called for each traced op with its tensor ``inputs`` while a region records its
+        reads: note those defined outside each such region (the first read only: a later
+        read of a tensor written inside reads a value defined inside)."""
+        for op, reads in self.region_reads:
+            for p in inputs:
+                if id(p) not in reads and p.value is not None and \
+                        not defined_inside(p.value, op):
+                    reads[id(p)] = (p, p.value, str(op.location))
 
     @contextmanager
     def location_of_user_line(self):

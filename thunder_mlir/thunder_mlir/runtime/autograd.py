@@ -207,6 +207,15 @@ def _execute(plan, layout, buffers, inputs: list, hold=frozenset()) -> tuple[lis
     return outs, bufs
 
 
+def copy_outputs(outs: list, positions: tuple) -> list:
+    """``outs`` with a copy of each tensor at ``positions`` (``CacheEntry.fresh_outputs``:
+    an input tensor the plan returns where eager returns a new tensor)."""
+    outs = list(outs)
+    for j in positions:
+        outs[j] = outs[j].clone()
+    return outs
+
+
 def _hooks_active() -> bool:
     """Whether a ``torch.autograd.graph.saved_tensors_hooks`` pair is in effect (its pack
     hook may move the saved tensors away, e.g. ``save_on_cpu``: then no XLA buffer of a
@@ -251,7 +260,8 @@ class ThunderAutogradFunction(torch.autograd.Function):
             residuals = [r.clone() if any(r is u for u in updated) else r for r in residuals]
         ctx.save_for_backward(*residuals)
         ctx.n_saved = len(residuals)
-        result = tuple(outs[:n])
+        result = tuple(copy_outputs(outs[:n], entry.fresh_outputs) if entry.fresh_outputs
+                       else outs[:n])
         nondiff = [o for o, d in zip(result, entry.diff_outputs) if not d]
         if nondiff:
             ctx.mark_non_differentiable(*nondiff)
@@ -278,6 +288,13 @@ class ThunderAutogradFunction(torch.autograd.Function):
             msg = entry.backward_error
             raise (NotImplementedError if msg.startswith("the derivative for '")
                    else RuntimeError)(msg)
+        if entry.reentrant_checkpoint and not torch.autograd._is_checkpoint_valid():
+            # torch/utils/checkpoint.py, CheckpointFunction.backward: its words
+            raise RuntimeError(
+                "When use_reentrant=True, torch.utils.checkpoint is incompatible with "
+                ".grad() or passing an `inputs` parameter to .backward(). To resolve this "
+                "error, you can either set use_reentrant=False, or call .backward() without "
+                "passing the `inputs` argument.")
         cots = []
         reach = entry.output_reach
         reached: set = set()  # (output_reach) gradients reached by an output that got one

@@ -1,0 +1,129 @@
+"""An op's result, then its operands written in place (issue 25).
+
+Eager's result of an out-of-place op is a new tensor: writing its operands afterwards
+does not change it. Where the compiled program returns an input unchanged (``x.clone()``
+is the identity on SSA values; ``triangular_solve``'s ``cloned_coefficient``,
+``x.to(dtype, copy=True)``), the runtime handed back the input tensor itself, and the
+write-back of a later in-place update reached the result: ``y = x.clone(); x.mul_(2);
+return y`` returned ``2 * x``. The runtime now copies such outputs before the write-backs
+(``CacheEntry.fresh_outputs``).
+
+The generator: every op of PyTorch's op_db whose first eager-valid float32 CPU sample has a
+floating-point tensor operand; every float operand is an input written (``mul_(-1.5)``)
+after the op. Outputs and the written inputs as eager's, with and without autograd.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import thunder_mlir
+
+
+def _clone_then_write(x):
+    y = x.clone()
+    x.mul_(2)
+    return y
+
+
+def _copy_to_then_write(x):
+    y = x.to(torch.float32, copy=True)
+    x.add_(1)
+    return y
+
+
+def _contiguous_clone_then_write_view(x):  # the write goes through a view of the input
+    y = x.contiguous().clone()
+    x[0].fill_(7)
+    return y, x.sum()
+
+
+def _solve_coefficient_then_write(x):
+    a = torch.eye(3) + x[:3, :3].triu()
+    y = torch.triangular_solve(x[:, :1][:3], a).cloned_coefficient
+    return y, a.mul_(2)
+
+
+def _same_value_twice(x):  # two outputs of one value, then the input written
+    y = x.clone()
+    z = x.clone()
+    x.sub_(3)
+    return y, z
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+@pytest.mark.parametrize("fn", [_clone_then_write, _copy_to_then_write,
+                                _contiguous_clone_then_write_view,
+                                _solve_coefficient_then_write, _same_value_twice],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_result_then_input_written_as_eager(fn, grad):
+    x = torch.linspace(-1, 1, 12).view(4, 3)
+    xs = [x.clone(), x.clone()]
+    with torch.set_grad_enabled(grad):
+        want = fn(xs[0])
+        got = thunder_mlir.jit(fn)(xs[1])
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(xs[1], xs[0])
+
+
+# open differences (issue 25), printed by the test: each still differs silently
+_VIEW_NOT_TRACKED = ("eager returns views of the input (a later write reaches them); the "
+                     "jit's results are copies: this op's outputs are not recorded as views")
+KNOWN = {
+    **{name: _VIEW_NOT_TRACKED for name in (
+        "unsafe_chunk", "unsafe_split", "meshgrid.variadic_tensors", "meshgrid.list_of_tensors",
+        "ravel", "linalg.diagonal", "H", "mH")},
+    **{name: "the running statistics this aten op writes, written again after it, differ "
+       "from eager's; not yet investigated" for name in (
+           "native_batch_norm", "_native_batch_norm_legit", "_batch_norm_with_update")},
+}
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_opdb_result_then_operands_written_as_eager():
+    """The generator (module docstring): per op, outputs and written inputs as eager's, or
+    the same exception type; counts printed."""
+    import test_opinfo as oi
+
+    def floats(tensors):
+        ks = [k for k, t in enumerate(tensors) if t.dtype is torch.float32 and t.numel()]
+        return ks or None
+
+    problems, known, n, raised = [], [], 0, 0
+    for op, name, program, tensors, ks in oi.first_samples(floats, n=4):
+        n += 1
+
+        def fn(*ts, program=program, ks=ks):
+            out = program(*ts)
+            for k in ks:
+                ts[k].mul_(-1.5)
+            return out
+
+        def run(f):
+            ts = [t.clone() for t in tensors]
+            try:
+                out = f(*ts)
+            except Exception as e:  # noqa: BLE001 - compared below
+                return None, None, e
+            return out, ts, None
+
+        want, got = run(fn), run(thunder_mlir.jit(fn))
+        if want[2] is not None or got[2] is not None:
+            raised += 1
+            if want[2] is None and "thunder_mlir" not in type(got[2]).__module__:
+                problems.append(f"{name}: eager ran; the jit raised {got[2]!r}"[:300])
+            continue
+        try:
+            if op.name not in oi._UNDEFINED_VALUES:  # (uninitialized memory)
+                torch.testing.assert_close(got[0], want[0], equal_nan=True,
+                                           **oi._tolerance(op, torch.float32))
+            torch.testing.assert_close(got[1], want[1], equal_nan=True)
+        except AssertionError as e:
+            (known if name in KNOWN else problems).append(f"{name}: {str(e)[:300]}")
+    print(f"op_db ops with a float operand: {n}; raised (eager or the jit's clear "
+          f"error): {raised}; differing: {len(problems)}; known to differ: {len(known)}")
+    for k in known:
+        print("  known (KNOWN):", k.splitlines()[0])
+    assert n >= 300, n
+    assert not problems, "\n".join(problems)
