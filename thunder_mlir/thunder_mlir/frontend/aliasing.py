@@ -108,7 +108,7 @@ T = torch.Tensor
 # torch calls whose result is a view of the base or a copy, depending on the base's strides
 # or the index (torch.reshape's documentation; advanced indexing copies)
 _MAY_COPY = {T.__getitem__, torch.reshape, T.reshape, T.reshape_as, torch.flatten, T.flatten,
-             torch.unflatten, T.unflatten}
+             torch.unflatten, T.unflatten, torch.ravel, T.ravel}
 
 
 def _copies(step) -> bool:

@@ -66,6 +66,45 @@ def _written(metas: list[torch.Tensor]) -> list[int]:
     return [j for j, m in enumerate(metas) if m._version > 0]
 
 
+# ATen ops that write arguments their schema does not mark ``(a!)``: native_batch_norm
+# updates the running statistics in place in training mode (aten/src/ATen/native/
+# Normalization.cpp, batch_norm_cpu_update_stats_template), its schema says ``Tensor?``
+_UNDECLARED_WRITES = {"native_batch_norm": ("running_mean", "running_var")}
+
+
+def _declared_writes(func: Callable, args: tuple, kwargs: dict) -> list:
+    """The tensor arguments an ATen op's schema declares written (``Tensor(a!)``) that
+    its kernels write without moving their version counter, so ``_written`` cannot see
+    them: ``native_batch_norm``'s running statistics (native_functions.yaml). Every
+    overload whose schema takes the call's positional count must declare the argument."""
+    packet = func.overloadpacket if isinstance(func, torch._ops.OpOverload) else \
+        getattr(torch.ops.aten, getattr(func, "__name__", ""), None)
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return []
+    schemas = [func._schema] if isinstance(func, torch._ops.OpOverload) else \
+        [getattr(packet, o)._schema for o in packet.overloads()]
+    names = None
+    for schema in schemas:
+        params = schema.arguments
+        positional = [a for a in params if not a.kwarg_only]
+        if not sum(not a.has_default_value() for a in positional) <= len(args) <= \
+                len(positional):
+            continue
+        w = {a.name for a in params if a.alias_info is not None and a.alias_info.is_write}
+        names = w if names is None else names & w
+    names = (names or set()) | set(_UNDECLARED_WRITES.get(packet.__name__, ()))
+    if not names:
+        return []
+    out = []
+    for schema in schemas[:1]:
+        for k, a in enumerate(schema.arguments):
+            if a.name in names:
+                v = args[k] if k < len(args) else kwargs.get(a.name)
+                if type(v) is TensorProxy:
+                    out.append(v)
+    return out
+
+
 def _sizes_as_ints(x):
     """0-d integer tensors inside a list or tuple argument (``as_strided(size=(b, n + 1))``)
     as Python ints, as torch's argument parser reads an int list (``__index__``: a value
@@ -114,6 +153,9 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
             with torch._C.DisableTorchFunction(), torch.device("meta"):
                 meta_out = func(*m_args, **m_kwargs)
             written = _written([meta_leaves[i] for i in positions])
+            declared = _declared_writes(func, args, kwargs)
+            written += [j for j, i in enumerate(positions)
+                        if j not in written and any(leaves[i] is w for w in declared)]
             if func in _META_DIFFERS:
                 # the meta kernel's output shapes are not the real kernel's (it still tells
                 # what the op writes): the shapes come from a run on zeros, and every real

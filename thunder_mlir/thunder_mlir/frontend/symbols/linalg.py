@@ -403,7 +403,7 @@ def diagonal(input, offset=0, dim1=0, dim2=1):
     return prims.slice_(flat, [0] * (nb + 1), list(batch) + [n * n], [1] * nb + [n + 1])
 
 
-@register("linalg_diagonal", torch.linalg.diagonal)
+@register("linalg_diagonal", torch.linalg.diagonal, view=True)
 def linalg_diagonal(A, *, offset=0, dim1=-2, dim2=-1):
     return diagonal(A, offset, dim1, dim2)
 

@@ -439,8 +439,8 @@ def alias_copy(input):
     return clone(input)
 
 
-@register("ravel", torch.ravel, T.ravel)
-def ravel(input):
+@register("ravel", torch.ravel, T.ravel, view=True)  # (a copy where eager's reshape copies:
+def ravel(input):                                      # aliasing._MAY_COPY)
     return prims.reshape(input, (math.prod(input.tshape),))
 
 
@@ -449,9 +449,10 @@ def split_with_sizes(input, split_sizes, dim=0):
     return split(input, list(split_sizes), dim)
 
 
-register("unsafe_split", torch.unsafe_split, T.unsafe_split)(
+# ("unsafe": views that autograd does not track as views; they alias their input all the same)
+register("unsafe_split", torch.unsafe_split, T.unsafe_split, view=True)(
     lambda input, split_size, dim=0: split(input, split_size, dim))
-register("unsafe_chunk", torch.unsafe_chunk, T.unsafe_chunk)(
+register("unsafe_chunk", torch.unsafe_chunk, T.unsafe_chunk, view=True)(
     lambda input, chunks, dim=0: chunk(input, chunks, dim))
 
 
@@ -554,11 +555,14 @@ register("dsplit", torch.dsplit, T.dsplit, view=True)(_nsplit(lambda x: 2, "dspl
 def meshgrid(*tensors, indexing=None):
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
-    ts = [prims.reshape(t, (math.prod(t.tshape),)) for t in tensors]
+    ts = list(tensors)
     if indexing == "xy" and len(ts) >= 2:
         ts[0], ts[1] = ts[1], ts[0]
-    shape = tuple(t.tshape[0] for t in ts)
-    out = [prims.broadcast_in_dim(t, shape, [i]) for i, t in enumerate(ts)]
+    shape = tuple(math.prod(t.tshape) for t in ts)
+    # (as ATen: each grid is ``t.view(...).expand(shape)``, through torch's view and expand
+    # so that it is recorded as a view of its own input, aliasing.record_view)
+    out = [T.expand(T.reshape(t, tuple(n if k == i else 1 for k, n in enumerate(shape))),
+                    shape) for i, t in enumerate(ts)]
     if indexing == "xy" and len(ts) >= 2:  # as ATen: swap the inputs, then the grids back
         out[0], out[1] = out[1], out[0]
     return tuple(out)
@@ -590,7 +594,7 @@ def sum_to_size(input, *size):
     return prims.reshape(rsum(input, dims, keepdim=True), size)
 
 
-@register("adjoint", T.H.__get__, T.mH.__get__, T.adjoint, torch.adjoint)
+@register("adjoint", T.H.__get__, T.mH.__get__, T.adjoint, torch.adjoint, view=True)
 def adjoint(input):
     if input.tdtype.is_complex:
         raise Fallback("complex adjoint")
