@@ -18,7 +18,9 @@ A program is a list of statements over a pool of tensors, all of shape (3, 4): i
 ``a`` and ``b`` (require grad) and ``buf`` (does not; updated in place as a buffer), then
 one new value per statement. A statement applies an op (elementwise, reduction, softmax,
 view, ...) or an idiom of issue 13 — ``detach``, ``.data``, an op under ``no_grad()`` or
-``enable_grad()``, an in-place update of a computed value or of the buffer, custom
+``enable_grad()``, an in-place update of a computed value or of the buffer, a checkpointed
+function reading the buffer that is written after it, a copy of the buffer then the buffer
+written (both since session 18), custom
 ``autograd.Function``s (one with an identity forward), a branch on ``requires_grad``, a read of a global config object's
 attribute or of a global flag (both changed between calls) — to earlier values chosen by
 index. ``interpret`` runs a program on real tensors eagerly and, under
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 
 import torch
 from hypothesis import strategies as st
+from torch.utils.checkpoint import checkpoint
 
 SHAPE = (3, 4)
 
@@ -87,7 +90,7 @@ BINARY = {
     "where": lambda x, y: torch.where(x > 0, x, y), "lerp": lambda x, y: x + 0.25 * (y - x),
 }
 IDIOMS = ("detach", "data", "no_grad", "enable_grad", "inplace", "buffer", "custom",
-          "reverse", "requires_grad_branch", "config", "flag")
+          "reverse", "requires_grad_branch", "config", "flag", "checkpoint", "copy_then_write")
 
 
 WRITES = ("setitem", "inplace_op", "native_op", "datadep")
@@ -172,6 +175,12 @@ def interpret(stmts, outs, a, b, buf):
             v = f(x) * CONFIG.scale
         elif s.kind == "flag":
             v = f(x) if FLAG else x * y
+        elif s.kind == "checkpoint":  # its closure's buffer written after: eager's
+            v = checkpoint(lambda t, f=f: f(t) * buf, x, use_reentrant=False)  # backward
+            buf.mul_(0.5)  # re-runs the function on the written buffer
+        elif s.kind == "copy_then_write":  # a copy keeps the value it had
+            v = buf.clone()
+            buf.add_(f(x).detach())
         elif s.kind == "datadep":
             v = data_dependent(s.spec, x, y)
         else:  # a write

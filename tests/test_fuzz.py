@@ -70,6 +70,12 @@ def check_program(stmts, outs) -> None:
 
 # Programs the fuzzer found to differ from eager, kept after the fix.
 REGRESSIONS: list = [
+    # Session 18, the two new statements, shortest programs found with the fix reverted:
+    # a copy of the buffer, then the buffer written (program 1205: the output was the
+    # written value); a checkpoint reading the buffer written after it (program 1270: the
+    # gradient of the value at the checkpoint)
+    ([S('copy_then_write', 'sigmoid', (11, 0))], (11,)),
+    ([S('checkpoint', 'abs', (1, 11))], (11,)),
     # contiguous() of a view: eager copies (no alias), the trace had returned the input's view
     ([S("unary", "t_t", (0, 0))], (3,)),
     # clone() folds to its input in the IR: XLA returned the input's own buffer
@@ -345,6 +351,37 @@ OPEN: list = [
     # in torch 2.13). An eager quirk of lazily regenerated view grad_fns, not reproduced.
     ([S('setitem', 't_t', (8, 3), ('intermediate', 'view_made_before', 'row', (('ellipsis',),),
                                    'last_dim', '+=', (4,)))], (9, 3)),
+    # Session 18: the draw with the `checkpoint` and `copy_then_write` statements drew these
+    # programs, whose kinds differ on the session's starting tree (654cbfc) too; not yet
+    # investigated. Program 428: one gradient element off by 1.5e-5 (1e-5 allowed) at the
+    # second call, after addcdiv_ on an unfold view run by the fallback: possibly float32
+    # rounding, not checked against float64.
+    ([S('inplace_op', 'exp', (3, 12), ('after_fallback', 'base', 'unfold', 'addcdiv#1')),
+      S('unary', 'softmax', (11, 9)), S('enable_grad', 'center', (8, 5))], (4, 4, 3)),
+    # programs 927-928: a gradient element is nan in one and finite in the other, after
+    # div_(rounding_mode='trunc') through a view of a view, run by the fallback, then a
+    # custom Function of floor
+    ([S('requires_grad_branch', 'floor', (6, 5)),
+      S('inplace_op', 'floor', (9, 7), ('after_fallback', 'base', 'view_of_view',
+                                        'div.trunc_rounding#0')),
+      S('custom', 'floor', (11, 2))], (7, 4)),
+    ([S('requires_grad_branch', 'floor', (6, 5)),
+      S('inplace_op', 'floor', (9, 7), ('after_fallback', 'base', 'view_of_view',
+                                        'div.trunc_rounding#0')),
+      S('custom', 'floor', (11, 2))], (3, 4)),
+    # programs 999-1000: `buf * y` saves the buffer, then `buf[True, idx] = v` (a 0-d bool
+    # and an integer tensor index) writes it: eager's backward raises "modified by an
+    # inplace operation", the jitted backward returns gradients
+    ([S('flag', 'rowsum', (2, 10)), S('unary', 'rowsum', (5, 11)), S('unary', 'square', (7, 1)),
+      S('setitem', 'flat', (8, 4), ('buffer', 'base', 'id', (('bool0', True),
+                                                            ('int_tensor', (1,), (2,))),
+                                    'zero_d', '=', (1, 4))),
+      S('native_op', 't_t', (3, 12), ('intermediate', 'base', 'ne#1'))], (4, 11, 6)),
+    ([S('flag', 'rowsum', (2, 10)), S('unary', 'rowsum', (5, 11)), S('unary', 'square', (7, 1)),
+      S('setitem', 'flat', (8, 4), ('buffer', 'base', 'id', (('bool0', True),
+                                                            ('int_tensor', (1,), (2,))),
+                                    'zero_d', '=', (1, 4))),
+      S('native_op', 't_t', (3, 12), ('buffer', 'base', 'ne#1'))], (4, 11, 6)),
 ]
 
 

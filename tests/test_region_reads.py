@@ -283,3 +283,28 @@ def test_checkpointed_write_into_outside_memory_is_refused():
         thunder_mlir.jit(blocks[1])(x)
     bns = [b.bn for b in blocks]
     torch.testing.assert_close(bns[1].running_var, bns[0].running_var)
+
+
+@pytest.mark.parametrize("fn", [lambda a, buf: a * buf.data,
+                                lambda a, buf: checkpoint(lambda a: (a * buf).sin(), a,
+                                                          use_reentrant=False)],
+                         ids=["data", "checkpoint"])
+def test_input_written_between_call_and_backward_is_refused(fn):
+    """Eager's backward reads an input read through `.data` or by a checkpoint as it is
+    when the backward runs; the compiled backward read it as it was at the call (the
+    `.data` case returned eager's gradient of the old values, silently). A write between
+    the two now makes the backward raise; without one it matches eager."""
+    import thunder_mlir
+
+    jf = thunder_mlir.jit(fn)
+    a, buf = _leaf_and_buffer()
+    y = jf(a, buf)
+    buf.mul_(2)
+    with pytest.raises(RuntimeError, match="written in place after the call"):
+        y.sum().backward()
+    grads = []
+    for f in (fn, jf):
+        a, buf = _leaf_and_buffer()
+        f(a, buf).sum().backward()
+        grads.append(a.grad)
+    torch.testing.assert_close(grads[1], grads[0])

@@ -66,6 +66,9 @@ class CacheEntry:
     # output positions the plan returns as an input tensor itself, where eager's result is
     # a new tensor (``x.clone()`` folds to ``x``): copied before any input is written back
     fresh_outputs: tuple = ()
+    # inputs eager's backward reads as they are then (`.data`, checkpoint): a write into one
+    # between the call and the backward is refused (frontend/region_reads.py)
+    unversioned_inputs: tuple = ()
     # per differentiated output, the positions in ``wrt`` it reaches; None: every one
     # (transforms/grad.output_reach): an input only unused outputs reach gets no gradient
     output_reach: list | None = None

@@ -348,6 +348,10 @@ class ThunderFunction:
                 for i, v in zip(entry.mutated_inputs, outs[-k:]):
                     tensors[i].copy_(v)
             outs = outs[:-k]
+            if entry.unversioned_inputs and entry.backward_plan is not None:
+                from thunder_mlir.runtime.autograd import note_input_versions
+
+                note_input_versions(outs)
         if entry.output_views:  # outputs that alias inputs: eager's views of them
             outs = aliasing.apply(entry.output_views, outs, tensors)
         if entry.attribute_writes:  # self.calls += 1 in forward, as eager leaves it
@@ -900,6 +904,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         entry.diff_outputs = diff_outputs + [False] * n_tail
         entry.backward_error = backward_error(module) or eager_backward_error
         entry.reentrant_checkpoint = trace.reentrant_checkpoint
+        entry.unversioned_inputs = tuple(region_reads.inputs_read_unversioned(trace))
         reached = iter(reached_inputs(module))
         entry.wrt = [i for i, w in enumerate(wrt) if w and next(reached)]
         entry.output_reach = output_reach(module)

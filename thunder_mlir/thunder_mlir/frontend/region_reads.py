@@ -119,3 +119,18 @@ def emit_pairs(trace, name: str, reads, covered=None) -> None:
             owner = old.owner
             trace.unpaired_reads.append(
                 (p, old, where or str(getattr(owner, "location", trace.loc))))
+
+
+def inputs_read_unversioned(trace) -> list[int]:
+    """The indices of the program's tensor inputs whose memory the backward may read as it
+    is when the backward runs, in eager: read through ``.data`` or by a checkpointed
+    function. The compiled backward reads them as they were at the call, so the runtime
+    refuses a backward after a write into one of them between the call and the backward
+    (``runtime/autograd.py``)."""
+    def root(p):  # (no `or`: bool() of a proxy is a data-dependent error)
+        r = getattr(p, "_alias_root", None)
+        return id(p if r is None else r)
+
+    roots = {root(p) for p, _ in trace.unversioned_reads.values()}
+    roots |= {root(p) for p, _, _ in trace.recompute_reads}
+    return [i for i, p in enumerate(trace.inputs) if id(p) in roots]

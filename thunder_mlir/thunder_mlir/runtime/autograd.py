@@ -207,6 +207,16 @@ def _execute(plan, layout, buffers, inputs: list, hold=frozenset()) -> tuple[lis
     return outs, bufs
 
 
+def note_input_versions(outs: list) -> None:
+    """After the call's write-backs: the version of each input whose memory eager's
+    backward reads as it is then (``CacheEntry.unversioned_inputs``), on the backward node
+    of ``outs`` (the program's outputs), so that only writes after the call count."""
+    node = next((o.grad_fn for o in outs if isinstance(o, torch.Tensor) and
+                 getattr(o.grad_fn, "unversioned", None) is not None), None)
+    if node is not None:
+        node.unversioned = [(t, t._version) for t, _ in node.unversioned]
+
+
 def copy_outputs(outs: list, positions: tuple) -> list:
     """``outs`` with a copy of each tensor at ``positions`` (``CacheEntry.fresh_outputs``:
     an input tensor the plan returns where eager returns a new tensor)."""
@@ -255,6 +265,9 @@ class ThunderAutogradFunction(torch.autograd.Function):
             residuals = [t for j, t in enumerate(outs[n:]) if j not in donated]
         ctx.entry = entry
         ctx.n_inputs = len(tensors)
+        if entry.unversioned_inputs:  # (read as they are at the backward, in eager;
+            ctx.unversioned = [(tensors[i], tensors[i]._version)  # after the call's own
+                               for i in entry.unversioned_inputs]  # write-backs: below)
         if entry.mutated_inputs:  # an input saved as it was, then written back: keep a copy
             updated = [tensors[i] for i in entry.mutated_inputs]
             residuals = [r.clone() if any(r is u for u in updated) else r for r in residuals]
@@ -288,6 +301,13 @@ class ThunderAutogradFunction(torch.autograd.Function):
             msg = entry.backward_error
             raise (NotImplementedError if msg.startswith("the derivative for '")
                    else RuntimeError)(msg)
+        if entry.unversioned_inputs and any(t._version != v for t, v in ctx.unversioned):
+            raise RuntimeError(
+                "an input of the jitted function read through `.data` or by a checkpointed "
+                "function was written in place after the call and before this backward. "
+                "Eager's backward would read the written memory; the compiled backward "
+                "read it as it was at the call. Write it after the backward, or read a "
+                "copy (`x.data.clone()`) in the function.")
         if entry.reentrant_checkpoint and not torch.autograd._is_checkpoint_valid():
             # torch/utils/checkpoint.py, CheckpointFunction.backward: its words
             raise RuntimeError(
