@@ -166,3 +166,19 @@ def test_view_or_aten_write_then_written_as_eager(fn):
     got = thunder_mlir.jit(fn)(xs[1])
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(xs[1], xs[0])
+
+
+def test_write_the_twin_replay_cannot_run_still_moves_the_version():
+    """``buf * b`` saves ``buf``; ``buf[torch.tensor(True)] = v`` (a 0-d bool index, which
+    no meta replay runs) writes it: eager's backward raises "modified by an inplace
+    operation", the jitted one returned gradients (fuzzer programs 999-1000)."""
+    def fn(b, buf):
+        v = buf * b
+        buf[torch.tensor(True), torch.tensor([2])] = 0.5
+        return v
+
+    for f in (fn, thunder_mlir.jit(fn)):
+        b = torch.ones(3, 4, requires_grad=True)
+        y = f(b, torch.randn(3, 4))
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()

@@ -356,9 +356,13 @@ def _drop_unwritten_twins(twins: list[tuple]) -> None:
     the write: an index_add_ of a tensor that requires grad into zeros_like(x, device=...)
     left the zeros' twin, which does not require grad, and every op after it cut the
     gradient (GPT-OSS's eager experts). Without a twin, later replays start from the
-    proxy's own flags (``_meta_inputs``)."""
+    proxy's own flags (``_meta_inputs``). The dropped twin's version counter advances, as
+    the write advanced eager's: a node that saved it makes the backward raise "modified by
+    an inplace operation" (``buf * b`` then ``buf[torch.tensor(True)] = v``, a 0-d bool
+    index no meta replay can run: fuzzer programs 999-1000)."""
     for q, value, version in twins:
         if q.value != value and q._mirror_of == q.value and q._mirror._version == version:
+            torch.autograd.graph.increment_version(q._mirror)
             q._mirror_of = None
 
 
