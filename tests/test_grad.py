@@ -754,3 +754,21 @@ def test_dynamic_index_vjps_against_eager(monkeypatch):
         prims.full(x[0].tshape, 0, x[0].tdtype), None])
     gx_wrong, gu_wrong = _dynamic_index_grads(x, u, i)
     assert not torch.allclose(gx_wrong, xe.grad)
+
+
+def test_div_with_rounding_mode_has_zero_gradient_at_a_zero_divisor():
+    """``torch.div(a, b, rounding_mode=...)``: eager's gradient is zero for both operands
+    (derivatives.yaml, div.Tensor_mode); the jitted one was nan where ``b`` is 0 (the
+    decomposition's division differentiated with a zero cotangent: 0 / 0). Fuzzer
+    programs 927-928."""
+    def f(a, b):
+        return (torch.div(a, b, rounding_mode="trunc") + torch.div(a, b, rounding_mode="floor")
+                + a * b)
+
+    grads = []
+    for fn in (f, thunder_mlir.jit(f)):
+        a = torch.tensor([1.5, -2.0, 3.0], requires_grad=True)
+        b = torch.tensor([0.0, 1.0, -2.0], requires_grad=True)
+        fn(a, b).sum().backward()
+        grads.append((a.grad, b.grad))
+    torch.testing.assert_close(grads[1], grads[0])

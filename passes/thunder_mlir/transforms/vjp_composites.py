@@ -84,6 +84,16 @@ def _dim(op, x) -> int:
     return _int_attr(op, "dim") % r
 
 
+@composite_rule("ltorch.div", applies=lambda op: "rounding_mode" in op.attributes)
+def _div_rounded(op, x, y, g):
+    """``torch.div`` with ``rounding_mode`` (trunc, floor): zero gradients for both operands
+    (derivatives.yaml, ``div.Tensor_mode``: ``grad.new_zeros``). The decomposition's own
+    VJP (the division's, of the rounding's zero cotangent) is nan where the divisor is 0:
+    0 / 0 (fuzzer programs 927-928)."""
+    return [prims.full(xi.tshape, 0, xi.tdtype)
+            if xi.tdtype.is_floating_point or xi.tdtype.is_complex else None for xi in x]
+
+
 @composite_rule("ltorch.softmax", applies=lambda op: _float_input(op) and "dim" in op.attributes)
 @_opmath
 def _softmax(op, x, y, g):
