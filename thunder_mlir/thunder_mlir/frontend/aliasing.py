@@ -52,7 +52,8 @@ def record_view(func, args: tuple, kwargs: dict, out) -> None:
                 continue
             setattr(o, _VIEW_OF, step)
             note_unversioned_read(o)
-    if _unversioned(args[0]):
+    # (a `.data` read records itself in unversioned_reads when made: none yet, no walk)
+    if _has_unversioned_reads() and _unversioned(args[0]):
         for o in outs:
             if o is not args[0] and not hasattr(o, _VIEW_OF) and o.value == args[0].value:
                 # a copy of a `.data` read that shares its SSA value (clone(),
@@ -345,6 +346,12 @@ def refresh_views(base: TensorProxy) -> None:
         with torch._C.DisableTorchFunction():
             torch.Tensor.requires_grad.__set__(v, new.requires_grad)
     base._views = [r for r in base._views if r() is not None]
+
+
+def _has_unversioned_reads() -> bool:
+    from thunder_mlir.frontend.tracing import current_trace
+
+    return bool(current_trace().unversioned_reads)
 
 
 def _unversioned(p: TensorProxy) -> bool:

@@ -75,8 +75,7 @@ def checkpoint_reads(scope_op) -> Iterator[None]:
 def cond_twins(outs: list[TensorProxy], operands, reads: dict) -> None:
     """Eager's ``CondAutogradOp`` node in the twin graph: from the cond's tensor operands
     and what its branches read from outside (``reads``, from
-    ``Trace.recording_region_reads``) to its
-    results ``outs``, saving all of them."""
+    ``Trace.recording_region_reads``) to its results ``outs``, saving all of them."""
     inputs: list[TensorProxy] = []
     for p in [*(o for o in operands if type(o) is TensorProxy), *(r[0] for r in reads.values())]:
         if not any(p is q for q in inputs):
