@@ -867,6 +867,82 @@ def inplace_on_a_leaf_that_requires_grad(x):
     return x
 
 
+# A view made while its base did not require grad has no grad_fn; eager regenerates it
+# lazily, when an op that records a node reads the view (VariableHooks::grad_fn), and
+# check_inplace reads the raw field first. So an in-place op on such a view, after a write
+# with grad into its base, raises; any differentiable read of the view before it does not.
+def _x_and_leaf():
+    return signed(3, 4).detach(), leaf(4)
+
+
+@case(NONE, _x_and_leaf, error=(RuntimeError, "a leaf Variable that requires grad is being used "
+                                "in an in-place operation", "call"))
+def view_made_before_base_requires_grad_written(x, w):
+    y = x * 2
+    t = y[0]
+    y.add_(w)
+    t.mul_(2)
+    return y
+
+
+@case(NONE, _x_and_leaf, error=(RuntimeError, "a leaf Variable that requires grad is being used "
+                                "in an in-place operation", "call"))
+def view_made_before_write_through_another_view(x, w):
+    y = x * 2
+    t = y[0]
+    y[1].add_(w)
+    t.mul_(2)
+    return y
+
+
+@case(NONE, _x_and_leaf, error=(RuntimeError, "a leaf Variable that requires grad is being used "
+                                "in an in-place operation", "call"))
+def view_written_twice_then_inplace(x, w):
+    y = x * 2
+    t = y[0]
+    y.add_(w)
+    y.mul_(w)  # (the second write does not regenerate t's grad_fn either)
+    t.mul_(2)
+    return y
+
+
+@case(NONE, _x_and_leaf)
+def view_read_before_inplace_regenerates_grad_fn(x, w):
+    y = x * 2
+    t = y[0]
+    y.add_(w)
+    u = t * 3  # a recorded op reads t: its grad_fn is made, t is no leaf
+    t.mul_(2)
+    return y, u
+
+
+@case(NONE, _x_and_leaf)
+def view_setitem_int_after_base_requires_grad(x, w):
+    y = x * 2
+    t = y[0]
+    y.add_(w)
+    t[1] = 5.0  # select(t) first: a recorded view op reads t
+    return y
+
+
+@case(NONE, _x_and_leaf, error=(RuntimeError, "a leaf Variable that requires grad is being used "
+                                "in an in-place operation", "call"))
+def view_ellipsis_augmented_assign(x, w):
+    y = x * 2
+    t = y[1]
+    t[...] += w  # t[...] is a new view (at::alias); the setitem copies into t itself
+    return y
+
+
+@case(NONE, _x_and_leaf)
+def view_ellipsis_is_a_new_view(x, w):
+    y = x * 2
+    a = y[...]
+    assert a is not y
+    a.add_(w)  # a new view written: y requires grad through it
+    return y, a
+
+
 @case(NONE)
 def inplace_on_a_non_leaf_that_requires_grad(x):
     y = x * 1

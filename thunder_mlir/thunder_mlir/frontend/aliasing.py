@@ -20,6 +20,7 @@ metadata (``expand_as``, ``view_as`` read nothing else), except as an index
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import optree
@@ -29,6 +30,26 @@ from torch_mlir import ir
 from thunder_mlir.ir.proxy import TensorProxy
 
 _VIEW_OF = "_view_of"  # proxy attribute: (func, args, kwargs, output index, location)
+
+
+def mark_views(base, out):
+    """Mark each proxy in ``out`` other than ``base`` as a view of ``base``'s root (the
+    tensor whose memory they share): its ``_alias_root``, and a weak reference in the
+    root's ``_views``, refreshed when the root is written (``refresh_views``). Returns
+    ``out``."""
+    if type(base) is not TensorProxy:
+        return out
+    root = getattr(base, "_alias_root", None)
+    if root is None:  # (no `or`: bool() of a proxy is a data-dependent error)
+        root = base
+    for o in optree.tree_leaves(out, none_is_leaf=True):
+        if type(o) is TensorProxy and o is not base:
+            o._alias_root = root
+            root._has_views = True
+            if not hasattr(root, "_views"):
+                root._views = []
+            root._views.append(weakref.ref(o))  # refreshed when root is updated in place
+    return out
 
 
 def record_view(func, args: tuple, kwargs: dict, out) -> None:
@@ -69,9 +90,12 @@ def separate_returned_inputs(func, args: tuple, kwargs: dict, out):
     returns a new tensor (``x.to(x.dtype, copy=True)``, whose symbol returns ``x``), replaced
     by a proxy of its own holding the same value: not the input, so a later write into
     either does not reach the other, and the program does not return it as the input.
+    Where eager returns a new *view* of the input (``x[...]`` is ``at::alias``:
+    python_variable_indexing.cpp), the new proxy is a view of it (``mark_views``): it
+    shares the input's memory and has its own autograd state, as eager's view object.
     Decided by running ``func`` on meta tensors with eager's layout (``eager_meta``); kept
-    where eager returns the input or a view of it (``x.to(x.dtype)``, ``contiguous()``,
-    in-place ops) or the call cannot run on meta."""
+    where eager returns the input itself (``x.to(x.dtype)``, ``contiguous()``, in-place
+    ops) or the call cannot run on meta."""
     leaves = optree.tree_leaves(out, none_is_leaf=True)
     ins = {id(a): a for a in optree.tree_leaves((args, kwargs), none_is_leaf=True)
            if type(a) is TensorProxy}
@@ -97,10 +121,12 @@ def separate_returned_inputs(func, args: tuple, kwargs: dict, out):
     fresh = list(leaves)
     for k, (o, m) in enumerate(zip(leaves, m_out)):
         if type(o) is TensorProxy and id(o) in ins and isinstance(m, torch.Tensor) and \
-                not torch._C._is_alias_of(m, metas[id(o)]):
+                m is not metas[id(o)]:
             new = TensorProxy(o.value, o.tshape, o.tdtype, o.tdevice)
             with torch._C.DisableTorchFunction():
                 torch.Tensor.requires_grad.__set__(new, o.requires_grad)
+            if torch._C._is_alias_of(m, metas[id(o)]):  # a new view of the input (x[...])
+                mark_views(o, new)
             fresh[k] = new
     return optree.tree_unflatten(optree.tree_structure(out, none_is_leaf=True), fresh)
 
@@ -317,6 +343,19 @@ def apply(recipes: list[tuple], outs: list[torch.Tensor], tensors) -> list[torch
     return outs
 
 
+def keep_view_twin(v: TensorProxy) -> bool:
+    """After a write into ``v``'s root: ``v`` keeps its eager twin (now of its new SSA value)
+    when that twin is a view of the root's current twin, as eager's view object stays the
+    same object across writes into its base (its ``grad_fn`` state included). False when
+    the twin must be made again."""
+    m, root = getattr(v, "_mirror", None), getattr(v, "_alias_root", None)
+    if m is None or root is None or getattr(root, "_mirror_of", None) is None or \
+            not root._mirror_of == root.value or not m._is_view() or m._base is not root._mirror:
+        return False
+    v._mirror_of = v.value
+    return True
+
+
 def refresh_views(base: TensorProxy) -> None:
     """After an in-place update of ``base``, recompute each of its live views (in the
     order they were made, so a view of a view sees its refreshed parent) by calling the
@@ -341,8 +380,9 @@ def refresh_views(base: TensorProxy) -> None:
         new = leaves[k or 0]
         v.value = new.value
         note_unversioned_read(v)
-        if getattr(new, "_mirror_of", None) is not None:  # its eager twin, a view of the
-            v._mirror, v._mirror_of = new._mirror, v.value  # base's (differentiability.py)
+        if getattr(new, "_mirror_of", None) is not None and not keep_view_twin(v):
+            v._mirror, v._mirror_of = new._mirror, v.value  # its eager twin, a view of the
+            # base's (differentiability.py); kept where the view had one (its grad_fn state)
         with torch._C.DisableTorchFunction():
             torch.Tensor.requires_grad.__set__(v, new.requires_grad)
     base._views = [r for r in base._views if r() is not None]

@@ -268,19 +268,57 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
     return _track(func, args, kwargs, call, inputs)
 
 
+def _writes_first_arg(func) -> bool:
+    """``func`` is an in-place torch op (``mul_``, ``__iadd__``, ``__setitem__``): it
+    writes its first argument."""
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or \
+        (name.startswith("__i") and name.endswith("__"))
+
+
 def _mutates_a_twin(func, args, grad: bool) -> bool:
     """An in-place op on a tensor whose meta twin is in an autograd graph, or on a view of
     such a tensor (the view's twin is made from the base's): replayed so the twins' version
     counters move as eager's do. ``grad``: an input of the call requires grad, so a view
     whose base has no twin yet gets one made from a new twin of its base (the write puts
     the base into the graph: its other views, made before, must read it there)."""
-    if not args or type(args[0]) is not TensorProxy:
-        return False
-    name = getattr(func, "__name__", "")
-    if not ((name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or
-            (name.startswith("__i") and name.endswith("__"))):
+    if not args or type(args[0]) is not TensorProxy or not _writes_first_arg(func):
         return False
     return getattr(args[0], "_mirror_of", None) is not None or _twin_of_view(args[0], grad)
+
+
+def _is_current(q: TensorProxy) -> bool:
+    """``q`` has an eager twin of its present SSA value."""
+    return getattr(q, "_mirror_of", None) is not None and q._mirror_of == q.value
+
+
+def _view_twins_before_write(p, inputs: list[TensorProxy]) -> None:
+    """Before a write that may make ``p``'s root require grad (an input of the call does):
+    every view of a root that does not require grad yet gets its twin *now*, a view of the
+    root's twin made before the write, as eager's view objects were.
+
+    Eager regenerates a view's ``grad_fn`` lazily, when an op that records a node reads it
+    (``VariableHooks::grad_fn``, torch/csrc/autograd/variable.cpp). A view made while its
+    base did not require grad has none, and ``check_inplace`` (torch/csrc/autograd/
+    VariableTypeUtils.h) reads ``is_leaf()``, the raw field, before anything regenerates
+    it: ``t = y[0]; y.add_(w); t.mul_(2)`` (w requiring grad) raises "a leaf Variable that
+    requires grad is being used in an in-place operation", and ``u = t * 1`` before the
+    ``mul_`` makes it run. Twins made before the write and kept across it
+    (``aliasing.keep_view_twin``) give the meta replay of the later op that state, so it
+    raises where eager raises (torch.compile raises it too, from its fake-tensor run)."""
+    if type(p) is not TensorProxy:
+        return
+    root = getattr(p, "_alias_root", None)
+    root = p if root is None else root
+    if root.requires_grad or not is_inexact(root.tdtype) or \
+            not any(r() is not None for r in getattr(root, "_views", ())):
+        return
+    if not _is_current(root):
+        root._mirror, root._mirror_of = _fresh_twin(root, inputs), root.value
+    for ref in getattr(root, "_views", ()):
+        v = ref()
+        if v is not None and not _is_current(v):
+            _twin_of_view(v)
 
 
 def _twin_of_view(p: TensorProxy, new_root: bool = False) -> bool:
@@ -315,6 +353,8 @@ def _base_requires_grad(p: TensorProxy) -> None:
     """A tensor written with a value that requires grad: its base and every view of the
     base require grad from then on, as eager's (the base's grad_fn becomes CopySlices),
     and each such view's eager twin is a view of the base's."""
+    from thunder_mlir.frontend.aliasing import keep_view_twin
+
     root = getattr(p, "_alias_root", None)
     root = p if root is None else root
     if not is_inexact(root.tdtype):
@@ -326,8 +366,8 @@ def _base_requires_grad(p: TensorProxy) -> None:
         v = ref()
         if v is not None and is_inexact(v.tdtype) and not v.requires_grad:
             _set_requires_grad(v, True)
-            if rooted:  # its twin, a view of the base's written twin (refresh_views ran
-                _twin_of_view(v)  # before the base required grad: it made none)
+            if rooted and not keep_view_twin(v):  # its twin, a view of the base's written
+                _twin_of_view(v)  # twin (refresh_views ran before the base required grad)
 
 
 def _current_twins(inputs: list[TensorProxy]) -> list[tuple]:
@@ -459,6 +499,8 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
     before = [p.value for p in inputs]
     grad_on = torch.is_grad_enabled()
     trace = current_trace()
+    if grad and grad_on and _writes_first_arg(func):
+        _view_twins_before_write(args[0], trace.inputs)
     twins = _current_twins(inputs)
     replay = None if func is None or _calls_user_code(args, kwargs) else \
         _replay(func, args, kwargs, trace.inputs)

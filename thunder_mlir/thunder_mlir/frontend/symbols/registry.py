@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import weakref
 from typing import Callable
 
 import optree
@@ -17,6 +16,7 @@ import torch
 
 from thunder_mlir.errors import Fallback, TraceError
 from thunder_mlir.ir.proxy import TensorProxy
+from thunder_mlir.frontend.aliasing import mark_views
 from thunder_mlir.frontend.functionalization import check_overlap, write_inplace
 from thunder_mlir.frontend.symbol import Symbol
 from thunder_mlir.frontend.tracing import current_trace
@@ -91,30 +91,14 @@ class _Inline(Symbol):
         return self.impl(*args, **kwargs)
 
 
-def _mark_views(base, out):
-    if type(base) is not TensorProxy:
-        return out
-    root = getattr(base, "_alias_root", None)
-    if root is None:  # (no `or`: bool() of a proxy is a data-dependent error)
-        root = base
-    for o in optree.tree_leaves(out, none_is_leaf=True):
-        if type(o) is TensorProxy and o is not base:
-            o._alias_root = root
-            root._has_views = True
-            if not hasattr(root, "_views"):
-                root._views = []
-            root._views.append(weakref.ref(o))  # refreshed when root is updated in place
-    return out
-
-
 class _ViewSymbol(Symbol):
     def __call__(self, *args, **kwargs):
-        return _mark_views(args[0] if args else None, super().__call__(*args, **kwargs))
+        return mark_views(args[0] if args else None, super().__call__(*args, **kwargs))
 
 
 class _InlineView(_Inline):
     def __call__(self, *args, **kwargs):
-        return _mark_views(args[0] if args else None, self.impl(*args, **kwargs))
+        return mark_views(args[0] if args else None, self.impl(*args, **kwargs))
 
 
 class _InplaceFlagSymbol(Symbol):
