@@ -53,7 +53,7 @@ def mark_views(base, out):
 
 
 def record_view(func, args: tuple, kwargs: dict, out) -> None:
-    """Remember, on each view among ``out`` (the proxies ``_mark_views`` marked), that it is
+    """Remember, on each view among ``out`` (the proxies ``mark_views`` marked), that it is
     output ``k`` of ``func(*args, **kwargs)`` with ``args[0]`` its base. An output of a call
     that may copy (``reshape`` of a tensor that is not dense, ``x[index_tensor]``) and that
     eager computes as a copy is unmarked: it is no view, and writes to its base do not
