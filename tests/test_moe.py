@@ -6,6 +6,7 @@ configurations) with both experts implementations, against eager PyTorch."""
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 
 import pytest
@@ -474,3 +475,22 @@ def test_moe_generate_returns_eagers_tokens():
     for mine, eager in zip(out.scores, ref.scores, strict=True):
         torch.testing.assert_close(mine, eager, rtol=1e-5, atol=1e-5)
     assert thunder_mlir.fallback_ops(jfn) == []
+
+
+@pytest.mark.parametrize("perm", list(itertools.permutations(range(3))))
+def test_take_of_a_permuted_tensor_matches_eager(perm):
+    """``x.permute(perm).index_select(d, i)`` for every dim d, values and gradients exact:
+    where ``perm[d] == d`` the lowering gathers from ``x`` and transposes the result
+    (hlo.lower_take), elsewhere it gathers from the transposed tensor."""
+    def f(x, i):
+        t = x.permute(perm)
+        return [t.index_select(d, i) * 2 for d in range(3)]
+    torch.manual_seed(0)
+    x = torch.randn(4, 5, 6, requires_grad=True)
+    i = torch.tensor([3, 0, 0, 2])
+    e, j = f(x, i), thunder_mlir.jit(f)(x, i)
+    for a, b in zip(e, j):
+        assert torch.equal(a, b)
+    ge = torch.autograd.grad(sum(o.sum() * (k + 1) for k, o in enumerate(e)), x)[0]
+    gj = torch.autograd.grad(sum(o.sum() * (k + 1) for k, o in enumerate(j)), x)[0]
+    assert torch.equal(ge, gj)

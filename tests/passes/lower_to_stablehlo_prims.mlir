@@ -693,3 +693,29 @@ func.func @square(%a0: tensor<4xf32>) -> tensor<4xf32> {
   %0 = "thunder.square"(%a0) : (tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// A take of a transposed tensor along a dim the transpose keeps, with 1-d indices, gathers
+// from the transpose's operand and transposes the result (XLA then folds the transpose into
+// a consuming dot instead of gathering with a stride per element: hlo.lower_take).
+// CHECK-LABEL: func.func @take_of_transpose(
+// CHECK-SAME:    %[[W:.*]]: tensor<4x5x6xf32>, %[[I:.*]]: tensor<3xi64>
+// CHECK:         %[[G:.*]] = "stablehlo.gather"(%[[W]], %[[I]])
+// CHECK-SAME:    slice_sizes = array<i64: 1, 5, 6>
+// CHECK-SAME:    -> tensor<3x5x6xf32>
+// CHECK-NEXT:    %[[T:.*]] = stablehlo.transpose %[[G]], dims = [0, 2, 1] : (tensor<3x5x6xf32>) -> tensor<3x6x5xf32>
+// CHECK:         return %[[T]]
+func.func @take_of_transpose(%w: tensor<4x5x6xf32>, %i: tensor<3xi64>) -> tensor<3x6x5xf32> {
+  %0 = "thunder.transpose"(%w) {permutation = array<i64: 0, 2, 1>} : (tensor<4x5x6xf32>) -> tensor<4x6x5xf32>
+  %1 = "thunder.take"(%0, %i) {dim = 0 : i64} : (tensor<4x6x5xf32>, tensor<3xi64>) -> tensor<3x6x5xf32>
+  return %1 : tensor<3x6x5xf32>
+}
+
+// The taken dim moves under the transpose: gathered from the transposed tensor as before.
+// CHECK-LABEL: func.func @take_of_transpose_moving_dim(
+// CHECK:         %[[T:.*]] = stablehlo.transpose
+// CHECK-NEXT:    "stablehlo.gather"(%[[T]],
+func.func @take_of_transpose_moving_dim(%w: tensor<4x5xf32>, %i: tensor<3xi64>) -> tensor<3x4xf32> {
+  %0 = "thunder.transpose"(%w) {permutation = array<i64: 1, 0>} : (tensor<4x5xf32>) -> tensor<5x4xf32>
+  %1 = "thunder.take"(%0, %i) {dim = 0 : i64} : (tensor<5x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
+  return %1 : tensor<3x4xf32>
+}
