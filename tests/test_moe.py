@@ -479,12 +479,14 @@ def test_moe_generate_returns_eagers_tokens():
 
 @pytest.mark.parametrize("perm", list(itertools.permutations(range(3))))
 def test_take_of_a_permuted_tensor_matches_eager(perm):
-    """``x.permute(perm).index_select(d, i)`` for every dim d, values and gradients exact:
+    """``x.permute(perm).index_select(d, i)`` (and of ``x.transpose(1, 2).permute(perm)``) for
+    every dim d, values and gradients exact:
     where ``perm[d] == d`` the lowering gathers from ``x`` and transposes the result
     (hlo.lower_take), elsewhere it gathers from the transposed tensor."""
     def f(x, i):
         t = x.permute(perm)
-        return [t.index_select(d, i) * 2 for d in range(3)]
+        t2 = x.transpose(1, 2).permute(perm)  # a chain of transposes
+        return [u.index_select(d, i) * 2 for u in (t, t2) for d in range(3)]
     torch.manual_seed(0)
     x = torch.randn(4, 5, 6, requires_grad=True)
     i = torch.tensor([3, 0, 0, 2])

@@ -719,3 +719,15 @@ func.func @take_of_transpose_moving_dim(%w: tensor<4x5xf32>, %i: tensor<3xi64>) 
   %1 = "thunder.take"(%0, %i) {dim = 0 : i64} : (tensor<5x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
   return %1 : tensor<3x4xf32>
 }
+
+// A chain of transposes composes: here to the identity, so the gather reads %w directly.
+// CHECK-LABEL: func.func @take_of_transposed_transpose(
+// CHECK-SAME:    %[[W:.*]]: tensor<4x5x6xf32>, %[[I:.*]]: tensor<3xi64>
+// CHECK:         %[[G:.*]] = "stablehlo.gather"(%[[W]], %[[I]])
+// CHECK-NEXT:    return %[[G]]
+func.func @take_of_transposed_transpose(%w: tensor<4x5x6xf32>, %i: tensor<3xi64>) -> tensor<3x5x6xf32> {
+  %0 = "thunder.transpose"(%w) {permutation = array<i64: 0, 2, 1>} : (tensor<4x5x6xf32>) -> tensor<4x6x5xf32>
+  %1 = "thunder.transpose"(%0) {permutation = array<i64: 0, 2, 1>} : (tensor<4x6x5xf32>) -> tensor<4x5x6xf32>
+  %2 = "thunder.take"(%1, %i) {dim = 0 : i64} : (tensor<4x5x6xf32>, tensor<3xi64>) -> tensor<3x5x6xf32>
+  return %2 : tensor<3x5x6xf32>
+}

@@ -383,16 +383,19 @@ def _accumulated_in_f32(name: str, operands, result_type: ir.Type, attrs: dict, 
 
 # ----------------------------------------------------------------- indexing
 def _transposed_source(x: ir.Value, d: int, r: int):
-    """``(x0, perm)`` where ``x`` is ``stablehlo.transpose(x0, perm)`` with ``perm[d] == d``
-    and the indices are 1-d (``r == 1``): gathering along ``d`` of ``x0`` and transposing
-    the result by ``perm`` gives the same tensor. Else None."""
-    owner = x.owner
-    if r != 1 or isinstance(owner, ir.Block) or owner.name != "stablehlo.transpose":
+    """``(x0, perm)`` where ``x`` is a chain of ``stablehlo.transpose`` ops of ``x0``, of
+    composed permutation ``perm`` with ``perm[d] == d``, and the indices are 1-d
+    (``r == 1``): gathering along ``d`` of ``x0`` and transposing the result by ``perm``
+    gives the same tensor. Else None."""
+    perm, x0 = None, x
+    while r == 1 and not isinstance(x0.owner, ir.Block) and \
+            x0.owner.name == "stablehlo.transpose":
+        inner = _arr(x0.owner, "permutation")  # x0 = transpose(y, inner)
+        perm = inner if perm is None else [inner[p] for p in perm]
+        x0 = x0.owner.operands[0]
+    if perm is None or perm[d] != d or not ir.RankedTensorType(x0.type).has_static_shape:
         return None
-    perm = _arr(owner, "permutation")
-    x0 = owner.operands[0]
-    return (x0, perm) if perm[d] == d and ir.RankedTensorType(x0.type).has_static_shape \
-        else None
+    return x0, perm
 
 
 def lower_take(op, operands, rw):
@@ -423,7 +426,8 @@ def lower_take(op, operands, rw):
                     {"dimension_numbers": dn, "slice_sizes": _i64s(
                         [1 if i == d else s for i, s in enumerate(x0t.shape)]),
                      "indices_are_sorted": ir.BoolAttr.get(False)}, op.location)
-            t = hlo("stablehlo.transpose", [g.result], [op.result.type],
+            t = g if perm == sorted(perm) else \
+                hlo("stablehlo.transpose", [g.result], [op.result.type],
                     {"permutation": _i64s(perm)}, op.location)
         rw.replace_op(op, t.results)
         return
