@@ -147,11 +147,10 @@ def _float_pair_cases():
     yield from oi.first_samples(two_floats, n=4, autograd=True)
 
 
-# open differences (issue 25), printed by the test: each one still silently differs
-KNOWN = {
-    "nn.functional.linear_cross_entropy.chunked_none": "the input's gradient differs (its "
-    "weight read through `.data`, chunked loss without reduction); not yet investigated",
-}
+# open differences, printed by the test: each one still silently differs (none now:
+# linear_cross_entropy.chunked_none, whose Python node saves its inputs through
+# ctx.save_for_backward, was one until differentiability._saved_tensors read those)
+KNOWN: dict[str, str] = {}
 
 
 @pytest.mark.filterwarnings("ignore")

@@ -201,16 +201,14 @@ def _checkpointed(program, k0, k1):
     return fn
 
 
-# open differences (issue 25), printed by the test: each still differs silently
-KNOWN = {
-    "cov": "eager's recomputation raises for the aweights written negative after the "
-    "checkpoint (a value check in the backward); the jit's backward has no value checks",
-    "nn.functional.linear_cross_entropy.chunked": "the input's gradient differs (as with "
-    "its `.data` read, test_data_reads.KNOWN); not yet investigated",
-}
+# open differences, printed by the test: each still differs silently (none now: cov's
+# weight check and linear_cross_entropy.chunked's ctx tensors, which eager's recomputation
+# redoes or keeps, are refused: region_reads.stale_recomputation)
+KNOWN: dict[str, str] = {}
 # the jit's clear refusals (function.py): a write inside a checkpoint into outside memory
 # (eager's recomputation writes it again), a read it cannot pair with its final value
-REFUSALS = ("writes it a second time", REFUSAL)
+REFUSALS = ("writes it a second time", REFUSAL,
+            "thunder_mlir's backward does not reproduce this")
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -283,6 +281,110 @@ def test_checkpointed_write_into_outside_memory_is_refused():
         thunder_mlir.jit(blocks[1])(x)
     bns = [b.bn for b in blocks]
     torch.testing.assert_close(bns[1].running_var, bns[0].running_var)
+
+
+class _KeepsGradOnCtx(torch.autograd.Function):
+    """``a * w`` whose backward reads a tensor the forward kept on ctx (not saved): eager's
+    checkpoint recomputation does not replace it (as linear_cross_entropy's chunked path)."""
+
+    @staticmethod
+    def forward(ctx, a, w):
+        ctx.w_at_forward = w.clone()
+        return a * w
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.w_at_forward, None
+
+
+def _ckpt_index_written(a, idx):  # eager's recomputation checks the written index
+    y = checkpoint(lambda a: a[idx].sin(), a, use_reentrant=False)
+    idx.add_(5)
+    return y
+
+
+def _ckpt_index_written_in_range(a, idx):  # the same, written in range: eager runs
+    y = checkpoint(lambda a: a[idx].sin(), a, use_reentrant=False)
+    idx.add_(1)
+    return y
+
+
+def _ckpt_index_other_written(a, idx):  # the check reads idx; only `a`'s buffer written
+    buf = torch.ones(3)
+    y = checkpoint(lambda a: a[idx].sin() * buf, a, use_reentrant=False)
+    buf.mul_(2)
+    return y
+
+
+def _ckpt_ctx_kept_written(a, w):  # a user's Function: the jit traces it as eager runs it
+    y = checkpoint(lambda a: _KeepsGradOnCtx.apply(a, w), a, use_reentrant=False)
+    w.mul_(-1.5)
+    return y
+
+
+def _ckpt_chunked_loss_written(a, w):  # a torch op (custom op) keeping its gradient on ctx
+    t = torch.tensor([1, 0])
+    y = checkpoint(lambda a: torch.nn.functional.linear_cross_entropy(
+        a, w, t, options=torch.nn.LinearCrossEntropyOptions()), a, use_reentrant=False)
+    w.mul_(-1.5)
+    return y
+
+
+def _ckpt_ctx_kept_not_written(a, w):
+    return checkpoint(lambda a: _KeepsGradOnCtx.apply(a, w).exp(), a, use_reentrant=False)
+
+
+def _index_case():
+    torch.manual_seed(0)
+    return [torch.randn(6, requires_grad=True), torch.tensor([0, 2, 1])]
+
+
+def _ctx_case():
+    torch.manual_seed(0)
+    return [torch.randn(3, requires_grad=True), torch.randn(3)]
+
+
+def _loss_case():
+    torch.manual_seed(0)
+    return [torch.randn(2, 3, requires_grad=True), torch.randn(4, 3)]
+
+
+STALE = "thunder_mlir's backward does not reproduce this"
+
+
+@pytest.mark.parametrize("fn,make", [(_ckpt_index_written, _index_case),
+                                     (_ckpt_index_written_in_range, _index_case),
+                                     (_ckpt_chunked_loss_written, _loss_case)],
+                         ids=["index-check", "index-check-in-range", "ctx-tensor"])
+def test_checkpoint_redoing_what_recomputation_skips_is_refused(fn, make):
+    """Inside a checkpoint, a value check (eager's recomputation checks the written index
+    again, and raises in the backward for one out of range) or an op keeping tensors on its
+    autograd ctx (kept from the forward by eager's recomputation) reads memory written after
+    the checkpoint: a clear error when a backward is needed (was: the backward recomputed
+    from the written memory without the check, or with the ctx tensor recomputed)."""
+    import thunder_mlir
+    from test_data_reads import _run
+
+    got = _run(thunder_mlir.jit(fn), make)
+    assert isinstance(got[3], NotImplementedError) and STALE in str(got[3]), got[3]
+    assert "test_region_reads.py" in str(got[3])  # the user's line
+    with torch.no_grad():  # no backward: eager never recomputes; both run alike
+        ins = make()
+        want = fn(*[t.clone() for t in ins])
+        torch.testing.assert_close(thunder_mlir.jit(fn)(*[t.clone() for t in ins]), want)
+
+
+@pytest.mark.parametrize("fn,make", [(_ckpt_index_other_written, _index_case),
+                                     (_ckpt_ctx_kept_not_written, _ctx_case),
+                                     (_ckpt_ctx_kept_written, _ctx_case)],
+                         ids=["index-check-other-write", "ctx-tensor-unwritten",
+                              "user-function-ctx-tensor"])
+def test_checkpoint_check_or_ctx_tensor_without_a_later_write_runs(fn, make):
+    """The refusal above needs a write into memory the check or the op reads: a checkpoint
+    whose check reads unwritten memory, or whose ctx-keeping op's operands are not written,
+    runs and matches eager. A user's ``autograd.Function`` keeping a tensor on ctx is traced
+    with its own backward, which reads the ctx tensor from the forward as eager's does."""
+    _same(fn, make)
 
 
 @pytest.mark.parametrize("fn", [lambda a, buf: a * buf.data,

@@ -802,6 +802,14 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
             "backward re-runs the function and writes it a second time, which thunder_mlir "
             "does not reproduce. Move the write out of the checkpoint, or run that module "
             "in eval mode.")
+    stale = region_reads.stale_recomputation(trace) if needs_grad else None
+    if stale is not None:
+        where, what = stale
+        raise NotImplementedError(
+            f"{where}\n  {what}. Memory the checkpointed function reads from outside it "
+            "is written after the checkpoint, and eager's backward re-runs the function on "
+            "the written memory; thunder_mlir's backward does not reproduce this. Write the "
+            "memory after the backward, or read a copy (`x.clone()`) inside the checkpoint.")
     if needs_grad and trace.unpaired_reads and eager_backward_error is None:
         _, _, where = trace.unpaired_reads[0]
         raise NotImplementedError(

@@ -26,7 +26,7 @@ tensor that requires grad), so inference traces pay nothing.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import optree
 import torch
@@ -427,13 +427,12 @@ def _leaf_write_accepted(func, args, kwargs, p: TensorProxy) -> bool:
     return True
 
 
-def _saved_tensors(outs: list[torch.Tensor], inputs: list) -> list[torch.Tensor]:
-    """The tensors saved for backward by the autograd nodes one op added (the nodes
-    between its outputs ``outs`` and its ``inputs``, meta twins: a composite op such as
-    ``tensorsolve`` adds several)."""
+def _nodes_of_op(outs: list[torch.Tensor], inputs: list) -> Iterator:
+    """The autograd nodes one op added: those between its outputs ``outs`` and its
+    ``inputs`` (meta twins: a composite op such as ``tensorsolve`` adds several)."""
     stop = {id(f) for m in inputs if isinstance(m, torch.Tensor)
             and (f := _grad_fn(m)) is not None}
-    saved, seen = [], set(stop)
+    seen = set(stop)
     todo = [_grad_fn(o) for o in outs if isinstance(o, torch.Tensor)]
     while todo:
         fn = todo.pop()
@@ -441,11 +440,34 @@ def _saved_tensors(outs: list[torch.Tensor], inputs: list) -> list[torch.Tensor]
             continue
         seen.add(id(fn))
         todo += [f for f, _ in fn.next_functions]
+        yield fn
+
+
+def _kept_on_ctx(fn) -> list[torch.Tensor]:
+    """The tensors a Python node (an ``autograd.Function``, a custom op's
+    ``register_autograd``) keeps as attributes of its ctx, outside ``save_for_backward``:
+    linear_cross_entropy's chunked path keeps the gradient it computed in the forward
+    (``ctx._gi``). Neither version-checked nor replaced by a checkpoint's recomputation
+    (``torch.utils.checkpoint`` hooks only the saved tensors)."""
+    if not isinstance(fn, torch.autograd.function.BackwardCFunction):
+        return []
+    return [v for v in vars(fn).values() if isinstance(v, torch.Tensor)]
+
+
+def _saved_tensors(outs: list[torch.Tensor], inputs: list) -> list[torch.Tensor]:
+    """The tensors the autograd nodes one op added keep for its backward
+    (:func:`_nodes_of_op`): C++ nodes' ``_saved_*`` fields, and Python nodes'
+    ``saved_tensors`` and the tensors on their ctx (:func:`_kept_on_ctx`)."""
+    saved = []
+    for fn in _nodes_of_op(outs, inputs):
         for name in dir(fn):
             if name.startswith("_saved_"):
                 v = getattr(fn, name)
                 saved += [t for t in (v if isinstance(v, (list, tuple)) else [v])
                           if isinstance(t, torch.Tensor)]
+        if isinstance(fn, torch.autograd.function.BackwardCFunction):
+            saved += [t for t in fn.saved_tensors if isinstance(t, torch.Tensor)]
+            saved += _kept_on_ctx(fn)
     return saved
 
 
@@ -490,6 +512,23 @@ def _reads_at_op(func, inputs: list[TensorProxy], replay) -> list[tuple]:
     return at_op
 
 
+def _note_kept_on_ctx(func, inputs: list[TensorProxy], replay) -> None:
+    """Inside a checkpointed function: an op whose node keeps tensors on its ctx
+    (:func:`_kept_on_ctx`) goes to ``trace.not_recomputed``. Eager's backward reads those
+    as the forward computed them while the recomputation re-reads the op's operands, a mix
+    refused when that memory is written after the checkpoint
+    (region_reads.checkpoint_reads)."""
+    from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+    metas = [m for p in inputs if (m := replay.metas.get(id(p))) is not None]
+    if any(_kept_on_ctx(fn) for fn in _nodes_of_op(replay.tensors, metas)):
+        current_trace().not_recomputed.append(
+            ([p.value for p in inputs], describe_frame(user_frame()),
+             f"inside a checkpointed function, {getattr(func, '__name__', func)} keeps "
+             "tensors it computed for its backward on its autograd ctx (outside "
+             "save_for_backward), which eager's recomputation does not replace"))
+
+
 def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
     # (an in-place op on a view gives the view its twin first, whether or not an input
     # requires grad: the replay then writes the base's twin, as eager writes the base)
@@ -505,6 +544,8 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
     replay = None if func is None or _calls_user_code(args, kwargs) else \
         _replay(func, args, kwargs, trace.inputs)
     at_op = _reads_at_op(func, inputs, replay) if grad_on and trace.unversioned_reads else []
+    if grad_on and trace.checkpoint_depth and replay is not None and replay.tensors:
+        _note_kept_on_ctx(func, inputs, replay)
     out = call()
     for p, value, read in at_op:  # (the op's own operand; the proxy reads its memory again)
         if p.value == read:

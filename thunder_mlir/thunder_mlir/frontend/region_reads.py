@@ -47,7 +47,7 @@ from thunder_mlir.frontend import differentiability
 from thunder_mlir.frontend.symbol import Symbol, emit_composite
 from thunder_mlir.frontend.tracing import current_trace
 from thunder_mlir.ir.proxy import TensorProxy
-from thunder_mlir.ir.regions import defined_inside
+from thunder_mlir.ir.regions import defined_inside, defining_op, operand_sites
 
 RECOMPUTE_READ = "ltorch.recompute_read"
 
@@ -63,13 +63,61 @@ def checkpoint_reads(scope_op) -> Iterator[None]:
     ``_checkpoint_hook``), and what it reads from outside is paired with its final value
     at the end of the trace (:func:`emit_pairs`)."""
     trace = current_trace()
-    with trace.recording_region_reads(scope_op) as reads, \
-            torch.autograd.graph.saved_tensors_hooks(_same, _same):
-        yield
+    checks = trace.region_checks[-1] if trace.region_checks else trace.checks
+    n_checks, n_kept = len(checks), len(trace.not_recomputed)
+    trace.checkpoint_depth += 1
+    try:
+        with trace.recording_region_reads(scope_op) as reads, \
+                torch.autograd.graph.saved_tensors_hooks(_same, _same):
+            yield
+    finally:
+        trace.checkpoint_depth -= 1
     trace.recompute_reads.extend(reads.values())
     for p, old, where in reads.values():  # written inside: eager's recomputation writes
         if p.value != old and defined_inside(p.value, scope_op):  # it again
             trace.checkpoint_writes.append(where)
+    # what the recomputation does not redo as eager does, with the outside reads it uses
+    inside = [([ok.value], message.split("\n")[0],
+               "inside a checkpointed function, a check of tensor values (" +
+               message.split("\n", 1)[-1].strip() + ") that eager's recomputation makes "
+               "again on the memory as written, raising in the backward where it fails")
+              for ok, _, message in checks[n_checks:]]
+    inside += trace.not_recomputed[n_kept:]
+    del trace.not_recomputed[n_kept:]
+    by_value = {old: (p, old) for p, old, _ in reads.values()}
+    for values, where, what in inside:
+        used = [by_value[v] for v in _read_from_outside(values, scope_op) if v in by_value]
+        if used:
+            trace.stale_if_written.append((where, what, used))
+
+
+def _read_from_outside(values, scope_op) -> set:
+    """The values defined outside ``scope_op`` that ``values`` (defined inside it or not)
+    are computed from: a backward slice of the use-def chains, ending at ``scope_op``."""
+    seen, out, todo = set(), set(), list(values)
+    while todo:
+        v = todo.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        if not defined_inside(v, scope_op):
+            out.add(v)
+            continue
+        todo += [w for _, _, w in operand_sites(defining_op(v))]
+    return out
+
+
+def stale_recomputation(trace) -> tuple[str, str] | None:
+    """(where, what) of the first thing inside a checkpointed function that eager's
+    recomputation does not redo as the backward here does (``trace.stale_if_written``),
+    when memory it reads from outside was written after the read: refused by jit when a
+    backward is needed. Eager re-checks values in the recomputation (``cov``'s weights
+    written negative make its backward raise) and keeps an op's ctx tensors from the
+    forward; thunder_mlir's backward recomputes from the written memory without either."""
+    for where, what, used in trace.stale_if_written:
+        if any(p.value != old for p, old in used):
+            return where, what
+    return None
 
 
 def cond_twins(outs: list[TensorProxy], operands, reads: dict) -> None:

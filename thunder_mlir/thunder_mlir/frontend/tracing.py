@@ -63,6 +63,13 @@ class Trace(Builder):
         self.recompute_reads: list[tuple] = []
         self.unpaired_reads: list[tuple] = []
         self.checkpoint_writes: list[str] = []  # where a checkpoint writes outside memory
+        # inside checkpointed functions (region_reads.checkpoint_reads): their depth, and
+        # what eager's recomputation does not redo (a value check, tensors an op keeps on
+        # its ctx) as (values it reads, where, what); resolved at each checkpoint's end
+        # into (where, what, [(proxy, value read from outside)]) in stale_if_written
+        self.checkpoint_depth = 0
+        self.not_recomputed: list[tuple] = []
+        self.stale_if_written: list[tuple] = []
         # a reentrant checkpoint's outputs require grad: its backward refuses .grad()
         # (runtime/autograd.py)
         self.reentrant_checkpoint = False
