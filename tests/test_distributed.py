@@ -176,7 +176,9 @@ def test_tp_forward_has_megatrons_two_all_reduces_per_block(results, name):
     """shard() with column/row-parallel Linears (Llama) or Conv1Ds (GPT-2, its fused
     q/k/v c_attn as Fused(3, ...)) on {"data": 2, "model": 4}: the logits equal eager's,
     and the forward's collectives are two all-reduces of the activations per block over
-    the "model" groups, plus the gather of the (replicated) logits."""
+    the "model" groups, plus the gather of the (replicated) logits, plus one all-reduce of
+    a few bytes over the "data" groups: the index checks of the token ids (split over
+    "data"), whose verdict every device returns (frontend/runtime_checks.py)."""
     r = results[name]
     assert r["max_logit_diff"] < 1e-5
     assert r["examine_matches"]
@@ -184,8 +186,11 @@ def test_tp_forward_has_megatrons_two_all_reduces_per_block(results, name):
     assert r["last_traces"][-4:] == ["prims", "plan", "stablehlo", "xla-compile"]
     colls = r["collective_list"]
     model_groups = "{{0,1,2,3},{4,5,6,7}}"
-    reduces = [c for c in colls if c[0] == "all-reduce"]
+    reduces = [c for c in colls if c[0] == "all-reduce" and c[2] == model_groups]
     assert reduces == [["all-reduce", r["activation_bytes"], model_groups]] * 4  # 2 blocks
+    checks = [c for c in colls if c[0] == "all-reduce" and c[2] != model_groups]
+    assert len(checks) == 1 and checks[0][1] <= 16, checks
+    assert checks[0][2] == "{{0,4},{1,5},{2,6},{3,7}}"  # "data": the token ids' split
     others = [c for c in colls if c[0] != "all-reduce"]
     assert [c[0] for c in others] == ["all-gather"]  # the replicated logits, over "data"
 
@@ -347,3 +352,45 @@ def test_frozen_and_unused_parameters_as_torch_optim(opt):
     for k, v in ref.state_dict().items():
         torch.testing.assert_close(sd[k], v, atol=1e-6, rtol=0)
     assert torch.equal(sd["unused.weight"], model.unused.weight)
+
+
+def test_index_out_of_range_raises_as_eager_and_leaves_the_step_unchanged():
+    """An index out of range (a token id past the vocabulary) in a distributed training
+    step or sharded forward raises eager's exception type naming the user's line (was:
+    XLA's clamped gather, a silently different loss); the failed step leaves parameters,
+    optimizer state and the step count as they were, as eager's raises before
+    ``opt.step()``, and the next steps equal torch.optim's."""
+    import copy
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 1))
+    ref = copy.deepcopy(model)
+    loss_fn = lambda m, x: m(x).square().mean()  # noqa: E731
+    kw = dict(lr=0.1, weight_decay=0.1)
+    step = dist.train_step(model, loss_fn, torch.optim.AdamW, dist.mesh({"data": 1}), **kw)
+    opt = torch.optim.AdamW(ref.parameters(), **kw)
+    good, bad = torch.tensor([[1, 2, 3], [4, 5, 9]]), torch.tensor([[1, 12, 3], [4, 5, 9]])
+    with pytest.raises(Exception) as eager:
+        loss_fn(ref, bad)
+    step(good)
+    before = step.state_dict()
+    with pytest.raises(eager.type) as got:
+        step(bad)
+    assert "test_distributed.py" in str(got.value), got.value  # the user's line
+    assert step.steps == 1
+    for k, v in step.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    for x in (good, good, good.flip(0)):  # resumes where it was: Adam's step count too
+        opt.zero_grad()
+        loss_fn(ref, x).backward()
+        opt.step()
+    step(good)
+    step(good.flip(0))
+    for k, v in ref.state_dict().items():
+        torch.testing.assert_close(step.state_dict()[k], v, atol=1e-6, rtol=0)
+
+    sharded = dist.shard(ref.eval(), dist.mesh({"data": 1}))
+    with pytest.raises(eager.type):
+        sharded(bad)
+    with torch.no_grad():
+        torch.testing.assert_close(sharded(good), ref(good))

@@ -76,7 +76,8 @@ class Program:
     """A compiled SPMD program. ``region_inputs[k]``: the program input fed to argument
     ``k`` of the executable (unused inputs are dropped by ``partition``); ``outputs[j]``:
     ``("result", k)`` (the executable's result ``k``) or ``("input", i)`` (an input
-    returned unchanged)."""
+    returned unchanged). ``checks``: (error type, message) of each index check the program
+    makes (frontend/runtime_checks.py); with any, its last output is their int32 code."""
 
     executable: object
     stages: list[Stage]
@@ -84,6 +85,7 @@ class Program:
     outputs: list[tuple[str, int]]
     hlo_text: str
     collectives: list[Collective] = field(default_factory=list)
+    checks: list[tuple[type, str]] = field(default_factory=list)
 
 
 class LossModule(torch.nn.Module):
@@ -147,7 +149,8 @@ def _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch, sharp_ed
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
     wrt = [True] * len(params) + [False] * (len(tensors) - len(params))
     trace, _, out_leaves, _ = trace_function(
-        lambda *a, **k: loss_program(*a, **k), leaves, spec, sharp_edges, grad_inputs=wrt)
+        lambda *a, **k: loss_program(*a, **k), leaves, spec, sharp_edges, grad_inputs=wrt,
+        index_checks=True)
     if len(out_leaves) != 1 or type(out_leaves[0]) is not TensorProxy or \
             out_leaves[0].tshape != () or not out_leaves[0].tdtype.is_floating_point:
         raise UnsupportedInputError(
@@ -166,14 +169,19 @@ def _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch, sharp_ed
     ctx = trace.ctx
     trace.func_op.attributes["thunder.requires_grad"] = ir.ArrayAttr.get(
         [ir.BoolAttr.get(w, ctx) for w in wrt], ctx)
-    trace.func_op.attributes[DIFF_OUTPUTS] = ir.ArrayAttr.get([ir.BoolAttr.get(True, ctx)], ctx)
+    # the loss; the checks' code (trailing, not differentiated: joint returns it last)
+    trace.func_op.attributes[DIFF_OUTPUTS] = ir.ArrayAttr.get(
+        [ir.BoolAttr.get(d, ctx) for d in [True] + [False] * bool(trace.checks)], ctx)
     return trace
 
 
-def _trace_update(rule, params, state, scalars, reached):
+def _trace_update(rule, params, state, scalars, reached, n_checks=0):
     """The update of every parameter; one no output depends on (``reached`` False: eager's
-    ``p.grad`` stays None) is left unchanged with its state, as torch.optim skips it."""
-    def update_program(params, grads, state, scalars):
+    ``p.grad`` stays None) is left unchanged with its state, as torch.optim skips it.
+    ``n_checks``: the loss program's index checks; when nonzero the update takes their
+    code (its last argument, int32 0-d) and returns the parameters and state unchanged
+    unless every check held, as eager raises before its step (the runtime then raises)."""
+    def update_program(params, grads, state, scalars, code):
         k = len(rule.state_names)
         entries = [(rule, p, g if reached[i] else None, state[i * k:(i + 1) * k], scalars)
                    for i, (p, g) in enumerate(zip(params, grads))]
@@ -182,11 +190,16 @@ def _trace_update(rule, params, state, scalars, reached):
                 entries, in_place=False)):
             new_params.append(p if new is None else new[0])
             new_state += st if new is None else new[1]
+        if code is not None:  # (a failed check keeps every buffer: the step did not run)
+            held = code == n_checks
+            new_params = [torch.where(held, n, o) for n, o in zip(new_params, params)]
+            new_state = [torch.where(held, n, o) for n, o in zip(new_state, state)]
         return new_params, new_state
 
     grads = [torch.empty_like(p) for p in params]
-    leaves, spec = optree.tree_flatten(((list(params), grads, list(state), list(scalars)), {}),
-                                       none_is_leaf=True)
+    code = torch.zeros((), dtype=torch.int32) if n_checks else None
+    leaves, spec = optree.tree_flatten(((list(params), grads, list(state), list(scalars),
+                                         code), {}), none_is_leaf=True)
     with torch.no_grad():
         trace, _, out_leaves, _ = trace_function(
             update_program, leaves, spec, "error", grad_inputs=[False] * len(leaves))
@@ -195,25 +208,29 @@ def _trace_update(rule, params, state, scalars, reached):
     return trace
 
 
-def _splice(loss_module: ir.Module, update_module: ir.Module, n_params: int) -> None:
+def _splice(loss_module: ir.Module, update_module: ir.Module, n_params: int,
+            checked: bool = False) -> None:
     """Append ``@computation`` of ``update_module`` to ``loss_module``'s (after ``joint``:
-    results loss, grads). Its parameter arguments become the loss program's first
-    ``n_params`` arguments, its gradients the joint's gradient results, and its state and
-    scalar arguments new trailing arguments. Results: loss, new parameters, new state."""
+    results loss, grads, and with ``checked`` the checks' code). Its parameter arguments
+    become the loss program's first ``n_params`` arguments, its gradients the joint's
+    gradient results, its code argument (``checked``: the last) the joint's code, and its
+    state and scalar arguments new trailing arguments. Results: loss, new parameters, new
+    state, and the code when ``checked``."""
     with loss_module.context, ir.Location.unknown():
         comp, upd = _func(loss_module, "computation"), _func(update_module, "computation")
         block, ublock = comp.regions[0].blocks[0], upd.regions[0].blocks[0]
         ret = list(block.operations)[-1].operation
         uret = list(ublock.operations)[-1].operation
         loss, grads = ret.operands[0], list(ret.operands)[1:]
+        code = grads.pop() if checked else None
         if len(grads) != n_params:
             raise RuntimeError(f"joint returned {len(grads)} gradients for {n_params} params")
-        extra = list(ublock.arguments)[2 * n_params:]
+        extra = list(ublock.arguments)[2 * n_params:len(ublock.arguments) - checked]
         new_args = [block.add_argument(a.type, ir.Location.unknown()) for a in extra]
-        mapping = list(block.arguments)[:n_params] + grads + new_args
+        mapping = list(block.arguments)[:n_params] + grads + new_args + [code] * checked
         for a, v in zip(ublock.arguments, mapping):
             a.replace_all_uses_with(v)
-        results = [loss] + list(uret.operands)
+        results = [loss] + list(uret.operands) + [code] * checked
         for op in [o.operation for o in ublock.operations][:-1]:
             op.move_before(ret)
         with ir.InsertionPoint(ret):
@@ -323,22 +340,24 @@ def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
         k = len(rule.state_names)
         state = [torch.empty_like(p) for p in params for _ in range(k)]
         scalars = [torch.zeros((), dtype=torch.float32) for _ in rule.scalar_names]
-        update = _trace_update(rule, params, state, scalars, reached)
-        _splice(module, update.module, len(params))
+        checks = [(error, message) for _, error, message in trace.checks]
+        update = _trace_update(rule, params, state, scalars, reached, len(checks))
+        _splice(module, update.module, len(params), bool(checks))
         n_p, n_b, n_x = len(params), len(buffers), len(batch)
         repl = lambda x: tuple(() for _ in x.shape)  # noqa: E731
         state_specs = [s for s in param_specs for _ in range(k)]
         in_specs = (list(param_specs) + [repl(b) for b in buffers] + list(batch_specs)
                     + state_specs + [()] * len(scalars))
-        out_specs = [()] + list(param_specs) + state_specs
+        out_specs = [()] + list(param_specs) + state_specs + [()] * bool(checks)
         donated = list(range(n_p)) + list(range(n_p + n_b + n_x, n_p + n_b + n_x + len(state)))
         with module.context:
             _annotate(_func(module, "computation"), mesh, in_specs, out_specs)
         stages.append(Stage("step", _asm(module), time.perf_counter() - t))
-        return _finish(module, stages, run_pass, mesh, in_specs, out_specs, donated)
+        return _finish(module, stages, run_pass, mesh, in_specs, out_specs, donated, checks)
 
 
-def _finish(module, stages, run_pass, mesh, in_specs, out_specs, donated) -> Program:
+def _finish(module, stages, run_pass, mesh, in_specs, out_specs, donated,
+            checks=()) -> Program:
     """decompose, partition, shardings on the region, lower, compile (under the lock)."""
     from thunder_mlir.runtime.plan import region_module_text
 
@@ -361,7 +380,7 @@ def _finish(module, stages, run_pass, mesh, in_specs, out_specs, donated) -> Pro
     hlo_text = exe.hlo_modules()[0].to_string()
     colls = collectives_of(hlo_text)
     stages.append(Stage("xla-compile", _collectives_text(colls), time.perf_counter() - t))
-    return Program(exe, stages, inputs, outputs, hlo_text, colls)
+    return Program(exe, stages, inputs, outputs, hlo_text, colls, list(checks))
 
 
 def _pipeline(stages):
@@ -405,7 +424,8 @@ def build_forward(model: torch.nn.Module, options: dict, mesh: DeviceMesh, pname
         t = time.perf_counter()
         with tracing_on(mesh):
             trace, out_spec, out_leaves, _ = trace_function(
-                forward, leaves, spec, sharp_edges, grad_inputs=[False] * len(leaves))
+                forward, leaves, spec, sharp_edges, grad_inputs=[False] * len(leaves),
+                index_checks=True)
         if not all(type(x) is TensorProxy for x in out_leaves):
             raise UnsupportedInputError(
                 "shard(model): the forward must return tensors (in tuples, lists, dicts or "
@@ -421,10 +441,11 @@ def build_forward(model: torch.nn.Module, options: dict, mesh: DeviceMesh, pname
         _split_fused(run_pass, model_shapes)
         in_specs = (list(param_specs) + [tuple(() for _ in b.shape) for b in buffers]
                     + list(input_specs))
-        out_specs = [tuple(() for _ in x.tshape) for x in out_leaves]
+        checks = [(error, message) for _, error, message in trace.checks]
+        out_specs = [tuple(() for _ in x.tshape) for x in out_leaves] + [()] * bool(checks)
         with module.context:
             _annotate(trace.func_op, mesh, in_specs, out_specs)
-        prog = _finish(module, stages, run_pass, mesh, in_specs, out_specs, ())
+        prog = _finish(module, stages, run_pass, mesh, in_specs, out_specs, (), checks)
     return prog, out_spec, [(tuple(x.tshape), x.tdtype) for x in out_leaves]
 
 

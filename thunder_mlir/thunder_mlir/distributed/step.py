@@ -59,6 +59,16 @@ def _run(prog: program.Program, inputs: list, out_shardings: list):
     return outs
 
 
+def _raise_failed(prog: program.Program, code) -> None:
+    """Raise eager's error for the first of ``prog``'s index checks that failed, given the
+    program's code output (a replicated jax Array, runtime_checks.py); nothing when all
+    held. The code is read on the host, on every device kind (an SPMD program's outputs
+    come back as jax Arrays, not through torch's asynchronous device assert)."""
+    from thunder_mlir.frontend.runtime_checks import raise_failed
+
+    raise_failed(prog.checks, placement.local_value(code).cpu())
+
+
 class TrainStep:
     """One training step of ``model`` as one SPMD program (``train_step``'s docstring).
 
@@ -112,8 +122,14 @@ class TrainStep:
                    for v in self.rule.scalars(self.hyper, float(self.steps))]
         inputs = self._params + self._buffers + xs + self._state + scalars
         outs = _run(prog, inputs, self._out_shardings)
-        n = len(self._params)
-        self._params, self._state = outs[1:1 + n], outs[1 + n:]
+        n, k = len(self._params), len(self._state)
+        self._params, self._state = outs[1:1 + n], outs[1 + n:1 + n + k]
+        if prog.checks:  # a failed check: parameters and state came back unchanged
+            try:
+                _raise_failed(prog, outs[-1])
+            except Exception:
+                self.steps -= 1  # (as eager: the optimizer did not step)
+                raise
         return placement.local_value(outs[0])
 
     def _prepare(self, batch):
@@ -170,7 +186,8 @@ class TrainStep:
         self._out_shardings = (
             [(self.mesh.named_sharding(()), loss_shape)]
             + [(self.mesh.named_sharding(s), a.shape) for s, a in zip(pspecs, self._params)]
-            + [(self.mesh.named_sharding(s), a.shape) for s, a in zip(sspecs, self._state)])
+            + [(self.mesh.named_sharding(s), a.shape) for s, a in zip(sspecs, self._state)]
+            + [(self.mesh.named_sharding(()), ())] * bool(prog.checks))
         return prog
 
     def _model_shapes(self):
@@ -273,8 +290,11 @@ class ShardedModule:
         ``"data"``), ``options`` hashable Python values (``use_cache=False``), part of the
         compiled program's key."""
         (prog, out_spec, out_meta), xs = self._prepare(inputs, options)
+        shapes = [s for s, _ in out_meta] + [()] * bool(prog.checks)  # (the checks' code)
         outs = _run(prog, self._params + self._buffers + xs,
-                    [(self.mesh.named_sharding(tuple(() for _ in s)), s) for s, _ in out_meta])
+                    [(self.mesh.named_sharding(tuple(() for _ in s)), s) for s in shapes])
+        if prog.checks:
+            _raise_failed(prog, outs.pop())
         tensors = [placement.local_value(o) for o in outs]
         return torch_pytree.tree_unflatten(tensors, out_spec)
 

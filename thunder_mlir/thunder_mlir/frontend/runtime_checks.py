@@ -25,12 +25,16 @@ into one int32 code the region returns beside its values (``region_scope``,
 first failure over its iterations. Outside the region the code becomes one check per
 check inside (``add_region_code``), with their messages. A ``checkpoint`` region needs
 nothing: a check's value computed inside it is one of its results like any other value
-used after it. Indices of a while loop's ``cond_fn`` are not checked (its region returns
-the predicate only), nor indices a decomposition computes itself (docs/sharp_edges.md).
+used after it. (Eager's recomputation checks again in the backward, on the memory as
+written after the checkpoint: a check reading memory written later is refused,
+``region_reads.stale_recomputation``.) Indices of a while loop's ``cond_fn`` are not
+checked (its region returns the predicate only), nor indices a decomposition computes
+itself (docs/sharp_edges.md).
 
-Programs of ``thunder_mlir.jit``, ``thunder_mlir.grad``/``value_and_grad`` and
-``jit(step)`` carry checks (``Trace.runtime_checks``); ``thunder_mlir.distributed``
-programs do not yet (docs/sharp_edges.md).
+Programs of ``thunder_mlir.jit``, ``thunder_mlir.grad``/``value_and_grad``, ``jit(step)``
+and ``thunder_mlir.distributed`` carry checks (``Trace.runtime_checks``). A distributed
+step's update keeps parameters and optimizer state unchanged when a check failed
+(``distributed/program.py``), since its buffers are donated and cannot be restored.
 """
 
 from __future__ import annotations
