@@ -664,7 +664,7 @@ class TrainStep:
                 p for group in opt.param_groups for p in group["params"])
             for group in opt.param_groups:
                 rule = self._rule(opt, group)
-                rows = []
+                rows, by_step = [], {}  # (the group's scalars depend on the step alone)
                 for p in group["params"]:
                     state = opt.state.get(p)
                     has = bool(state) and all(state.get(k) is not None
@@ -678,7 +678,10 @@ class TrainStep:
                         step = state["step"].item() + 1 if has else 1.0
                     else:
                         step = 2.0 if has else 1.0
-                    rows.append(rule.scalars(group, step))
+                    row = by_step.get(step)
+                    if row is None:
+                        row = by_step[step] = rule.scalars(group, step)
+                    rows.append(row)
                     if has:
                         st.append([state[k] for k in rule.state_names])
                     else:  # made now, kept if the parameter steps (torch's _init_group)
@@ -727,11 +730,11 @@ def _after_step(self, opt, done, new) -> None:
     """Keep the state made for parameters that stepped for the first time (``new``:
     position -> tensors, which the program wrote; torch.optim's ``_init_group`` creates
     it at that step) and advance the step counters (``state_steps``' ``+= 1``)."""
-    flat = [(p, group) for group in opt.param_groups for p in group["params"]]
+    flat = [(p, group, rule) for group in opt.param_groups
+            for rule in (self._rule(opt, group),) for p in group["params"]]
     counters = []
     for j in done:
-        p, group = flat[j]
-        rule = self._rule(opt, group)
+        p, group, rule = flat[j]
         if j in new and (rule.state_names or rule.counts_steps):
             state = opt.state[p]  # (SGD without momentum keeps no entry)
             if rule.counts_steps:
