@@ -253,24 +253,39 @@ def _whole_step(system: str, factory, loss_fn, batch):
 def _saved_bytes(system, factory, loss_fn, batch):
     """Bytes saved for backward in one forward, parameters excluded: autograd's saved
     tensors (saved_tensors_hooks, examples/_train_common.py ``SavedBytes``) for eager,
-    torch.compile and jit(model) (whose forward hands its residuals to autograd); for
-    jit(step) the residual_bytes of its program's grad pass where the cache entry records
-    it (parameters included), else "n/a" (the residuals never leave the one program)."""
+    torch.compile and jit(model) (whose forward hands its residuals to autograd); "n/a"
+    for jit(step), whose residuals never leave the one program (they are among its XLA
+    temporaries, printed on a line of their own: :func:`_program_bytes`)."""
     from _train_common import SavedBytes
 
-    step, model, jobj = _whole_step(system, factory, loss_fn, batch)
     if system.startswith("jit(step)"):
-        step()
-        try:
-            return int(jobj.last.residual_bytes) or "n/a"
-        except (AttributeError, TypeError):
-            return "n/a"
+        return "n/a"
+    step, model, jobj = _whole_step(system, factory, loss_fn, batch)
     fwd = {"eager": model}.get(system) or (torch.compile(model) if system.startswith(
         "compile") else jobj)
     with SavedBytes(model.parameters()) as sb:
         loss = loss_fn(fwd, *batch)
     loss.backward()
     return sb.activations
+
+
+def _program_bytes(factory, loss_fn, batch) -> tuple[int, int]:
+    """(temporaries, results) in bytes of jit(step)'s XLA executables, from XLA's buffer
+    assignment (``get_compiled_memory_stats``): the temporaries hold the residuals the
+    backward reads and every intermediate; the results are the new parameters and
+    optimizer state, copied back into torch's memory after the run (PJRT's CPU client
+    does not donate memory imported by DLPack, docs/optim.md)."""
+    from thunder_mlir.runtime.plan import XlaStep
+
+    step, _, jobj = _whole_step("jit(step): one program", factory, loss_fn, batch)
+    step()
+    temp = out = 0
+    for s in jobj._train._fn.last.plan.steps:
+        if type(s) is XlaStep:
+            stats = s.executable.get_compiled_memory_stats()
+            temp += stats.temp_size_in_bytes
+            out += stats.output_size_in_bytes
+    return temp, out
 
 
 def _peak_child(name: str, system: str, big: bool) -> int:
@@ -336,6 +351,10 @@ def whole_rows(iters: int, repeats: int, threads: int, big: bool, only: str | No
                   f"{low * 1e3:8.3f}  /eager {med / eager:5.2f}x  /compile {med / comp:5.2f}x"
                   f"  max|p-eager| {diff:.1e}  saved {kib(saved)} KiB  peak {kib(peak)} KiB",
                   flush=True)
+        temp, out = _program_bytes(factory, loss_fn, batch)
+        print(f"  jit(step)'s XLA program: temporaries (residuals included) {temp / 1024:.0f} "
+              f"KiB, results {out / 1024:.0f} KiB (new parameters and optimizer state)",
+              flush=True)
 
 
 def train_rows(iters: int) -> None:
