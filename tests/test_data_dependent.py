@@ -429,16 +429,6 @@ def _longformer():
     return transformers.LongformerModel(cfg).eval(), cfg
 
 
-def _skip_on_writes_through_views(e: Exception):
-    """Longformer writes into views of intermediates (``attn_scores += diagonal_mask``):
-    issue 25 item 1 (functionalization), built separately; until it lands, the test
-    stops there with the reason printed."""
-    if isinstance(e, thunder_mlir.UnsupportedError) and "shares memory with a view" in str(e):
-        pytest.skip("Longformer needs in-place writes through views (issue 25 item 1): " +
-                    str(e).splitlines()[0])
-    raise e
-
-
 def test_longformer_forward_matches_eager():
     model, cfg = _longformer()
     jm = thunder_mlir.jit(model)
@@ -448,10 +438,7 @@ def test_longformer_forward_matches_eager():
         global_mask = torch.zeros(2, 8, dtype=torch.long)
         with torch.no_grad():
             want = model(ids, global_attention_mask=global_mask).last_hidden_state
-            try:  # (the jitted call itself: a separate probe compiled the model twice)
-                got = jm(ids, global_attention_mask=global_mask).last_hidden_state
-            except Exception as e:  # noqa: BLE001 - skipped (with the reason) or re-raised
-                _skip_on_writes_through_views(e)
+            got = jm(ids, global_attention_mask=global_mask).last_hidden_state
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     sites = thunder_mlir.cache_info(jm)["value_guards"]
     assert thunder_mlir.cache_misses(jm) == 1, thunder_mlir.cache_info(jm)
@@ -481,10 +468,7 @@ def test_longformer_training_step_matches_eager():
             o.zero_grad()
             # (not pow(2).mean() of LayerNorm outputs: a loss of about 1 whatever the
             # weights, whose gradients are cancellation, 1.5e-4 off float64 in eager too)
-            try:  # (the jitted call itself: a separate probe compiled the model twice)
-                loss = (m(ids).last_hidden_state * proj).sum()
-            except Exception as e:  # noqa: BLE001 - skipped (with the reason) or re-raised
-                _skip_on_writes_through_views(e)
+            loss = (m(ids).last_hidden_state * proj).sum()
             loss.backward()
             o.step()
         for (n, p), q in zip(model.named_parameters(), ref.parameters()):

@@ -425,12 +425,6 @@ class Dirty(torch.autograd.Function):
 def test_unsupported_custom_function_feature_is_an_unsupported_error():
     """What custom-Function support leaves unsupported (``ctx.mark_dirty``, an in-place
     forward) is refused as an UnsupportedError (a NotImplementedError) naming the line."""
-    try:
-        import thunder_mlir.frontend.custom_function  # noqa: F401
-    except ImportError:
-        pytest.skip("custom autograd.Function support (thunder_mlir/custom_function.py) is "
-                    "not on this branch: before it, a custom Function's forward is traced "
-                    "and its backward is not used")
     e = _raised(thunder_mlir.jit(lambda x: Dirty.apply(x.clone())),
                 torch.randn(2, requires_grad=True))
     assert isinstance(e, NotImplementedError) and isinstance(e, ThunderError)

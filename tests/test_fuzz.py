@@ -408,15 +408,16 @@ def test_regression(stmts, outs):
     check_program(stmts, outs)
 
 
-@pytest.mark.parametrize("stmts,outs", OPEN, ids=range(len(OPEN)))
-def test_open_difference_still_differs(stmts, outs):
-    """An open difference: skipped with the program printed while it still differs, and a
-    failure once it matches eager (then it belongs in REGRESSIONS)."""
-    try:
-        check_program(stmts, outs)
-    except Exception as e:  # noqa: BLE001 - reported below
-        pytest.skip(f"open difference (issue 25): {stmts!r}: {str(e).splitlines()[0][:200]}")
-    pytest.fail("this program now matches eager: move it from OPEN to REGRESSIONS")
+if OPEN:  # (none open now: no test, rather than pytest's skip of an empty parameter set)
+    @pytest.mark.parametrize("stmts,outs", OPEN, ids=range(len(OPEN)))
+    def test_open_difference_still_differs(stmts, outs):
+        """An open difference: skipped with the program printed while it still differs,
+        and a failure once it matches eager (then it belongs in REGRESSIONS)."""
+        try:
+            check_program(stmts, outs)
+        except Exception as e:  # noqa: BLE001 - reported below
+            pytest.skip(f"open difference: {stmts!r}: {str(e).splitlines()[0][:200]}")
+        pytest.fail("this program now matches eager: move it from OPEN to REGRESSIONS")
 
 
 STEPS = [Step(), Step(before=fp.change_globals)]
