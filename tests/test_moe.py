@@ -407,12 +407,6 @@ def _assert_grads_match(mine, eager, model, ids):
             assert err <= ref_err * 1.01, (k, err, ref_err)
 
 
-def _data_dependent(e: Exception) -> bool:
-    s = str(e)
-    return any(w in s for w in ("data-dependent", "depends on the values", "nonzero",
-                                "torch.where", "output shape"))
-
-
 # The ``eager`` experts forward of Qwen2-MoE and Qwen3-MoE is Mixtral's, copied by
 # transformers' modular converter; GPT-OSS's writes its accumulator the same way (its
 # defect, layer 0's experts without a gradient, is tested in small by test_idioms_mutation's
@@ -430,20 +424,14 @@ _EAGER_NOT_IN_CI = {} if os.environ.get("THUNDER_MOE_ALL") == "1" else {
 @pytest.mark.parametrize("name", MODELS)
 def test_moe_model_logits_and_gradients_match_eager(name, experts):
     """Logits and every parameter gradient of the training loss equal eager's; the
-    ``grouped_mm`` experts run with 0 fallback ops. The ``eager`` experts path
-    (``torch.where(expert_mask[e])``, a data-dependent size) xfails, naming the error, until
-    data-dependent sizes land; a wrong value fails either way."""
+    ``grouped_mm`` experts run with 0 fallback ops, the ``eager`` experts path
+    (``torch.where(expert_mask[e])``) through its data-dependent sizes."""
     if experts == "eager" and name in _EAGER_NOT_IN_CI:
         pytest.skip(f"{name}: {_EAGER_NOT_IN_CI[name]}; THUNDER_MOE_ALL=1 runs it")
     model = make_moe_model(name, experts)
     ids = torch.randint(0, VOCAB, (2, 8), generator=torch.Generator().manual_seed(1))
     jm = thunder_mlir.jit(model)
-    try:
-        out = jm(ids, labels=ids, use_cache=False)
-    except Exception as e:  # noqa: BLE001
-        if experts == "eager" and _data_dependent(e):
-            pytest.xfail(f"eager experts path needs data-dependent sizes: {str(e)[:300]}")
-        raise
+    out = jm(ids, labels=ids, use_cache=False)
     ref = model(ids, labels=ids, use_cache=False)
     torch.testing.assert_close(out.logits, ref.logits)
     torch.testing.assert_close(out.loss, ref.loss)
