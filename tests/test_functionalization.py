@@ -303,3 +303,89 @@ def test_inplace_variants_of_functional_symbols_run_on_xla():
         y[1:].masked_scatter_(y[1:] > 1, torch.arange(12.0).reshape(4, 3))
         return y
     assert_close_to_eager(fn, X(5, 3))
+
+
+# ------------------------------------------------ inputs that share memory (write_back.py)
+def _write_both(a, b):
+    a.add_(1)
+    b.mul_(10)
+    return a.sum() + b.sum()
+
+
+def _aliased_inputs():
+    """(argument pair, do they overlap) over one buffer of 12 elements: a tensor with its
+    row, two overlapping slices, the same object twice, a `.detach()` alias, and pairs that
+    do not overlap (two halves, a column of one matrix and a clone)."""
+    def base():
+        return torch.arange(12.0).reshape(4, 3)
+    x = torch.randn(4, 3)
+    return [
+        ("tensor and its row", lambda: (lambda t: (t, t[1]))(base()), True),
+        ("overlapping slices", lambda: (lambda t: (t[1:], t[:2]))(base()), True),
+        ("same object twice", lambda: (x, x), True),
+        ("a detach() alias", lambda: (lambda t: (t, t.detach()))(torch.randn(4, 3)), True),
+        ("two halves", lambda: (lambda t: (t[:2], t[2:]))(base()), False),
+        ("a clone", lambda: (lambda t: (t, t.clone()))(base()), False),
+    ]
+
+
+@pytest.mark.parametrize("name,make,overlap", _aliased_inputs(),
+                         ids=[c[0] for c in _aliased_inputs()])
+def test_written_inputs_that_share_memory_are_refused(name, make, overlap):
+    """Two inputs over the same memory, both written in place: eager's second write reads
+    the first through the shared memory, and the function's result reads both. The jit
+    traced them as memory of their own and returned another result, silently (e.g. 21.0
+    for eager's 48.0 with a tensor and its row). Now an UnsupportedError naming both inputs
+    before anything runs or is written; inputs that do not overlap run as eager's."""
+    if not overlap:
+        a, b = make()
+        ea, eb = make()
+        want = _write_both(ea, eb)
+        got = thunder_mlir.jit(_write_both)(a, b)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close((a, b), (ea, eb))
+        return
+    a, b = make()
+    before = (a.clone(), b.clone())
+    with pytest.raises(thunder_mlir.UnsupportedError, match="share memory") as e:
+        thunder_mlir.jit(_write_both)(a, b)
+    assert "args[0]" in str(e.value) and "args[1]" in str(e.value)
+    torch.testing.assert_close((a, b), before)  # nothing written
+
+
+def test_inputs_that_share_memory_and_are_only_read_run():
+    """Shared memory that nothing writes is eager's meaning as it is: no refusal."""
+    t = torch.arange(12.0).reshape(4, 3)
+    fn = lambda a, b: a * 2 + b.sum()  # noqa: E731
+    torch.testing.assert_close(thunder_mlir.jit(fn)(t, t[1]), fn(t, t[1]))
+
+
+def test_overlap_search_matches_brute_force():
+    """The generator: 400 random sets of strided views of one buffer (random offsets,
+    shapes and strides, some written): ``overlapping_written_input`` finds an overlap
+    exactly when the brute-force comparison of every pair's byte spans with a written
+    side does."""
+    import random
+
+    from thunder_mlir.runtime.write_back import _span, overlapping_written_input
+
+    rng = random.Random(0)
+    buf = torch.zeros(4096)
+    for _ in range(400):
+        views = []
+        for _ in range(rng.randint(2, 7)):
+            shape = [rng.randint(0, 6) for _ in range(rng.randint(1, 3))]
+            stride = [rng.randint(1, 9) for _ in shape]
+            views.append(buf.as_strided(shape, stride, rng.randint(0, 3000)))
+        written = rng.sample(range(len(views)), rng.randint(1, len(views)))
+        spans = [_span(v) if v.numel() else None for v in views]
+        expected = any(spans[i] and spans[j] and spans[i][0] < spans[j][1] and
+                       spans[j][0] < spans[i][1]
+                       for i in range(len(views)) for j in range(i + 1, len(views))
+                       if i in written or j in written)
+        got = overlapping_written_input(views, written)
+        assert (got is not None) == expected, (spans, written, got)
+        if got is not None:
+            i, j = got
+            assert spans[i][0] < spans[j][1] and spans[j][0] < spans[i][1]
+            assert i in written or j in written

@@ -34,6 +34,7 @@ from thunder_mlir.errors import DataDependentControlFlowError, DynamicShapeFallb
     TraceError, UnsupportedError, UnsupportedInputError
 from thunder_mlir.ir import symbolic
 from thunder_mlir.ir.proxy import TensorProxy
+from thunder_mlir.runtime.write_back import check_separate, write_back
 from thunder_mlir.frontend.sharp_edges import SharpEdgeMonitor, freeze_containers
 from thunder_mlir.frontend.value_guards import ValueGuardFailed, ValueNeeded
 from thunder_mlir.frontend.tracing import Trace, _local as _tracing_state
@@ -319,6 +320,10 @@ class ThunderFunction:
         else:
             cache.hits += 1
         self.last = entry
+        if entry.mutated_inputs:  # (written inputs must not share memory: write_back.py)
+            check_separate(tensors, entry.mutated_inputs, lambda: [
+                p for p, x in zip(_paths(args, kwargs), leaves)
+                if isinstance(x, torch.Tensor)])
         try:
             if entry.backward_plan is not None:
                 from thunder_mlir.runtime.autograd import run_with_autograd
@@ -342,9 +347,9 @@ class ThunderFunction:
             k = len(entry.mutated_inputs)
             if torch.is_grad_enabled():
                 with torch.no_grad():
-                    _write_back(tensors, entry.mutated_inputs, outs[-k:])
+                    write_back(tensors, entry.mutated_inputs, outs[-k:])
             else:  # (generate's decode loop: the context manager is ~1.5 us per call)
-                _write_back(tensors, entry.mutated_inputs, outs[-k:])
+                write_back(tensors, entry.mutated_inputs, outs[-k:])
             outs = outs[:-k]
             if entry.unversioned_inputs and entry.backward_plan is not None:
                 from thunder_mlir.runtime.autograd import note_input_versions
@@ -458,18 +463,6 @@ class ThunderFunction:
                                   for k, ((i, d), why) in
                                   enumerate(zip(entry.sym_sources, entry.sym_reasons))}
         return entry
-
-
-def _write_back(tensors: list, positions, values: list) -> None:
-    """Copy each new value into the caller's input tensor it updates (``positions``: their
-    indices in ``tensors``; the roots functionalization wrote, distinct memory), in order,
-    as eager's in-place ops left them (each tensor's version counter advances once). Many
-    go through one ``torch._foreach_copy_`` (a training step writes back every parameter
-    and optimizer state tensor: one dispatch instead of one per tensor)."""
-    if len(values) == 1:
-        tensors[positions[0]].copy_(values[0])
-    else:
-        torch._foreach_copy_([tensors[i] for i in positions], values)
 
 
 def _dynamic_entry(entry, leaves):
