@@ -183,6 +183,19 @@ def check_gpt2_ddp_sgd():
     step.load_state_dict(sd2)
     out["loaded_applied"] = torch.equal(step.state_dict()["transformer.ln_f.bias"],
                                         sd2["transformer.ln_f.bias"])
+    # a token id past the vocabulary in the last row only (its shard is the last device's):
+    # every device returns the check's verdict, the step raises and leaves the state
+    ids, labels = batch()
+    ids[-1, 3] = VOCAB + 5
+    before, steps = step.state_dict(), step.steps
+    try:
+        step(ids, labels)
+        out["bad_token_error"] = None
+    except Exception as e:  # noqa: BLE001 - its type is the result
+        out["bad_token_error"] = type(e).__name__
+    after = step.state_dict()
+    out["bad_token_state_unchanged"] = all(torch.equal(before[k], after[k]) for k in before)
+    out["bad_token_steps_unchanged"] = step.steps == steps
     return out
 
 

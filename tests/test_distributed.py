@@ -354,6 +354,15 @@ def test_frozen_and_unused_parameters_as_torch_optim(opt):
     assert torch.equal(sd["unused.weight"], model.unused.weight)
 
 
+def test_index_check_on_one_shard_stops_the_whole_sharded_step(results):
+    """8 devices, batch split over "data": a token id past the vocabulary in the last row
+    only (one device's shard) makes the step raise eager's IndexError, and no device's
+    parameters or optimizer state change (the checks' verdict is global)."""
+    r = results["gpt2_ddp_sgd"]
+    assert r["bad_token_error"] == "IndexError", r["bad_token_error"]
+    assert r["bad_token_state_unchanged"] and r["bad_token_steps_unchanged"]
+
+
 def test_index_out_of_range_raises_as_eager_and_leaves_the_step_unchanged():
     """An index out of range (a token id past the vocabulary) in a distributed training
     step or sharded forward raises eager's exception type naming the user's line (was:
