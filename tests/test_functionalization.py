@@ -389,3 +389,18 @@ def test_overlap_search_matches_brute_force():
             i, j = got
             assert spans[i][0] < spans[j][1] and spans[j][0] < spans[i][1]
             assert i in written or j in written
+
+
+def test_sharing_is_checked_again_when_the_inputs_change():
+    """The check remembers the inputs of the last call that passed (identities and data
+    pointers): the same entry called next with overlapping inputs, or with an input whose
+    memory was swapped for the other's (``.data =``), is refused again."""
+    jf = thunder_mlir.jit(_write_both)
+    x, y = torch.randn(4, 3), torch.randn(4, 3)
+    jf(x, y)
+    jf(x, y)  # (the remembered inputs)
+    with pytest.raises(thunder_mlir.UnsupportedError, match="share memory"):
+        jf(x, x[1:])
+    y.data = x.data  # the same objects, the memory of one now the other's
+    with pytest.raises(thunder_mlir.UnsupportedError, match="share memory"):
+        jf(x, y)

@@ -61,6 +61,9 @@ class CacheEntry:
     diff_outputs: list[bool] = field(default_factory=list)
     wrt: list[int] = field(default_factory=list)  # tensor-input indices that get gradients
     residual_bytes: int = 0
+    # the inputs (identities, data pointers) of the last call whose written inputs were
+    # found apart from the other inputs (runtime/write_back.py ``check_separate``)
+    separate_inputs: tuple | None = None
     backward_error: str | None = None  # eager's error for a derivative it does not implement
     reentrant_checkpoint: bool = False  # the backward refuses .grad() as torch's does
     # output positions the plan returns as an input tensor itself, where eager's result is

@@ -321,7 +321,7 @@ class ThunderFunction:
             cache.hits += 1
         self.last = entry
         if entry.mutated_inputs:  # (written inputs must not share memory: write_back.py)
-            check_separate(tensors, entry.mutated_inputs, lambda: [
+            check_separate(entry, tensors, lambda: [
                 p for p, x in zip(_paths(args, kwargs), leaves)
                 if isinstance(x, torch.Tensor)])
         try:
