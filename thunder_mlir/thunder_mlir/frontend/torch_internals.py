@@ -126,13 +126,3 @@ def delayed_error(message: str, n: int):
 def storage_use_count(t: torch.Tensor) -> int:
     """How many tensors share ``t``'s storage, ``t`` included."""
     return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
-
-
-def storage_sole_owner(t: torch.Tensor) -> bool:
-    """Whether ``t`` alone holds its storage and torch allocated that memory: no view,
-    base or ``.detach()`` of it exists, and it does not wrap memory another library owns
-    (``torch.from_numpy``, DLPack, ``frombuffer``: storages that are not resizable, each
-    its own storage object however their memory overlaps). The use count counts the
-    storage object this asks through too."""
-    storage = t.untyped_storage()
-    return storage.resizable() and torch._C._storage_Use_Count(storage._cdata) <= 2

@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from thunder_mlir.errors import UnsupportedError
-from thunder_mlir.frontend.torch_internals import storage_sole_owner
+from thunder_mlir.frontend.torch_internals import storage_use_count
 
 
 def write_back(tensors: list, positions, values: list) -> None:
@@ -61,11 +61,10 @@ def overlapping_written_input(tensors: list, written) -> tuple[int, int] | None:
 
 
 def _shared(t: torch.Tensor) -> bool:
-    """Whether ``t``'s memory may be another input's too: another tensor holds its storage
-    (a view, its base, a ``.detach()``), or the memory is owned outside torch (numpy,
-    DLPack: two such tensors over one buffer have storages of their own)."""
+    """Whether another tensor holds ``t``'s storage (a view, its base, a ``.detach()``):
+    its use count beyond ``t`` itself and the storage object this asks through."""
     try:
-        return not storage_sole_owner(t)
+        return storage_use_count(t) > 2
     except (AttributeError, RuntimeError):  # (no count: check the spans)
         return True
 
@@ -80,9 +79,9 @@ def check_separate(entry, tensors: list, paths) -> None:
     argument path, for the message.
 
     Per call, first: whether a written tensor object is passed twice (``f(x, x)``: one
-    storage, one count), and per written input, up to the first that fails, whether it
-    alone holds torch-allocated memory (``_shared``): all do, and the inputs are apart
-    (~2.5 us for a decode step's 37 inputs, 6 written). Otherwise the
+    storage, one count), and one storage use count per written input, up to the first
+    whose storage another tensor holds (a view, its base, a ``.detach()``): none, and the
+    inputs are apart (~2.5 us for a decode step's 37 inputs, 6 written). Otherwise the
     inputs' identities and data pointers are compared with those of the last call that
     passed (``entry.separate_inputs``; a parameter that requires grad is held by its
     DLPack export's ``.detach()``, so a training step lands here: ~12 us for 130 tensors),
