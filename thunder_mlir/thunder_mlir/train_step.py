@@ -690,8 +690,10 @@ class TrainStep:
                         st.append(new[len(st)])
                 groups.append((rule.name, rule.options,
                                tuple(pindex[id(p)] for p in group["params"])))
-                tbls.append(torch.tensor(rows, dtype=dtype, device=device)
-                            .reshape(len(rows), len(rule.scalar_names)))
+                tbl = torch.tensor(rows, dtype=dtype, device=device)
+                if tbl.dim() != 2:  # (an empty group; otherwise no view: check_separate
+                    tbl = tbl.reshape(len(rows), len(rule.scalar_names))  # skips it)
+                tbls.append(tbl)
             opt_layouts.append(tuple(groups))
             states.append(st)
             tables.append(tbls)

@@ -78,27 +78,40 @@ def check_separate(entry, tensors: list, paths) -> None:
     (``overlapping_written_input``); ``paths``: a callable giving each tensor input's
     argument path, for the message.
 
-    Per call, first: whether a written tensor object is passed twice (``f(x, x)``: one
-    storage, one count), and one storage use count per written input, up to the first
-    whose storage another tensor holds (a view, its base, a ``.detach()``): none, and the
-    inputs are apart (~2.5 us for a decode step's 37 inputs, 6 written). Otherwise the
-    inputs' identities and data pointers are compared with those of the last call that
-    passed (``entry.separate_inputs``; a parameter that requires grad is held by its
-    DLPack export's ``.detach()``, so a training step lands here: ~12 us for 130 tensors),
-    and only a new set of inputs has its spans compared. Spans follow from the data
-    pointers, the shapes (part of the cache key) and the strides: an input restrided in
-    place at the same address between two calls (``as_strided_``) is not checked again."""
+    Two tensors share memory only through one storage (memory torch owns; see
+    docs/sharp_edges.md for buffers owned outside torch). Per call, in order:
+
+    1. whether a written tensor object is passed twice (``f(x, x)``), then one storage
+       use count per written input up to the first whose storage another tensor holds (a
+       view, its base, a ``.detach()``): none, and the inputs are apart (~2.5 us for a
+       decode step's 37 inputs, 6 written);
+    2. otherwise the inputs' identities and data pointers are compared with those of the
+       last call that passed (``entry.separate_inputs``). A training step lands here (a
+       parameter that requires grad is held by its DLPack export's ``.detach()``); its
+       parameters, gradients and state are the same objects at each call, its batch and
+       scalar tables new ones. Unchanged: nothing to check. Changed inputs whose storage
+       no other tensor holds cannot overlap anything (a new batch tensor): the spans of
+       the unchanged ones were compared when they passed. Only a changed input whose
+       storage is shared, or a first call, has every input's span compared (O(n log n)).
+
+    Spans follow from the data pointers, the shapes (part of the cache key) and the
+    strides: an input restrided in place at the same address between two calls
+    (``as_strided_``) is not checked again."""
     written = entry.mutated_inputs
     ids = tuple(map(id, tensors))
     twice = len(set(ids)) != len(ids) and any(ids.count(ids[i]) > 1 for i in written)
     if not twice and not any(_shared(tensors[i]) for i in written):
         return
     sig = (ids, tuple(map(_data_ptr, tensors)))
-    if sig == entry.separate_inputs:
+    last = entry.separate_inputs
+    if sig == last:
         return
-    pair = overlapping_written_input(tensors, written)
-    if pair is not None:
-        _refuse(tensors, written, paths, pair)
+    if twice or last is None or len(last[0]) != len(ids) or any(
+            _shared(tensors[k]) for k, (a, b, c, d) in enumerate(zip(ids, sig[1], *last))
+            if a != c or b != d):
+        pair = overlapping_written_input(tensors, written)
+        if pair is not None:
+            _refuse(tensors, written, paths, pair)
     entry.separate_inputs = sig
 
 
