@@ -360,3 +360,46 @@ def test_repeated_calls_keep_output_dtypes_and_shapes():
         a, b = torch.randn(3, 4), torch.randn(3, 4)
         for got, want in zip(jfn(a, b), f(a, b)):
             torch.testing.assert_close(got, want)
+
+
+# ------------------------------------------------ the host allocator (host_allocator.py)
+def test_host_allocator_policy_applies_once_and_respects_the_users_choice():
+    """``start_backends`` keeps freed memory for the next run (glibc ``mallopt``) unless
+    the user chose a policy: the opt-out variable, glibc tunables, ``MALLOC_*_`` variables
+    or a preloaded allocator. Checked in fresh processes (the setting is process-wide)."""
+    import subprocess
+    import sys
+
+    from thunder_mlir.runtime.host_allocator import user_chose_a_policy
+
+    assert not user_chose_a_policy({})
+    assert user_chose_a_policy({"THUNDER_MLIR_HOST_ALLOCATOR": "default"})
+    assert user_chose_a_policy({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1"})
+    assert not user_chose_a_policy({"GLIBC_TUNABLES": "glibc.pthread.rseq=0"})
+    assert user_chose_a_policy({"MALLOC_ARENA_MAX_": "2"})
+    assert user_chose_a_policy({"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"})
+    probe = ("from thunder_mlir.runtime import host_allocator, xla\n"
+             "assert host_allocator.applied() is None\n"
+             "xla.start_backends()\n"
+             "print(host_allocator.applied())\n")
+
+    def run(**env):
+        import os
+
+        e = {k: v for k, v in os.environ.items()
+             if k not in ("THUNDER_MLIR_HOST_ALLOCATOR", "GLIBC_TUNABLES", "LD_PRELOAD")}
+        e.update(env)
+        out = subprocess.run([sys.executable, "-c", probe], env=e, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip().splitlines()[-1]
+
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).gnu_get_libc_version  # noqa: B018
+        glibc = sys.platform.startswith("linux")
+    except (OSError, AttributeError):
+        glibc = False
+    assert run() == str(glibc)
+    assert run(THUNDER_MLIR_HOST_ALLOCATOR="default") == "False"

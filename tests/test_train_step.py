@@ -191,6 +191,65 @@ def test_buffers_frozen_and_dropout():
     torch.testing.assert_close(lin.weight.grad, h.sum(0, keepdim=True))
 
 
+def test_module_changes_between_steps_are_seen():
+    """The parameters and buffers of the module arguments are re-read when the module
+    changes between compiled steps (``TrainStep`` remembers its last walk of the module
+    tree): a buffer replaced by another tensor, a parameter replaced by a new Parameter
+    (given to the optimizer with ``add_param_group``), a submodule added, and a buffer
+    written in place. Each step against eager, 1e-6."""
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(4, 5)
+            self.register_buffer("scale", torch.tensor(2.0))
+            self.extra = None
+
+        def forward(self, x):
+            h = self.a(x) * self.scale
+            return h if self.extra is None else self.extra(h)
+
+    def step(model, opt, x):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    torch.manual_seed(0)
+    m = Net()
+    m2 = copy.deepcopy(m)
+    o, o2 = (torch.optim.SGD(x.parameters(), lr=0.1, momentum=0.9) for x in (m, m2))
+    jstep = thunder_mlir.jit(step)
+
+    def run():
+        x = torch.randn(3, 4)
+        torch.testing.assert_close(jstep(m2, o2, x), step(m, o, x).detach())
+        _check(m, m2, o, o2, 1e-6)
+        torch.testing.assert_close(m2.state_dict(), m.state_dict(), atol=1e-6, rtol=1e-6)
+
+    run()
+    run()
+    for x in (m, m2):  # a buffer replaced by another tensor
+        x.scale = torch.tensor(-3.0)
+    run()
+    for x in (m, m2):  # written in place
+        x.scale.fill_(0.5)
+    run()
+    torch.manual_seed(1)
+    w = torch.randn(5, 4)
+    for x, opt in ((m, o), (m2, o2)):  # a new Parameter object under an existing name
+        x.a.weight = torch.nn.Parameter(w.clone())
+        opt.add_param_group(dict(params=[x.a.weight], lr=0.05))
+    run()
+    torch.manual_seed(2)
+    lin = torch.nn.Linear(5, 2)
+    for x, opt in ((m, o), (m2, o2)):  # a submodule added
+        x.extra = copy.deepcopy(lin)
+        opt.add_param_group(dict(params=list(x.extra.parameters()), lr=0.02))
+    run()
+    run()
+
+
 def _tiny_decoder(family: str):
     transformers = pytest.importorskip("transformers")
     transformers.logging.set_verbosity_error()

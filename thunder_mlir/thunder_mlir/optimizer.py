@@ -187,8 +187,24 @@ class OptimizerStep:
                     f"{[k for k in rule.state_names if k not in state]} (options changed "
                     "after the first step)")
             steps.append(state["step"])
-        torch._foreach_add_(steps, 1)
+        advance_step_counters(steps)
         return [s.item() for s in steps]  # adam.py: step = _get_value(step_t)
+
+
+_ONE = torch.tensor(1.0)
+
+
+def advance_step_counters(steps: list) -> None:
+    """``state["step"] += 1`` for each 0-d counter of ``steps``, as torch/optim/adam.py's
+    ``_multi_tensor_adam`` does it: on the CPU with one 0-d tensor 1.0 and ``alpha``, which
+    ``_foreach_add_`` runs as one fast loop (a Python scalar 1 is wrapped into a tensor per
+    counter: 50 us against 13 us for 40 counters); elsewhere with the scalar."""
+    if not steps:
+        return
+    if all(s.is_cpu for s in steps):
+        torch._foreach_add_(steps, _ONE, alpha=1.0)
+    else:
+        torch._foreach_add_(steps, 1)
 
 
 def check_parameters(params) -> tuple[torch.dtype | None, torch.device | None]:

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import operator
 import threading
 
 import torch
@@ -71,7 +72,7 @@ from thunder_mlir.frontend import differentiability
 from thunder_mlir.function import ThunderFunction
 from thunder_mlir.ir import optimizers
 from thunder_mlir.ir.proxy import TensorProxy
-from thunder_mlir.optimizer import check_parameters
+from thunder_mlir.optimizer import advance_step_counters, check_parameters
 
 _ACTIVE = threading.local()  # the objects of the call being traced (``_program``)
 
@@ -578,6 +579,8 @@ class TrainStep:
         self._fn.watch = self._watched
         self._objects: list = []
         self._rules: dict = {}
+        self._module_states: dict = {}  # id(module) -> module._ModuleState (last call's)
+        self._walk = None  # (per module (structure token, tensors), _module_tensors' result)
 
     def _watched(self):
         out = []
@@ -598,6 +601,51 @@ class TrainStep:
 
     def __call__(self, *args, **kwargs):
         return self.call(args, kwargs)
+
+    def _module_tensors(self, modules):
+        """The parameters and buffers of the module arguments: (parameters, {id: index},
+        buffers, {id: index}, per module ({qualified name: parameter index}, {qualified
+        name: buffer index})), each tensor once (tied ones), in
+        ``named_parameters(remove_duplicate=False)`` order.
+
+        The walk is remembered: each module's structure and tensors are read through a
+        ``module._ModuleState`` (one generated expression checks every submodule's
+        ``_parameters``/``_buffers``/``_modules`` dicts and hooks), and while those are the
+        same objects as at the last call, the last walk is reused (BERT tiny, 53 modules:
+        the walk took ~160 us of a ~4.5 ms step). A parameter or buffer added, removed or
+        replaced is a new walk. The lists returned are the caller's to extend."""
+        from thunder_mlir.module import _ModuleState
+
+        states, snapshot = {}, []
+        for m in modules:
+            st = self._module_states.get(id(m))
+            if st is None or st.module is not m:
+                st = _ModuleState(m)  # (moves unaligned CPU tensors: align_for_xla)
+            states[id(m)] = st
+            snapshot.append((st.token, st.current()[1]))
+        self._module_states = states
+        last = self._walk
+        if last is not None and len(last[0]) == len(snapshot) and all(
+                a[0] == b[0] and len(a[1]) == len(b[1]) and all(map(operator.is_, a[1], b[1]))
+                for a, b in zip(last[0], snapshot)):
+            params, pindex, buffers, bindex, names = last[1]
+            return list(params), dict(pindex), buffers, bindex, names
+        params, pindex, buffers, bindex, names = [], {}, [], {}, []
+        for m in modules:
+            pn, bn = {}, {}
+            for n, p in m.named_parameters(remove_duplicate=False):
+                if id(p) not in pindex:
+                    pindex[id(p)] = len(params)
+                    params.append(p)
+                pn[n] = pindex[id(p)]
+            for n, b in m.named_buffers(remove_duplicate=False):
+                if id(b) not in bindex:
+                    bindex[id(b)] = len(buffers)
+                    buffers.append(b)
+                bn[n] = bindex[id(b)]
+            names.append((pn, bn))
+        self._walk = (snapshot, (params, pindex, buffers, bindex, names))
+        return list(params), dict(pindex), buffers, bindex, names
 
     def call(self, args, kwargs, hooks_on_host: bool = False):
         """``self(*args, **kwargs)``; ``hooks_on_host``: the caller runs the optimizers'
@@ -625,20 +673,7 @@ class TrainStep:
                     "a batch tensor of a compiled training step requires grad; eager's "
                     "loss.backward() would write its .grad, which the step does not. Pass it "
                     "detached, or as a parameter of the model")
-        params, pindex, buffers, bindex, names = [], {}, [], {}, []
-        for m in modules:
-            pn, bn = {}, {}
-            for n, p in m.named_parameters(remove_duplicate=False):
-                if id(p) not in pindex:
-                    pindex[id(p)] = len(params)
-                    params.append(p)
-                pn[n] = pindex[id(p)]
-            for n, b in m.named_buffers(remove_duplicate=False):
-                if id(b) not in bindex:
-                    bindex[id(b)] = len(buffers)
-                    buffers.append(b)
-                bn[n] = bindex[id(b)]
-            names.append((pn, bn))
+        params, pindex, buffers, bindex, names = self._module_tensors(modules)
         for opt in opts:
             if optimizers.custom_step(type(opt)) is None:
                 optimizers.rule_class(type(opt))
@@ -747,8 +782,7 @@ def _after_step(self, opt, done, new) -> None:
                 state[k] = t
         if rule.counts_steps:
             counters.append(opt.state[p]["step"])
-    if counters:
-        torch._foreach_add_(counters, 1)
+    advance_step_counters(counters)
     opt._opt_called = True  # what lr_scheduler's wrapper of opt.step records
 
 

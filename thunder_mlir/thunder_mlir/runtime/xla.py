@@ -15,7 +15,7 @@ import threading
 import torch
 
 from thunder_mlir.errors import CompileError, DeviceMismatchError
-from thunder_mlir.runtime import compile_cache, jax_internals
+from thunder_mlir.runtime import compile_cache, host_allocator, jax_internals
 
 _LOCK = threading.Lock()
 _EXECUTABLES: dict[tuple[str, str], object] = {}
@@ -103,11 +103,15 @@ def start_backends() -> None:
     right after ``execute``, so asynchronous dispatch only adds a hand-off to a worker
     thread and back (~15 us of a ~75 us decode step of examples/generate.py's tiny GPT-2,
     benchmarks/decode.py). A user's ``JAX_CPU_ENABLE_ASYNC_DISPATCH`` is kept, and so is
-    the option of backends that already exist."""
+    the option of backends that already exist.
+
+    The host allocator keeps freed memory for the next run (``host_allocator``: XLA's CPU
+    results are new buffers at every run) unless the user chose a policy."""
     global _backends_started, _cpu_pool_threads
     if _backends_started:
         return
     _backends_started = True
+    host_allocator.retain_freed_memory()
     from jax.extend import backend
 
     if jax_internals.backends_are_initialized():
