@@ -153,6 +153,14 @@ def test_gradient_accumulation():
     assert thunder_mlir.cache_misses(jstep) == 1
 
 
+def _square_loss_step(model, opt, x):
+    loss = model(x).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
 def test_buffers_frozen_and_dropout():
     """BatchNorm's running statistics (buffers written in the forward), a frozen parameter
     (no .grad, no state), SGD with momentum, 3 steps; and dropout: the inlined backward
@@ -164,12 +172,7 @@ def test_buffers_frozen_and_dropout():
     m2 = copy.deepcopy(m)
     o, o2 = (torch.optim.SGD(x.parameters(), lr=0.1, momentum=0.9) for x in (m, m2))
 
-    def step(model, opt, x):
-        loss = model(x).pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
+    step = _square_loss_step
 
     jstep = thunder_mlir.jit(step)
     for _ in range(3):
@@ -208,12 +211,7 @@ def test_module_changes_between_steps_are_seen():
             h = self.a(x) * self.scale
             return h if self.extra is None else self.extra(h)
 
-    def step(model, opt, x):
-        loss = model(x).pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
+    step = _square_loss_step
 
     torch.manual_seed(0)
     m = Net()
