@@ -365,7 +365,7 @@ def test_repeated_calls_keep_output_dtypes_and_shapes():
 # ------------------------------------------------ the host allocator (host_allocator.py)
 def test_host_allocator_policy_applies_once_and_respects_the_users_choice():
     """``start_backends`` keeps freed memory for the next run (glibc ``mallopt``) unless
-    the user chose a policy: the opt-out variable, glibc tunables, ``MALLOC_*_`` variables
+    the user chose a policy: the opt-out variable, glibc tunables, ``MALLOC_*`` variables
     or a preloaded allocator. Checked in fresh processes (the setting is process-wide)."""
     import subprocess
     import sys
@@ -376,7 +376,8 @@ def test_host_allocator_policy_applies_once_and_respects_the_users_choice():
     assert user_chose_a_policy({"THUNDER_MLIR_HOST_ALLOCATOR": "default"})
     assert user_chose_a_policy({"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1"})
     assert not user_chose_a_policy({"GLIBC_TUNABLES": "glibc.pthread.rseq=0"})
-    assert user_chose_a_policy({"MALLOC_ARENA_MAX_": "2"})
+    assert user_chose_a_policy({"MALLOC_ARENA_MAX": "2"})
+    assert user_chose_a_policy({"MALLOC_TRIM_THRESHOLD_": "0"})
     assert user_chose_a_policy({"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"})
     probe = ("from thunder_mlir.runtime import host_allocator, xla\n"
              "assert host_allocator.applied() is None\n"

@@ -18,7 +18,7 @@ bytes of freed memory kept by the process (``malloc_trim(0)`` returns them).
 
 The setting is process-wide, so it is applied once, by ``runtime.xla.start_backends``, and
 not where the user chose an allocator policy: ``THUNDER_MLIR_HOST_ALLOCATOR=default``,
-glibc's ``malloc`` tunables in ``GLIBC_TUNABLES`` or ``MALLOC_*_`` variables, or a
+glibc's ``malloc`` tunables in ``GLIBC_TUNABLES`` or ``MALLOC_*`` variables, or a
 preloaded allocator (``LD_PRELOAD``) leave the process as it is.
 """
 
@@ -47,7 +47,7 @@ def user_chose_a_policy(environ=os.environ) -> bool:
         return True
     if "glibc.malloc" in environ.get("GLIBC_TUNABLES", ""):
         return True
-    if any(k.startswith("MALLOC_") and k.endswith("_") for k in environ):
+    if any(k.startswith("MALLOC_") for k in environ):  # MALLOC_TRIM_THRESHOLD_, MALLOC_ARENA_MAX
         return True
     return bool(environ.get("LD_PRELOAD", "").strip())
 
