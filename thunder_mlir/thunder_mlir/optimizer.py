@@ -191,7 +191,7 @@ class OptimizerStep:
         return [s.item() for s in steps]  # adam.py: step = _get_value(step_t)
 
 
-_ONE = torch.tensor(1.0)
+_ONE = torch.tensor(1.0, dtype=torch.float32, device="cpu")  # (not the default device)
 
 
 def advance_step_counters(steps: list) -> None:
