@@ -580,7 +580,7 @@ class TrainStep:
         self._objects: list = []
         self._rules: dict = {}
         self._module_states: dict = {}  # id(module) -> module._ModuleState (last call's)
-        self._walk = None  # (per module (structure token, tensors), _module_tensors' result)
+        self._walk = None  # (structure tokens, tensors, _module_tensors' result)
 
     def _watched(self):
         out = []
@@ -616,19 +616,19 @@ class TrainStep:
         replaced is a new walk. The lists returned are the caller's to extend."""
         from thunder_mlir.module import _ModuleState
 
-        states, snapshot = {}, []
+        states, tokens, values = {}, [], []
         for m in modules:
             st = self._module_states.get(id(m))
             if st is None or st.module is not m:
                 st = _ModuleState(m)  # (moves unaligned CPU tensors: align_for_xla)
             states[id(m)] = st
-            snapshot.append((st.token, st.current()[1]))
+            values += st.current()[1]  # (first: a changed structure renews the token)
+            tokens.append(st.token)
         self._module_states = states
         last = self._walk
-        if last is not None and len(last[0]) == len(snapshot) and all(
-                a[0] == b[0] and len(a[1]) == len(b[1]) and all(map(operator.is_, a[1], b[1]))
-                for a, b in zip(last[0], snapshot)):
-            params, pindex, buffers, bindex, names = last[1]
+        if last is not None and last[0] == tokens and len(last[1]) == len(values) and \
+                all(map(operator.is_, last[1], values)):
+            params, pindex, buffers, bindex, names = last[2]
             return list(params), dict(pindex), buffers, bindex, names
         params, pindex, buffers, bindex, names = [], {}, [], {}, []
         for m in modules:
@@ -644,7 +644,7 @@ class TrainStep:
                     buffers.append(b)
                 bn[n] = bindex[id(b)]
             names.append((pn, bn))
-        self._walk = (snapshot, (params, pindex, buffers, bindex, names))
+        self._walk = (tokens, values, (params, pindex, buffers, bindex, names))
         return list(params), dict(pindex), buffers, bindex, names
 
     def call(self, args, kwargs, hooks_on_host: bool = False):

@@ -175,6 +175,11 @@ def _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch, sharp_ed
     return trace
 
 
+def _check_messages(trace) -> list[tuple[type, str]]:
+    """(error type, message) of each index check ``trace`` makes (``Program.checks``)."""
+    return [(error, message) for _, error, message in trace.checks]
+
+
 def _trace_update(rule, params, state, scalars, reached, n_checks=0):
     """The update of every parameter; one no output depends on (``reached`` False: eager's
     ``p.grad`` stays None) is left unchanged with its state, as torch.optim skips it.
@@ -340,7 +345,7 @@ def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
         k = len(rule.state_names)
         state = [torch.empty_like(p) for p in params for _ in range(k)]
         scalars = [torch.zeros((), dtype=torch.float32) for _ in rule.scalar_names]
-        checks = [(error, message) for _, error, message in trace.checks]
+        checks = _check_messages(trace)
         update = _trace_update(rule, params, state, scalars, reached, len(checks))
         _splice(module, update.module, len(params), bool(checks))
         n_p, n_b, n_x = len(params), len(buffers), len(batch)
@@ -441,7 +446,7 @@ def build_forward(model: torch.nn.Module, options: dict, mesh: DeviceMesh, pname
         _split_fused(run_pass, model_shapes)
         in_specs = (list(param_specs) + [tuple(() for _ in b.shape) for b in buffers]
                     + list(input_specs))
-        checks = [(error, message) for _, error, message in trace.checks]
+        checks = _check_messages(trace)
         out_specs = [tuple(() for _ in x.tshape) for x in out_leaves] + [()] * bool(checks)
         with module.context:
             _annotate(trace.func_op, mesh, in_specs, out_specs)
