@@ -69,6 +69,9 @@ class CacheEntry:
     # output positions the plan returns as an input tensor itself, where eager's result is
     # a new tensor (``x.clone()`` folds to ``x``): copied before any input is written back
     fresh_outputs: tuple = ()
+    # written inputs kept in XLA's memory and donated to the program instead of copied
+    # back (runtime/resident.py ``ResidentWrites``); None: ``write_back`` copies
+    resident: Any = None
     # inputs eager's backward reads as they are then (`.data`, checkpoint): a write into one
     # between the call and the backward is refused (frontend/region_reads.py)
     unversioned_inputs: tuple = ()

@@ -205,6 +205,9 @@ class ThunderFunction:
         # optimizer or nn.Module argument runs, made at the first such call (``_train``)
         self.training_step: Callable | None = None
         self._train = None
+        # keep the tensors the program writes in XLA's memory, donated to each run
+        # (runtime/resident.py); set by a TrainStep for its program
+        self.donate_writes = False
         functools.update_wrapper(self, fn)
 
     def signature_target(self) -> Callable | None:
@@ -329,6 +332,8 @@ class ThunderFunction:
                 from thunder_mlir.runtime.autograd import run_with_autograd
 
                 outs = run_with_autograd(entry, tensors)
+            elif entry.resident is not None:  # (it writes the written inputs itself)
+                outs = entry.resident.run(tensors)
             else:
                 outs = entry.plan.run(tensors)
                 if entry.fresh_outputs:  # (before the write-backs below reach them)
@@ -345,7 +350,9 @@ class ThunderFunction:
             outs = outs[:-1]
         if entry.mutated_inputs:
             k = len(entry.mutated_inputs)
-            if torch.is_grad_enabled():
+            if entry.resident is not None:  # (written by its run)
+                pass
+            elif torch.is_grad_enabled():
                 with torch.no_grad():
                     write_back(tensors, entry.mutated_inputs, outs[-k:])
             else:  # (generate's decode loop: the context manager is ~1.5 us per call)
@@ -379,14 +386,15 @@ class ThunderFunction:
             try:
                 return compile_function(*compile_args, known_values=known_values,
                                         unbacked=True, recompile_limit=limit,
-                                        guess_sizes=guess_sizes)
+                                        guess_sizes=guess_sizes,
+                                        donate_writes=self.donate_writes)
             except Exception as e:  # noqa: BLE001 - only a DynamicShapeFallback retries
                 why = _dynamic_fallback(e)
                 if why is None:
                     raise
                 self.unbacked_off = why
         entry = compile_function(*compile_args, known_values=known_values,
-                                 recompile_limit=limit)
+                                 recompile_limit=limit, donate_writes=self.donate_writes)
         if entry.value_sites:
             entry.unbacked_fallback = self.unbacked_off or (
                 "a gradient is needed (requires_grad inputs under grad mode): gradients "
@@ -434,7 +442,8 @@ class ThunderFunction:
             try:
                 entry = compile_function(*compile_args,
                                          dynamic_dims=policy.reasons(tensors, dims),
-                                         known_values=known_values)
+                                         known_values=known_values,
+                                         donate_writes=self.donate_writes)
             except Exception as e:  # noqa: BLE001 - any failure: compile for static shapes
                 # (a DynamicShapeFallback names what needs a concrete size; another error
                 # is the static compile's to report, if it fails there too)
@@ -526,7 +535,7 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                    grad_inputs: list[bool] | None = None, watch=(), dynamic_dims=None,
                    known_values=None, unbacked: bool = False, recompile_limit: int = 8,
                    guessed: set | None = None, no_guess=frozenset(),
-                   index_checks: bool = False):
+                   index_checks: bool = False, guard_writes: bool = False):
     """Trace ``fn`` on proxies for the tensor leaves (requiring grad as the tensors do, or
     as ``grad_inputs`` says per tensor).
 
@@ -542,7 +551,9 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     ``recompile_limit``: the function's, for their warning past it. ``guessed``: a set
     where unbacked sizes are traced with guessed hints instead of values (the query
     numbers guessed are added to it; frontend/unbacked_sizes.py ``guess``), except the
-    queries in ``no_guess``, whose values are computed.
+    queries in ``no_guess``, whose values are computed. ``guard_writes``: with index
+    checks, the written inputs' new values keep the old ones unless every check held
+    (``runtime_checks.unless_failed``; ``trace.writes_guarded`` says whether it could).
     """
     compat.install()
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
@@ -635,9 +646,19 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
         results += [p.value for p in objects.tensors]
         trace.objects = (writes, out_objects, objects.tensors) \
             if writes or out_objects else None
-        results += [p.value for _, p in sorted(trace.mutated_inputs.items())]
-        if trace.checks:  # after the write-backs: the checks' code (runtime_checks.py)
-            results.append(runtime_checks.code(trace).value)
+        written = sorted(trace.mutated_inputs.items())
+        news = [p for _, p in written]
+        code_ = runtime_checks.code(trace) if trace.checks else None
+        trace.writes_guarded = False
+        if guard_writes and code_ is not None and news:  # (donated: cannot be undone)
+            olds = [TensorProxy(trace.entry.arguments[i], p.tshape, p.tdtype, p.tdevice)
+                    for i, p in written]
+            guarded = runtime_checks.unless_failed(trace, code_, news, olds)
+            if guarded is not None:
+                news, trace.writes_guarded = guarded, True
+        results += [p.value for p in news]
+        if code_ is not None:  # after the write-backs: the checks' code (runtime_checks.py)
+            results.append(code_.value)
         functionalization.emit_unversioned_reads(trace)  # (read by the grad pass)
         region_reads.emit_pairs(trace, region_reads.RECOMPUTE_READ, trace.recompute_reads)
         trace.finish(results)
@@ -665,7 +686,8 @@ def _forwarded_inputs(plan, n: int, output_views: list) -> tuple[int, ...]:
 def compile_function(fn: Callable, args, kwargs, leaves, spec,
                      sharp_edges: str = "warn", executors=(), joint: str | None = None,
                      watch=(), dynamic_dims=None, known_values=(), unbacked: bool = False,
-                     recompile_limit: int = 8, guess_sizes: bool = True) -> CacheEntry:
+                     recompile_limit: int = 8, guess_sizes: bool = True,
+                     donate_writes: bool = False) -> CacheEntry:
     """Trace, transform, lower and compile ``fn`` for these inputs (under COMPILE_LOCK).
     ``executors``: user executors (thunder_mlir.extend), in priority order. ``joint``:
     "grad" or "value_and_grad" compiles the gradient program of ``thunder_mlir.grad``
@@ -677,7 +699,8 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
     ``unbacked``: trace data-dependent output sizes as unbacked size symbols (raises
     DynamicShapeFallback where the program cannot keep them symbolic), with guessed hints
     where ``guess_sizes`` (frontend/unbacked_sizes.py ``guess``), else with the values
-    the program prefixes compute."""
+    the program prefixes compute. ``donate_writes``: the inputs the program writes are
+    kept resident in XLA's memory and donated to it where it can (runtime/resident.py)."""
     from thunder_mlir.executors.extend import compiling
     from thunder_mlir.ir import implementations
 
@@ -686,7 +709,8 @@ def compile_function(fn: Callable, args, kwargs, leaves, spec,
     # that every stage's symbols resolve while the function lives (ir/implementations.py)
     with compiling(executors) as ext, implementations.holding() as held:
         entry = _compile(fn, leaves, spec, sharp_edges, ext, joint, watch, dynamic_dims,
-                         known_values, unbacked, recompile_limit, guess_sizes)
+                         known_values, unbacked, recompile_limit, guess_sizes,
+                         donate_writes)
     entry.implementations = held
     return entry
 
@@ -710,7 +734,7 @@ def program_name(fn) -> str:
 def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
              joint: str | None = None, watch=(), dynamic_dims=None,
              known_values=(), unbacked: bool = False, recompile_limit: int = 8,
-             guess_sizes: bool = True) -> CacheEntry:
+             guess_sizes: bool = True, donate_writes: bool = False) -> CacheEntry:
     from thunder_mlir.executors import execution_transform  # noqa: F401 (registers it)
     from thunder_mlir.transforms.grad import DIFF_OUTPUTS, backward_error, output_reach, \
         reached_inputs
@@ -735,7 +759,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                 fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None,
                 watch=watch, dynamic_dims=dynamic_dims, known_values=known,
                 unbacked=unbacked, recompile_limit=recompile_limit, guessed=guessed,
-                no_guess=no_guess, index_checks=True)
+                no_guess=no_guess, index_checks=True, guard_writes=donate_writes)
             # (unbacked sizes: a guard relating two of them)
             trace.shape_env.check_unbacked_guards(trace.unbacked_groups)
             pinned = {k for sym, k in trace.guessed_symbols.items()
@@ -852,6 +876,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         stages.append(Stage(stage_name, _asm(module), time.perf_counter() - t,
                             pipeline_string([pass_])))
     t = time.perf_counter()
+    aliased = {}  # written inputs aliased with their new values (runtime/resident.py)
     if needs_grad and not joint:
         from thunder_mlir.transforms.grad import residual_bytes
 
@@ -866,6 +891,13 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         bwd.name_program(program_name(fn) + ", its backward")
         texts.update(btexts)
     else:
+        if donate_writes and trace.mutated_inputs and \
+                (not trace.checks or getattr(trace, "writes_guarded", False)) \
+                and not trace.value_sites and trace.device.type == "cpu" and not joint:
+            from thunder_mlir.runtime.resident import mark_aliased_writes
+
+            aliased = mark_aliased_writes(module, sorted(trace.mutated_inputs),
+                                          trailing=1 if trace.checks else 0)
         plan, texts = build_plan(module, trace.device)
         plan.name_program(program_name(fn))
     compiled = f"// {len(texts)} region(s) compiled"
@@ -887,6 +919,14 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     entry.fresh_outputs = _forwarded_inputs(plan, len(positions) + len(state_outs),
                                             output_views)
     entry.output_views = [r for r in output_views if r[0] not in entry.fresh_outputs]
+    if not needs_grad and aliased and plan._single and not entry.fresh_outputs:
+        from thunder_mlir.runtime.resident import ResidentWrites
+
+        entry.resident = ResidentWrites(plan, entry.mutated_inputs, aliased,
+                                        trailing=1 if trace.checks else 0)
+        compiled = stages[-1].text + "; written inputs aliased with their new values " \
+            f"(resident, donated): {sorted(aliased)}"
+        stages[-1] = Stage("xla-compile", compiled, stages[-1].seconds)
     entry.checks = [(error, message) for _, error, message in trace.checks]
     if trace.value_sites:  # value guards (frontend/value_guards.py)
         entry.value_path = trace.known_values[:len(trace.value_sites)]  # (guesses too)

@@ -576,6 +576,7 @@ class TrainStep:
     def __init__(self, fn, **jit_options):
         self.fn = fn
         self._fn = ThunderFunction(_program, **jit_options)
+        self._fn.donate_writes = True  # parameters and state: resident, donated
         self._fn.watch = self._watched
         self._objects: list = []
         self._rules: dict = {}

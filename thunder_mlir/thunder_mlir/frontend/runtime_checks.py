@@ -153,6 +153,21 @@ def code(trace) -> TensorProxy:
     return region_code(trace.checks)
 
 
+def unless_failed(trace, code_: TensorProxy, news: list[TensorProxy],
+                  olds: list[TensorProxy]) -> list[TensorProxy] | None:
+    """Each new value of ``news`` where every check of ``trace`` held (``code_``, the
+    checks' code, equals their number), else its input's value before the program
+    (``olds``, of the same shapes and dtypes): written inputs keep their values when a
+    check fails, as eager raises before writing them. For writes the runtime cannot undo
+    after the run (donated buffers: runtime/resident.py; a distributed step's update
+    guards its own). None (nothing emitted) where a shape is symbolic."""
+    if any(type(s) is not int for n in news for s in n.tshape):
+        return None
+    held = prims.elementwise("eq", code_, prims.full((), len(trace.checks), torch.int32))
+    return [prims.where(prims.broadcast_in_dim(held, n.tshape, ()) if n.tshape else held,
+                        n, o) for n, o in zip(news, olds)]
+
+
 def region_code(checks: list, previous: TensorProxy | None = None, first: int = 0,
                 n: int | None = None) -> TensorProxy:
     """The int32 0-d code of ``checks`` ((ok, error, message) tuples, at the current

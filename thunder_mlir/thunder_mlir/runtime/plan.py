@@ -21,7 +21,7 @@ from thunder_mlir.frontend.torch_fallback import implementation_of
 from thunder_mlir.ir.dialect import SEED_ATTR
 from thunder_mlir.runtime import dlpack, jax_internals, xla
 from thunder_mlir.runtime.refine import ShapeSpecializedExecutable, has_symbolic_sizes
-from thunder_mlir.runtime.xla import compile_stablehlo, jax_device
+from thunder_mlir.runtime.xla import ALIAS_ATTR, DONOR_ATTR, compile_stablehlo, jax_device
 
 
 @dataclass
@@ -368,10 +368,6 @@ def draw_seed(device: torch.device) -> torch.Tensor:
     return torch.empty((), dtype=torch.int64, device=device).random_()
 
 
-# StableHLO argument attributes read by jaxlib/XLA: the argument's buffer may hold any
-# result of its byte size (HloBufferDonorConfig) / holds result k (HloInputOutputAliasConfig)
-DONOR_ATTR = "jax.buffer_donor"
-ALIAS_ATTR = "tf.aliasing_output"
 
 
 def donated_arguments(func) -> tuple[int, ...]:

@@ -17,6 +17,11 @@ import torch
 from thunder_mlir.errors import CompileError, DeviceMismatchError
 from thunder_mlir.runtime import compile_cache, host_allocator, jax_internals
 
+# StableHLO argument attributes read by jaxlib/XLA: the argument's buffer may hold any
+# result of its byte size (HloBufferDonorConfig) / holds result k (HloInputOutputAliasConfig)
+DONOR_ATTR = "jax.buffer_donor"
+ALIAS_ATTR = "tf.aliasing_output"
+
 _LOCK = threading.Lock()
 _EXECUTABLES: dict[tuple[str, str], object] = {}
 # keys of _EXECUTABLES deserialized from the persistent cache (compile_stablehlo_for)
@@ -190,13 +195,24 @@ def gpu_device(devices, index: int, device: torch.device):
         f"(CUDA_VISIBLE_DEVICES)")
 
 
-def _compile_options(xc):
-    """XLA's options for every region. ``xla_allow_excess_precision`` off: by default XLA
+def _compile_options(xc, text: str = ""):
+    """XLA's options for region ``text``. ``xla_allow_excess_precision`` off: by default XLA
     may drop a rounding to a 16-bit float that the program spells out (a bfloat16 dot whose
     result is converted back to float32 in the same region, as the backward of an autocast
-    region's matmul is), computing more precisely than eager PyTorch does."""
+    region's matmul is), computing more precisely than eager PyTorch does.
+
+    A region with arguments aliased to results or donated (runtime/resident.py,
+    runtime/autograd.py) also gets ``xla_cpu_copy_insertion_use_region_analysis``: without
+    it XLA's CPU copy insertion copies an aliased parameter that a backward dot reads
+    besides its update (a training step's weights: the copies are a second set of most
+    parameters; measured on the MLP of benchmarks/optimizer_step.py and a 2-layer jax.grad
+    step with ``donate_argnums``, jaxlib 0.10.2: 1 copy of the 512x512 weight without,
+    none with)."""
     opts = xc.CompileOptions()
-    opts.env_option_overrides = [("xla_allow_excess_precision", False)]
+    overrides = [("xla_allow_excess_precision", False)]
+    if ALIAS_ATTR in text or DONOR_ATTR in text:
+        overrides.append(("xla_cpu_copy_insertion_use_region_analysis", True))
+    opts.env_option_overrides = overrides  # (the property returns a copy: assign whole)
     return opts
 
 
@@ -209,7 +225,7 @@ def compile_stablehlo(text: str, device: torch.device):
         return exe
     dev = jax_device(device)
     client = dev.client
-    devices, options = xc.DeviceList((dev,)), _compile_options(xc)
+    devices, options = xc.DeviceList((dev,)), _compile_options(xc, text)
     disk_key = None
     if compile_cache.compile_cache_dir() is not None:
         disk_key = compile_cache.entry_key(text, options.SerializeAsString(), dev)
@@ -277,7 +293,7 @@ def compile_stablehlo_for(text: str, device: torch.device, dev):
     if exe is not None:
         return exe
     main = compile_stablehlo(text, device)
-    options = _compile_options(xc)
+    options = _compile_options(xc, text)
     payload = None
     if (text, str(device)) not in _FROM_DISK:
         payload = main.client.serialize_executable(main)
