@@ -269,23 +269,24 @@ def _saved_bytes(system, factory, loss_fn, batch):
     return sb.activations
 
 
-def _program_bytes(factory, loss_fn, batch) -> tuple[int, int]:
-    """(temporaries, results) in bytes of jit(step)'s XLA executables, from XLA's buffer
-    assignment (``get_compiled_memory_stats``): the temporaries hold the residuals the
-    backward reads and every intermediate; the results are the new parameters and
-    optimizer state, copied back into torch's memory after the run (PJRT's CPU client
-    does not donate memory imported by DLPack, docs/optim.md)."""
+def _program_bytes(factory, loss_fn, batch) -> tuple[int, int, int]:
+    """(temporaries, results, results written in place) in bytes of jit(step)'s XLA
+    executables, from XLA's buffer assignment (``get_compiled_memory_stats``): the
+    temporaries hold the residuals the backward reads and every intermediate; the results
+    are the new parameters and optimizer state, computed into the donated buffers of the
+    resident tensors they replace (aliased: runtime/resident.py, docs/optim.md)."""
     from thunder_mlir.runtime.plan import XlaStep
 
     step, _, jobj = _whole_step("jit(step): one program", factory, loss_fn, batch)
     step()
-    temp = out = 0
+    temp = out = alias = 0
     for s in jobj._train._fn.last.plan.steps:
         if type(s) is XlaStep:
             stats = s.executable.get_compiled_memory_stats()
             temp += stats.temp_size_in_bytes
             out += stats.output_size_in_bytes
-    return temp, out
+            alias += stats.alias_size_in_bytes
+    return temp, out, alias
 
 
 def _peak_child(name: str, system: str, big: bool) -> int:
@@ -351,10 +352,10 @@ def whole_rows(iters: int, repeats: int, threads: int, big: bool, only: str | No
                   f"{low * 1e3:8.3f}  /eager {med / eager:5.2f}x  /compile {med / comp:5.2f}x"
                   f"  max|p-eager| {diff:.1e}  saved {kib(saved)} KiB  peak {kib(peak)} KiB",
                   flush=True)
-        temp, out = _program_bytes(factory, loss_fn, batch)
+        temp, out, alias = _program_bytes(factory, loss_fn, batch)
         print(f"  jit(step)'s XLA program: temporaries (residuals included) {temp / 1024:.0f} "
-              f"KiB, results {out / 1024:.0f} KiB (new parameters and optimizer state)",
-              flush=True)
+              f"KiB, results {out / 1024:.0f} KiB (new parameters and optimizer state), "
+              f"{alias / 1024:.0f} KiB of them computed in place", flush=True)
 
 
 def train_rows(iters: int) -> None:

@@ -350,13 +350,12 @@ class ThunderFunction:
             outs = outs[:-1]
         if entry.mutated_inputs:
             k = len(entry.mutated_inputs)
-            if entry.resident is not None:  # (written by its run)
-                pass
-            elif torch.is_grad_enabled():
-                with torch.no_grad():
+            if entry.resident is None:  # (a resident entry's run wrote them)
+                if torch.is_grad_enabled():
+                    with torch.no_grad():
+                        write_back(tensors, entry.mutated_inputs, outs[-k:])
+                else:  # (generate's decode loop: the context manager is ~1.5 us a call)
                     write_back(tensors, entry.mutated_inputs, outs[-k:])
-            else:  # (generate's decode loop: the context manager is ~1.5 us per call)
-                write_back(tensors, entry.mutated_inputs, outs[-k:])
             outs = outs[:-k]
             if entry.unversioned_inputs and entry.backward_plan is not None:
                 from thunder_mlir.runtime.autograd import note_input_versions
