@@ -145,6 +145,32 @@ def test_holders_of_parameter_memory_see_every_update(seed):
                 torch.testing.assert_close(h2, h, atol=1e-5, rtol=1e-5, msg=f"step {i}: {kind}")
 
 
+@pytest.mark.parametrize("kind", ["view", "detach", "numpy", "storage"])
+def test_memory_held_before_the_first_step_is_not_moved(kind):
+    """A parameter whose memory something holds at the first step does not move into XLA's
+    memory (the holder would stop seeing the updates eager makes through it): it is written
+    back by copy while held, the holder sees every step, and it moves once the holder is
+    dropped."""
+    m, m2, o, o2 = _models()
+    jstep = thunder_mlir.jit(_step)
+    make, value = _HOLDERS[kind]
+    p, q = m[0].weight, m2[0].weight
+    h, h2 = make(p), make(q)
+    address = q.data_ptr()
+    torch.manual_seed(2)
+    for i in range(6):
+        if i == 3:
+            del h, h2
+        x, y = torch.randn(5, 6), torch.randn(5, 3)
+        _step(m, o, x, y)
+        jstep(m2, o2, x, y)
+        _same(m, m2, o, o2)
+        if i < 3:
+            assert q.data_ptr() == address
+            torch.testing.assert_close(value(h2), value(h), atol=1e-5, rtol=1e-5)
+    assert q.data_ptr() != address and q in resident._RESIDENT
+
+
 def test_memory_goes_with_the_tensors():
     """The residency table holds a tensor's XLA buffer only while the tensor lives (the
     jitted step keeps its last model and optimizer: it goes too)."""
@@ -178,14 +204,7 @@ def test_failed_index_check_leaves_parameters_and_state_as_before():
     m = _Embed()
     m2 = copy.deepcopy(m)
     o, o2 = torch.optim.Adam(m.parameters(), lr=0.1), torch.optim.Adam(m2.parameters(), lr=0.1)
-
-    def step(model, opt, ids, y):
-        loss = F.mse_loss(model(ids), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-
+    step = _step
     jstep = thunder_mlir.jit(step)
     for i in range(5):
         ids, y = torch.randint(0, 10, (3, 4)), torch.randn(3, 2)
