@@ -63,8 +63,8 @@ def mark_aliased_writes(module: ir.Module, written: Sequence[int], trailing: int
     ``written[w]`` (an argument index of ``@func_name``) with ``tf.aliasing_output`` = the
     region result holding its new value: of the values ``@func_name`` returns, the
     ``len(written)`` before the last ``trailing`` (the index checks' code) are the new
-    values, in order.
-    XLA then computes that result into the argument's buffer when the caller donates it.
+    values, in order. XLA then computes that result into the argument's buffer when the
+    caller donates it.
     Run before the region is compiled (runtime/plan.py ``build_plan``).
 
     Returns {written input: (region argument, region result)} for the inputs marked.
@@ -113,11 +113,12 @@ def mark_aliased_writes(module: ir.Module, written: Sequence[int], trailing: int
 
 class ResidentWrites:
     """The run of a single-region CPU ``plan`` whose written inputs ``written`` (program
-    input indices, in the order of their new values at the end of the plan's outputs,
-    before ``trailing`` more) are
-    kept resident where ``marked`` (``mark_aliased_writes``'s result) aliases them (module
-    docstring). ``run(tensors)`` returns what ``plan.run`` returns, with every written
-    input already holding its new value: the caller does no write-back."""
+    input indices, in the order of their new values, which end the plan's outputs but for
+    ``trailing`` more) are kept resident where ``marked`` (``mark_aliased_writes``'s
+    result) aliases them (module docstring). ``run(tensors)`` returns what ``plan.run``
+    returns, with every written input already holding its new value: the caller does no
+    write-back. Raises ValueError for another plan; an XLA runtime error as
+    ``ExecutionError`` (``XlaStep.execute``), after putting the released tensors back."""
 
     def __init__(self, plan: Plan, written: Sequence[int], marked: dict[int, tuple[int, int]],
                  trailing: int = 0):
