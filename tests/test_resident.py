@@ -171,6 +171,24 @@ def test_memory_held_before_the_first_step_is_not_moved(kind):
     assert q.data_ptr() != address and q in resident._RESIDENT
 
 
+def test_compiled_evaluation_between_steps():
+    """A jitted model evaluated between compiled steps (a training loop's periodic eval)
+    reads the resident parameters through its own import cache, which holds their memory:
+    the steps then write back by copy (docs/optim.md, Limits). Both the evaluations and
+    the training stay as eager's, and the evaluation sees each step's parameters."""
+    m, m2, o, o2 = _models()
+    jstep, jeval = thunder_mlir.jit(_step), thunder_mlir.jit(m2)
+    torch.manual_seed(3)
+    probe = torch.randn(4, 6)
+    for _ in range(5):
+        x, y = torch.randn(5, 6), torch.randn(5, 3)
+        _step(m, o, x, y)
+        jstep(m2, o2, x, y)
+        with torch.no_grad():
+            torch.testing.assert_close(jeval(probe), m(probe), atol=1e-5, rtol=1e-5)
+        _same(m, m2, o, o2)
+
+
 def test_memory_goes_with_the_tensors():
     """The residency table holds a tensor's XLA buffer only while the tensor lives (the
     jitted step keeps its last model and optimizer: it goes too)."""
