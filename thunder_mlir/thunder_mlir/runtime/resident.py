@@ -49,6 +49,7 @@ from torch_mlir import ir
 
 from thunder_mlir.runtime import dlpack
 from thunder_mlir.runtime.plan import ALIAS_ATTR, DONOR_ATTR, Plan, draw_seed
+from thunder_mlir.runtime.write_back import write_back
 
 # tensor -> (the jax array its storage exports, that memory's address, the tensor's shape
 # and strides then); an entry dies with its tensor, and with it the buffer
@@ -205,10 +206,7 @@ class ResidentWrites:
             _set_versions(tuple(bumped), tuple(t._version + 1 for t in bumped))
         if dsts:
             with torch.no_grad():
-                if len(dsts) == 1:
-                    dsts[0].copy_(copies[0])
-                else:
-                    torch._foreach_copy_(dsts, copies)
+                write_back(dsts, range(len(dsts)), copies)
 
 
 def _make_resident(t: torch.Tensor, device):
