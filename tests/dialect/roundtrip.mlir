@@ -356,3 +356,11 @@ func.func @shardings(%x: tensor<8x4xf32> {thunder.sharding = "[{data}, {}]"}) ->
   %0 = "thunder.sharding_constraint"(%x) {mesh = "[data=2, model=4]", spec = "[{}, {model}]"} : (tensor<8x4xf32>) -> tensor<8x4xf32>
   return %0 : tensor<8x4xf32>
 }
+
+// after (grad's recomputation in a joint program): x's value, once the anchor exists.
+// CHECK-LABEL: func.func @after(
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.after"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) : (tensor<4x3xf32>, tensor<2xi64>) -> tensor<4x3xf32>
+func.func @after(%x: tensor<4x3xf32>, %a: tensor<2xi64>) -> tensor<4x3xf32> {
+  %0 = "thunder.after"(%x, %a) : (tensor<4x3xf32>, tensor<2xi64>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}

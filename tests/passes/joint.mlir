@@ -1,4 +1,4 @@
-// RUN: thunder-opt %s -p grad,joint | filecheck %s
+// RUN: thunder-opt %s -p grad,joint --split-input-file | filecheck %s
 
 // The gradient program of f(x, y) = (sin(x * y), x * 2): one @computation, a cotangent
 // of ones per output, and no forward result that the gradients do not need (the sin and
@@ -15,4 +15,30 @@ func.func @computation(%x: tensor<3xf32>, %y: tensor<3xf32>) -> (tensor<3xf32>, 
   %2 = "thunder.full"() {value = 2.0 : f64} : () -> tensor<3xf32>
   %3 = "thunder.mul"(%x, %2) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   return %1, %3 : tensor<3xf32>, tensor<3xf32>
+}
+
+// -----
+
+// Rematerialization in one program: grad saves tanh(log1p(x)) only and the backward
+// recomputes exp from it. joint takes the saved value through thunder.after, anchored on
+// the cotangent the recomputation's first reader divides (so XLA neither merges the
+// recomputed exp with the forward's nor computes it before the backward needs it), and
+// moves the recomputation just before that reader.
+// CHECK-LABEL: func.func @computation(%{{.*}}: tensor<4xf32>) -> tensor<4xf32>
+// CHECK:         %[[T:.*]] = "thunder.tanh"
+// CHECK-NEXT:    %[[E:.*]] = "thunder.exp"(%[[T]])
+// CHECK:         %[[S:[0-9]+]] = "thunder.after"(%[[T]], %[[G:[0-9]+]])
+// CHECK-NEXT:    %[[R:[0-9]+]] = "thunder.exp"(%[[S]])
+// CHECK-NEXT:    %[[D:[0-9]+]] = "thunder.add"(%[[R]],
+// CHECK-NEXT:    "thunder.div"(%[[G]], %[[D]])
+// CHECK-NOT:     thunder.recomputed
+// CHECK:         return
+func.func @computation(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %h = "thunder.log1p"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+  %t = "thunder.tanh"(%h) : (tensor<4xf32>) -> tensor<4xf32>
+  %u = "thunder.exp"(%t) : (tensor<4xf32>) -> tensor<4xf32>
+  %a = "thunder.log1p"(%u) : (tensor<4xf32>) -> tensor<4xf32>
+  %b = "thunder.log1p"(%a) : (tensor<4xf32>) -> tensor<4xf32>
+  %c = "thunder.log1p"(%b) : (tensor<4xf32>) -> tensor<4xf32>
+  return %c : tensor<4xf32>
 }

@@ -731,3 +731,31 @@ func.func @take_of_transposed_transpose(%w: tensor<4x5x6xf32>, %i: tensor<3xi64>
   %2 = "thunder.take"(%1, %i) {dim = 0 : i64} : (tensor<4x5x6xf32>, tensor<3xi64>) -> tensor<3x5x6xf32>
   return %2 : tensor<3x5x6xf32>
 }
+
+// after(x, anchor): x's bits xor'ed twice with the anchor's first element, converted to
+// x's width (a dependency XLA's CPU compiler keeps; it erases optimization barriers).
+// CHECK-LABEL: func.func @after(
+// CHECK-SAME:    %[[X:[a-z0-9]+]]: tensor<4x3xf32>, %[[A:[a-z0-9]+]]: tensor<2xi64>
+// CHECK-NEXT:    %[[S:.*]] = stablehlo.slice %[[A]] [0:1] : (tensor<2xi64>) -> tensor<1xi64>
+// CHECK-NEXT:    %[[R:.*]] = stablehlo.reshape %[[S]] : (tensor<1xi64>) -> tensor<i64>
+// CHECK-NEXT:    %[[C:.*]] = stablehlo.convert %[[R]] : (tensor<i64>) -> tensor<i32>
+// CHECK-NEXT:    %[[M:.*]] = stablehlo.broadcast_in_dim %[[C]], dims = [] : (tensor<i32>) -> tensor<4x3xi32>
+// CHECK-NEXT:    %[[B:.*]] = stablehlo.bitcast_convert %[[X]] : (tensor<4x3xf32>) -> tensor<4x3xi32>
+// CHECK-NEXT:    %[[X1:.*]] = stablehlo.xor %[[B]], %[[M]] : tensor<4x3xi32>
+// CHECK-NEXT:    %[[X2:.*]] = stablehlo.xor %[[X1]], %[[M]] : tensor<4x3xi32>
+// CHECK-NEXT:    %[[Y:.*]] = stablehlo.bitcast_convert %[[X2]] : (tensor<4x3xi32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    return %[[Y]]
+func.func @after(%x: tensor<4x3xf32>, %a: tensor<2xi64>) -> tensor<4x3xf32> {
+  %0 = "thunder.after"(%x, %a) : (tensor<4x3xf32>, tensor<2xi64>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// A complex x has no integer view: the optimization barrier, its first result.
+// CHECK-LABEL: func.func @after_complex(
+// CHECK-SAME:    %[[X:[a-z0-9]+]]: tensor<3xcomplex<f32>>, %[[A:[a-z0-9]+]]: tensor<f32>
+// CHECK-NEXT:    %[[B:.*]]:2 = stablehlo.optimization_barrier %[[X]], %[[A]]
+// CHECK-NEXT:    return %[[B]]#0
+func.func @after_complex(%x: tensor<3xcomplex<f32>>, %a: tensor<f32>) -> tensor<3xcomplex<f32>> {
+  %0 = "thunder.after"(%x, %a) : (tensor<3xcomplex<f32>>, tensor<f32>) -> tensor<3xcomplex<f32>>
+  return %0 : tensor<3xcomplex<f32>>
+}

@@ -757,3 +757,59 @@ def lower_sharding_constraint(op, operands, rw):
                  sharding.GSPMD_ATTR: ir.StringAttr.get(sharding.gspmd(mesh, spec))},
                 loc=op.location)
     rw.replace_op(op, list(r.results))
+
+
+def _bit_type(e: ir.Type) -> ir.Type | None:
+    """The integer type of ``e``'s bits (``e`` itself for integers); None for types
+    ``stablehlo.bitcast_convert`` cannot take to one (complex, fp8)."""
+    if isinstance(e, ir.IntegerType):
+        return e
+    widths = {ir.F32Type: 32, ir.F64Type: 64, ir.F16Type: 16, ir.BF16Type: 16}
+    w = next((n for cls, n in widths.items() if isinstance(e, cls)), None)
+    return None if w is None else ir.IntegerType.get_signless(w)
+
+
+def lower_after(op, operands, rw):
+    """``after(x, anchor)``: ``x`` bit for bit, as a value XLA computes only after
+    ``anchor`` and cannot identify with ``x``: ``(bits(x) ^ m) ^ m``, where ``m`` is
+    ``anchor``'s first element, its bits converted to ``x``'s width and broadcast. This is
+    the job of ``stablehlo.optimization_barrier`` (what ``jax.checkpoint`` emits), but
+    XLA's CPU compiler erases barriers before its last CSE and before scheduling
+    (``OptimizationBarrierExpander`` in xla/service/cpu/cpu_compiler.cc); no simplifier of
+    XLA folds ``(a ^ m) ^ m``, and the two xors fuse into the ops that read the result.
+    Operands without an integer view (complex, fp8), with dynamic sizes or an empty
+    ``anchor`` take the barrier."""
+    x, anchor = operands
+    xt, at = ir.RankedTensorType(x.type), ir.RankedTensorType(anchor.type)
+    loc = op.location
+    xbits, abits = _bit_type(xt.element_type), _bit_type(at.element_type)
+    with rw.ip:
+        if xbits is None or abits is None or not xt.has_static_shape or \
+                not at.has_static_shape or 0 in at.shape:
+            r = hlo("stablehlo.optimization_barrier", operands, [x.type, anchor.type], loc=loc)
+            rw.replace_op(op, [r.results[0]])
+            return
+        first = anchor
+        if at.rank:
+            one = ir.RankedTensorType.get([1] * at.rank, at.element_type)
+            first = hlo("stablehlo.slice", [anchor], [one],
+                        {"start_indices": ir.DenseI64ArrayAttr.get([0] * at.rank),
+                         "limit_indices": ir.DenseI64ArrayAttr.get([1] * at.rank),
+                         "strides": ir.DenseI64ArrayAttr.get([1] * at.rank)}, loc).result
+            first = hlo("stablehlo.reshape", [first],
+                        [ir.RankedTensorType.get([], at.element_type)], loc=loc).result
+        if abits != at.element_type:
+            first = hlo("stablehlo.bitcast_convert", [first],
+                        [ir.RankedTensorType.get([], abits)], loc=loc).result
+        m = first if abits == xbits else hlo(
+            "stablehlo.convert", [first], [ir.RankedTensorType.get([], xbits)], loc=loc).result
+        it = ir.RankedTensorType.get(list(xt.shape), xbits)
+        m = hlo("stablehlo.broadcast_in_dim", [m], [it],
+                {"broadcast_dimensions": ir.DenseI64ArrayAttr.get([])}, loc).result
+        bits = x if xbits == xt.element_type else \
+            hlo("stablehlo.bitcast_convert", [x], [it], loc=loc).result
+        for _ in range(2):
+            bits = hlo("stablehlo.xor", [bits, m], [it], loc=loc).result
+        out = bits if xbits == xt.element_type else \
+            hlo("stablehlo.bitcast_convert", [bits], [x.type], loc=loc).result
+    rw.replace_op(op, [out])

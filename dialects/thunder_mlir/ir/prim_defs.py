@@ -673,6 +673,18 @@ define("sharding_constraint", X, _infer_sharding_constraint, hlo.lower_sharding_
            "@Sharding with mhlo.sharding, as jax.lax.with_sharding_constraint lowers")
 
 
+# ---------------------------------------------------------------- scheduling
+def _infer_after(ops, attrs, result=None):
+    return TensorSpec(tuple(ops[0].shape), ops[0].dtype)
+
+
+define("after", ("x", "anchor"), _infer_after, hlo.lower_after,
+       vjp=lambda op, x, y, g: [g[0], None],
+       doc="x's value, computed only once `anchor` is: what the ops the grad pass recomputes "
+           "in a joint program read, so that XLA neither merges them with the forward's "
+           "nor runs them early (hlo.lower_after)")
+
+
 # ---------------------------------------------------------------------- views
 UNARY_PRIMS = tuple(n for n, p in PRIMS.items() if p.elementwise and p.operands == X)
 BINARY_PRIMS = tuple(n for n, p in PRIMS.items() if p.elementwise and p.operands == LR)

@@ -55,6 +55,9 @@ REACHED = "thunder.reached"  # on @backward: per differentiated input, has a gra
 # on @backward, where some differentiated output does not reach every reached input: per
 # differentiated output, the positions (among the reached inputs) it depends on
 OUTPUT_REACH = "thunder.output_reach"
+# on an op of @backward: a clone of a forward op, recomputed from the residuals (``joint``
+# keeps XLA from merging it back into the forward's op)
+RECOMPUTED = "thunder.recomputed"
 CHEAP = prim_defs.CHEAP  # cheap prims (``PrimDef.cheap``)
 # prims the backward may recompute instead of saving their results: the cheap ones and
 # slices (views, which torch's partitioner recomputes too)
@@ -385,8 +388,9 @@ def _saved_values(needed: list) -> set:
 
 
 def _rematerialize(bblock, body, saved: set, uses: dict) -> list[ir.Value]:
-    """Clone into the backward (before its first op, in forward order) the ops computing
-    the values of ``uses`` that are not ``saved`` from the saved ones; ``uses`` is updated
+    """Clone into the backward (before its first op, in forward order, each marked
+    ``RECOMPUTED``) the ops computing the values of ``uses`` that are not ``saved`` from
+    the saved ones; ``uses`` is updated
     (recomputed values drop out, the clones' reads of saved values come in). Returns the
     saved values in the order the backward first reads them."""
     order = [v for v in uses if v in saved]
@@ -403,6 +407,7 @@ def _rematerialize(bblock, body, saved: set, uses: dict) -> list[ir.Value]:
         if not any(r in recompute for r in op.results):
             continue
         clone = op.clone(ip=ir.InsertionPoint(first))
+        clone.attributes[RECOMPUTED] = ir.UnitAttr.get()
         for j, o in enumerate(clone.operands):
             if o in clones:
                 clone.operands[j] = clones[o]
