@@ -462,3 +462,34 @@ def test_sharing_check_over_call_sequences_matches_brute_force():
     print(f"300 calls: {ran} ran as eager, {refused} refused")
     assert ran > 50 and refused > 50
     assert thunder_mlir.cache_misses(jf) == 1
+
+
+def _writes(name: str) -> bool | None:
+    """Whether calling ``torch.Tensor.<name>`` on a fresh tensor moves its version counter
+    (eager's own record of a write); None where no call of it takes (tensor, tensor) or
+    (tensor,) on an int64 or float32 tensor."""
+    fn = getattr(torch.Tensor, name)
+    makes = (lambda: torch.ones(1, dtype=torch.int64), lambda: torch.ones(1))
+    for n_extra in (1, 0):  # (binary first: a unary call of a binary method may not raise)
+        for make in makes:
+            t, extra = make(), [make() for _ in range(n_extra)]
+            try:
+                fn(t, *extra)
+            except Exception:  # noqa: BLE001 - a signature or dtype this call does not take
+                continue
+            return t._version > 0
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(n for n in dir(torch.Tensor)
+                                        if n.startswith("__i") and n.endswith("__")))
+def test_in_place_name_rule_matches_eager(name):
+    """The name rule (aliasing.writes_first_argument) the tracer uses where no meta run can
+    tell agrees with eager's version counter on every ``__i*__`` method torch.Tensor has
+    (``__iadd__`` writes; ``__int__``, ``__index__``, ``__invert__`` do not)."""
+    from thunder_mlir.frontend.aliasing import writes_first_argument
+
+    writes = _writes(name)
+    if writes is None:
+        pytest.skip(f"torch.Tensor.{name} takes no (tensor[, tensor]) call to observe")
+    assert writes_first_argument(getattr(torch.Tensor, name)) == writes, name

@@ -31,6 +31,22 @@ from thunder_mlir.ir.proxy import TensorProxy
 
 _VIEW_OF = "_view_of"  # proxy attribute: (func, args, kwargs, output index, location)
 
+# Python's augmented assignment methods (the data model's ``object.__iadd__`` list, and
+# torch's ``__idiv__``, the ``__name__`` of its ``__itruediv__``) write their first
+# argument; ``__int__``, ``__index__``, ``__invert__``, ``__iter__``, ``__init__`` do not
+INPLACE_DUNDERS = frozenset(f"__i{op}__" for op in (
+    "add", "sub", "mul", "matmul", "truediv", "div", "floordiv", "mod", "pow", "lshift",
+    "rshift", "and", "xor", "or"))
+
+
+def writes_first_argument(func) -> bool:
+    """The name rule of a torch op that writes its first argument: a trailing underscore
+    (``Tensor.mul_``; torch's convention), ``__setitem__`` or an augmented assignment
+    (``__iadd__``, ``INPLACE_DUNDERS``). Used where no meta run can tell."""
+    name = getattr(func, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or \
+        name in INPLACE_DUNDERS
+
 
 def mark_views(base, out):
     """Mark each proxy in ``out`` other than ``base`` as a view of ``base``'s root (the

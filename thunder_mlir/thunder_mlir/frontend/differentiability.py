@@ -32,6 +32,7 @@ import optree
 import torch
 
 from thunder_mlir.ir.dtypes import is_inexact
+from thunder_mlir.frontend.aliasing import writes_first_argument
 from thunder_mlir.frontend.tracing import _local, current_trace
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.ir.symbolic import hints
@@ -268,21 +269,13 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
     return _track(func, args, kwargs, call, inputs)
 
 
-def _writes_first_arg(func) -> bool:
-    """``func`` is an in-place torch op (``mul_``, ``__iadd__``, ``__setitem__``): it
-    writes its first argument."""
-    name = getattr(func, "__name__", "")
-    return (name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or \
-        (name.startswith("__i") and name.endswith("__"))
-
-
 def _mutates_a_twin(func, args, grad: bool) -> bool:
     """An in-place op on a tensor whose meta twin is in an autograd graph, or on a view of
     such a tensor (the view's twin is made from the base's): replayed so the twins' version
     counters move as eager's do. ``grad``: an input of the call requires grad, so a view
     whose base has no twin yet gets one made from a new twin of its base (the write puts
     the base into the graph: its other views, made before, must read it there)."""
-    if not args or type(args[0]) is not TensorProxy or not _writes_first_arg(func):
+    if not args or type(args[0]) is not TensorProxy or not writes_first_argument(func):
         return False
     return getattr(args[0], "_mirror_of", None) is not None or _twin_of_view(args[0], grad)
 
@@ -541,7 +534,7 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
     before = [p.value for p in inputs]
     grad_on = torch.is_grad_enabled()
     trace = current_trace()
-    if grad and grad_on and _writes_first_arg(func):
+    if grad and grad_on and writes_first_argument(func):
         _view_twins_before_write(args[0], trace.inputs)
     twins = _current_twins(inputs)
     replay = None if func is None or _calls_user_code(args, kwargs) else \

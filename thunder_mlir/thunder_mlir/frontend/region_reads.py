@@ -77,10 +77,10 @@ def checkpoint_reads(scope_op) -> Iterator[None]:
         if p.value != old and defined_inside(p.value, scope_op):  # it again
             trace.checkpoint_writes.append(where)
     # what the recomputation does not redo as eager does, with the outside reads it uses
-    inside = [([ok.value], message.split("\n")[0],
-               "inside a checkpointed function, a check of tensor values (" +
-               message.split("\n", 1)[-1].strip() + ") that eager's recomputation makes "
-               "again on the memory as written, raising in the backward where it fails")
+    inside = [([ok.value], message.where,
+               f"inside a checkpointed function, a check of tensor values ({message.what}) "
+               "that eager's recomputation makes again on the memory as written, raising "
+               "in the backward where it fails")
               for ok, _, message in checks[n_checks:]]
     inside += trace.not_recomputed[n_kept:]
     del trace.not_recomputed[n_kept:]

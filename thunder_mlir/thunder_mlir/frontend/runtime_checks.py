@@ -109,8 +109,23 @@ def check_values(x: TensorProxy, ok_of, error: type[Exception], message: str) ->
     from thunder_mlir.frontend.locations import describe_frame, user_frame
 
     ok = prims.reduce("reduce_and", ok_of(x), list(range(len(x.tshape))))
-    _add(trace, ok, error, f"{describe_frame(user_frame())}\n  {message} (eager PyTorch "
-                           f"raises {error.__name__} here too)")
+    _add(trace, ok, error, CheckMessage.of(describe_frame(user_frame()), message, error))
+
+
+class CheckMessage(str):
+    """A check's message as raised: the user's line (``where``), then what eager checks
+    (``what``), keeping both parts for readers other than the error
+    (region_reads.checkpoint_reads). Pickles as a str with its attributes."""
+
+    where: str = ""
+    what: str = ""
+
+    @classmethod
+    def of(cls, where: str, what: str, error: type[Exception]) -> "CheckMessage":
+        """``where``, newline, ``what`` and eager's error name."""
+        m = cls(f"{where}\n  {what} (eager PyTorch raises {error.__name__} here too)")
+        m.where, m.what = where, what
+        return m
 
 
 def _add(trace, ok: TensorProxy, error: type[Exception], message: str) -> None:

@@ -27,6 +27,7 @@ from torch_mlir import ir
 from thunder_mlir.ir.dialect import ExecutorCallOp, fits_in_runs, segment_kwargs
 
 from thunder_mlir.frontend import autocast, value_guards
+from thunder_mlir.frontend.aliasing import writes_first_argument
 from thunder_mlir.ir import dtypes, implementations, symbolic
 from thunder_mlir.errors import TraceError
 from thunder_mlir.ir.proxy import TensorProxy
@@ -53,11 +54,9 @@ def qualified_name(func: Callable) -> str:
 
 
 def _is_inplace(func: Callable, args, tensor: type = TensorProxy) -> bool:
-    """The name rule for an op that writes its first argument (``Tensor.add_``), used
+    """``func`` writes its first argument, a ``tensor`` (``aliasing.writes_first_argument``),
     where no meta run can tell (a trial run on zeros, IR written before ``WRITES_ATTR``)."""
-    name = getattr(func, "__name__", "")
-    return bool((name.endswith("_") and not name.endswith("__") or name == "__setitem__")
-                and args and type(args[0]) is tensor)
+    return bool(writes_first_argument(func) and args and type(args[0]) is tensor)
 
 
 def _written(metas: list[torch.Tensor]) -> list[int]:
