@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import thunder_mlir
 import thunder_mlir.distributed as dist
 from thunder_mlir.ir import sharding
 
@@ -155,12 +156,14 @@ def test_fused_qkv_layout(results):
     r = results["gpt2_fsdp_tp_adamw"]
     assert r["specs"]["transformer.h.0.attn.c_attn.weight"] == "(('data',), (), ('model',))"
     assert r["specs"]["transformer.h.0.attn.c_attn.bias"] == "((), ('model',))"
-    assert r["stage_names"][:3] == ["initial", "split-fused", "grad"]
+    assert r["stage_names"][:2] == ["initial", "step"]
     assert r["max_param_diff"] < 1e-3  # AdamW: 3 steps of lr 1e-2; a layout error is ~0.1
     r = results["gpt2_fsdp_tp_sgd"]  # SGD: parameters equal eager's (test_sgd_matches_eager)
     assert r["c_attn_shape"] == [32, 96] and r["roundtrip_exact"]
-    # thunder-opt reruns split-fused-projections (then grad, joint) to the stages' text
-    assert r["thunder_opt_reproduces"] == {"split-fused": True, "grad": True, "joint": True}
+    # split before the backward was traced: the stored (E, 3, E) weight is never used
+    # reshaped to (E, 3E); thunder-opt reruns the passes after tracing to the stages' text
+    assert not r["fused_weight_reshaped"]
+    assert r["thunder_opt_reproduces"] == {"prims": True, "plan": True}
 
 
 def test_fsdp_memory_is_an_eighth_of_ddp(results):
@@ -204,14 +207,13 @@ def test_tp_shards_parameters(results):
 
 def test_shardings_in_the_ir(results):
     r = results["gpt2_ddp_sgd"]
-    assert r["stage_names"] == ["initial", "grad", "joint", "step", "prims", "plan",
+    assert r["stage_names"] == ["initial", "step", "prims", "plan",
                                 "stablehlo", "xla-compile"]
     assert r["step_ir_has_sharding"] and r["step_ir_has_mesh"]
     assert r["constraint_in_initial"]  # with_sharding_constraint in loss_fn
     assert r["stablehlo_has_gspmd"]
     # thunder-opt parses the stages back and reruns their passes to the same text
-    assert r["thunder_opt_reproduces"] == {"grad": True, "joint": True, "prims": True,
-                                           "plan": True}
+    assert r["thunder_opt_reproduces"] == {"prims": True, "plan": True}
 
 
 def test_examine_and_last_traces_report_collectives(results):
@@ -403,3 +405,48 @@ def test_index_out_of_range_raises_as_eager_and_leaves_the_step_unchanged():
         sharded(bad)
     with torch.no_grad():
         torch.testing.assert_close(sharded(good), ref(good))
+
+
+def test_one_step_builder_with_jit_step(monkeypatch):
+    """distributed.train_step and jit(step) build the step the same way: the gradients by
+    the code ``loss.backward()`` runs inside a compiled step (train_step._GradTable.backward,
+    once per traced backward) and the update by ``optimizers.update_parameters``; and both
+    give eager's parameters (a one-device mesh, SGD with momentum)."""
+    from thunder_mlir import train_step
+    from thunder_mlir.ir import optimizers
+
+    calls = {"backward": 0, "update": 0}
+    backward, update = train_step._GradTable.backward, optimizers.update_parameters
+
+    def counted_backward(self, *a, **k):
+        calls["backward"] += 1
+        return backward(self, *a, **k)
+
+    def counted_update(*a, **k):
+        calls["update"] += 1
+        return update(*a, **k)
+    monkeypatch.setattr(train_step._GradTable, "backward", counted_backward)
+    monkeypatch.setattr(optimizers, "update_parameters", counted_update)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    twin, ref = __import__("copy").deepcopy(model), __import__("copy").deepcopy(model)
+    loss_fn = lambda m, x, y: torch.nn.functional.mse_loss(m(x), y)  # noqa: E731
+    kw = dict(lr=0.05, momentum=0.9)
+    sharded = dist.train_step(model, loss_fn, torch.optim.SGD, dist.mesh({"data": 1}), **kw)
+    x, y = torch.randn(6, 4), torch.randn(6, 1)
+    sharded(x, y)
+    assert calls == {"backward": 1, "update": 1}
+
+    def step(m, opt, x, y):
+        loss = loss_fn(m, x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+    opt, opt_ref = torch.optim.SGD(twin.parameters(), **kw), torch.optim.SGD(ref.parameters(), **kw)
+    thunder_mlir.jit(step)(twin, opt, x, y)
+    assert calls == {"backward": 2, "update": 2}
+    step(ref, opt_ref, x, y)
+    for k, v in ref.state_dict().items():
+        torch.testing.assert_close(sharded.state_dict()[k], v, atol=1e-6, rtol=0)
+        torch.testing.assert_close(twin.state_dict()[k], v, atol=1e-6, rtol=0)

@@ -181,6 +181,27 @@ class _GradTable:
                     self.grads[i].add_(g)
 
 
+def gradients(loss: TensorProxy, params: list[TensorProxy]) -> list[TensorProxy | None]:
+    """``loss.backward()`` on parameters whose ``.grad`` is None, inside the trace being
+    built: the gradient of each of ``params`` (proxies of the trace's inputs, requiring
+    grad), None where ``loss`` (0-d, floating point) does not depend on it, as eager
+    leaves ``.grad``. The code a compiled step's ``loss.backward()`` runs
+    (``_GradTable.backward``: the program traced so far differentiated by the ``grad``
+    and ``joint`` passes, transforms/inline_backward.py); ``distributed.train_step``
+    builds its step with it. Raises TorchOpRuntimeError with eager's message where eager's
+    backward raises."""
+    from thunder_mlir.frontend.tracing import current_trace
+
+    trace = current_trace()
+    table = _GradTable(trace, params, params, [None] * len(params))
+    saved, trace.training = trace.training, table
+    try:
+        loss.backward()  # (reaches table.backward as a step's call does: autograd_attributes)
+    finally:
+        trace.training = saved
+    return table.grads
+
+
 class _TracedGroup(dict):
     """A ``param_groups`` entry while the step is traced: its ``params`` can be read, its
     hyperparameters cannot (their value would be baked into the program, and a later

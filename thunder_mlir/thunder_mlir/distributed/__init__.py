@@ -82,15 +82,14 @@ def with_sharding_constraint(x: torch.Tensor, spec, mesh: DeviceMesh | None = No
     program: a ``thunder.sharding_constraint`` op, lowered to ``stablehlo.custom_call
     @Sharding``. ``mesh`` defaults to the mesh of the step being traced. On a plain torch
     tensor (eager code) it returns ``x``: a layout has no meaning there."""
-    from thunder_mlir.ir import prims, sharding
+    from thunder_mlir.distributed.program import current_mesh, sharding_constraint
+    from thunder_mlir.ir import sharding
     from thunder_mlir.ir.proxy import TensorProxy
 
     if type(x) is not TensorProxy:
         return x
     if mesh is None:
-        from thunder_mlir.distributed.program import current_mesh
-
         mesh = current_mesh()
     s = normalize_spec(spec, len(x.tshape))
     sharding.check_spec(mesh.axes, s, x.tshape)
-    return prims.bind("sharding_constraint", (x,), mesh=mesh.text, spec=sharding.format_spec(s))
+    return sharding_constraint(x, mesh, s)

@@ -1,16 +1,16 @@
-"""The training step as one SPMD program: trace, differentiate, append the optimizer
-update, annotate shardings, lower, and compile for ``num_partitions`` devices.
+"""The training step as one SPMD program: trace it (loss, backward and optimizer update
+in one trace, as ``jit(step)`` traces ``loss.backward(); opt.step()``), annotate shardings,
+lower, and compile for ``num_partitions`` devices.
 
 Stages (each kept as a ``function.Stage`` for ``last_traces``):
 
-* ``initial``: ``loss_fn(model, *batch)`` traced with the parameters as inputs;
-* ``grad`` / ``joint``: the project's passes (``grad{remat=true}``,
-  ``joint{keep-outputs=true}``): one ``@computation`` returning the loss and the gradient
-  of every parameter;
-* ``step``: the optimizer's update (``ir/optimizers.py``) traced separately and spliced into that
-  ``@computation`` (its parameter arguments are the loss program's, its gradients the
-  joint's results), with ``thunder.mesh`` on the function and ``thunder.sharding`` on
-  every argument and result (ir/sharding.py);
+* ``initial``: the step traced with the parameters as inputs (``_trace_step``): the loss
+  of ``loss_fn(model, *batch)``; its gradients, by the code a compiled step's
+  ``loss.backward()`` runs (``train_step.gradients``: the ``grad`` and ``joint`` passes on
+  the program traced so far, transforms/inline_backward.py); the optimizer's update
+  (``optimizers.update_parameters``, the rules ``jit(opt.step)`` and ``jit(step)`` use);
+* ``step``: ``thunder.mesh`` on the function and ``thunder.sharding`` on every argument
+  and result (ir/sharding.py);
 * ``prims``, ``plan``, ``stablehlo``: ``decompose``, ``partition`` (one XLA region; a
   torch-fallback op cannot run inside an SPMD program and is an error),
   ``lower-to-stablehlo`` (shardings become GSPMD ``mhlo.sharding``);
@@ -20,7 +20,7 @@ Stages (each kept as a ``function.Stage`` for ``last_traces``):
 
 Program inputs: parameters, buffers, batch, optimizer state (per parameter, in
 ``OptimizerRule.state_names`` order), per-step scalars. Outputs: loss, new parameters,
-new optimizer state. Parameter and state arguments are donated (``jax.buffer_donor``).
+new state. Parameter and state arguments are donated (``jax.buffer_donor``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from typing import Callable, Sequence
 import optree
 import torch
 from torch_mlir import ir
-from torch_mlir.dialects import func as func_d
 
 from thunder_mlir.errors import UnsupportedInputError
 from thunder_mlir.function import Stage, trace_function
@@ -88,6 +87,14 @@ class Program:
     checks: list[tuple[type, str]] = field(default_factory=list)
 
 
+def sharding_constraint(x: TensorProxy, mesh: DeviceMesh, spec) -> TensorProxy:
+    """``thunder.sharding_constraint`` of ``x`` (laid out as ``spec`` on ``mesh``),
+    requiring grad as ``x`` does: its VJP constrains the cotangent the same way, and
+    ``loss.backward()`` inside the step needs a loss that requires grad."""
+    y = prims.bind("sharding_constraint", (x,), mesh=mesh.text, spec=sharding.format_spec(spec))
+    return TensorProxy(y.value, y.tshape, y.tdtype, y.tdevice, x.requires_grad)
+
+
 class LossModule(torch.nn.Module):
     """``loss_fn(model, *batch)`` as a module, so that ``torch.func.functional_call``
     substitutes the model's parameters (tied ones included) while ``loss_fn`` runs."""
@@ -130,32 +137,71 @@ def _split_fused(run_pass, model_shapes) -> None:
     run_pass("split-fused", "split-fused-projections")
 
 
-def _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch, sharp_edges,
-                gather_specs=None, mesh=None, model_shapes=None):
+def _trace_step(model, loss_fn, rule, pnames, bnames, params, buffers, batch, state,
+                scalars, sharp_edges, gather_specs=None, mesh=None, model_shapes=None,
+                pass_ctx=None):
+    """The whole step traced as one program, the way ``jit(step)`` traces
+    ``loss.backward(); opt.step()`` (train_step.py): ``loss = loss_fn(model, *batch)`` with
+    the parameters swapped for the program's inputs, its gradients by
+    ``train_step.gradients`` (what ``loss.backward()`` runs), and ``rule``'s update of
+    every parameter (``optimizers.update_parameters``, shared with ``jit(opt.step)``).
+    Returns (loss, new parameters, new state): a parameter no output depends on keeps its
+    value and state (eager's ``.grad`` stays None, torch.optim skips it). With index checks,
+    every new value is the old one unless all held (``runtime_checks.unless_failed``), as
+    eager raises before its step; the runtime then raises. ``Fused`` parameters: the
+    ``split-fused-projections`` pass (fused.py) rewrites the forward before it is
+    differentiated."""
+    from thunder_mlir import train_step
+    from thunder_mlir.frontend import runtime_checks
+    from thunder_mlir.frontend.tracing import current_trace
+
     lm = LossModule(model, loss_fn)
+    k = len(rule.state_names)
 
-    def loss_program(params, buffers, batch):
+    def step_program(params, buffers, batch, state, scalars):
+        used = params
         if gather_specs is not None:  # fsdp: the parameters are used gathered over "data"
-            params = [p if g is None else prims.bind(
-                "sharding_constraint", (p,), mesh=mesh.text, spec=sharding.format_spec(g))
-                for p, g in zip(params, gather_specs)]
-        params = _as_model_holds(params, model_shapes)
-        state = {f"model.{n}": p for n, p in zip(pnames, params)}
-        state.update({f"model.{n}": b for n, b in zip(bnames, buffers)})
-        return torch.func.functional_call(lm, state, tuple(batch), strict=False)
+            used = [p if g is None else sharding_constraint(p, mesh, g)
+                    for p, g in zip(params, gather_specs)]
+        used = _as_model_holds(used, model_shapes)
+        named = {f"model.{n}": p for n, p in zip(pnames, used)}
+        named.update({f"model.{n}": b for n, b in zip(bnames, buffers)})
+        loss = torch.func.functional_call(lm, named, tuple(batch), strict=False)
+        if type(loss) is not TensorProxy or loss.tshape != () or \
+                not loss.tdtype.is_floating_point:
+            raise UnsupportedInputError(
+                "loss_fn(model, *batch) must return one 0-d floating-point tensor (the "
+                f"loss), got {type(loss).__name__}")
+        trace = current_trace()
+        if model_shapes is not None and any(sh is not None for sh in model_shapes):
+            from thunder_mlir.distributed import fused  # noqa: F401 (registers the pass)
+            from thunder_mlir.transforms.registry import parse_element
 
-    leaves, spec = optree.tree_flatten(((list(params), list(buffers), list(batch)), {}),
-                                       none_is_leaf=True)
+            parse_element("split-fused-projections")(trace.module, pass_ctx)
+        grads = train_step.gradients(loss, list(params))
+        with torch.no_grad():
+            entries = [(rule, p, g, list(state[i * k:(i + 1) * k]), list(scalars))
+                       for i, (p, g) in enumerate(zip(params, grads))]
+            new_params, new_state = [], []
+            for (_, p, _, st, _), new in zip(entries, optimizers.update_parameters(
+                    entries, in_place=False)):
+                new_params.append(p if new is None else new[0])
+                new_state += st if new is None else new[1]
+            if trace.checks:  # (a failed check keeps every buffer: the step did not run)
+                olds = list(params) + list(state)
+                guarded = runtime_checks.unless_failed(
+                    trace, runtime_checks.code(trace), new_params + new_state, olds)
+                if guarded is None:  # (symbolic sizes: never here, every shape is static)
+                    raise RuntimeError("the step's index checks cannot guard its update")
+                new_params, new_state = guarded[:len(params)], guarded[len(params):]
+        return loss.detach(), new_params, new_state
+
+    leaves, spec = optree.tree_flatten(((list(params), list(buffers), list(batch),
+                                         list(state), list(scalars)), {}), none_is_leaf=True)
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
     wrt = [True] * len(params) + [False] * (len(tensors) - len(params))
-    trace, _, out_leaves, _ = trace_function(
-        lambda *a, **k: loss_program(*a, **k), leaves, spec, sharp_edges, grad_inputs=wrt,
-        index_checks=True)
-    if len(out_leaves) != 1 or type(out_leaves[0]) is not TensorProxy or \
-            out_leaves[0].tshape != () or not out_leaves[0].tdtype.is_floating_point:
-        raise UnsupportedInputError(
-            "loss_fn(model, *batch) must return one 0-d floating-point tensor (the loss), "
-            f"got {[type(x).__name__ for x in out_leaves]}")
+    trace, _, _, _ = trace_function(
+        step_program, leaves, spec, sharp_edges, grad_inputs=wrt, index_checks=True)
     if SEED_ATTR in trace.func_op.attributes:
         raise UnsupportedInputError(
             "the training step draws random numbers (dropout?); thunder_mlir.distributed "
@@ -164,88 +210,12 @@ def _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch, sharp_ed
         raise UnsupportedInputError(
             "loss_fn updates parameters or buffers in place (e.g. batch-norm running "
             "statistics); thunder_mlir.distributed does not support in-place updates")
-    from thunder_mlir.transforms.grad import DIFF_OUTPUTS
-
-    ctx = trace.ctx
-    trace.func_op.attributes["thunder.requires_grad"] = ir.ArrayAttr.get(
-        [ir.BoolAttr.get(w, ctx) for w in wrt], ctx)
-    # the loss; the checks' code (trailing, not differentiated: joint returns it last)
-    trace.func_op.attributes[DIFF_OUTPUTS] = ir.ArrayAttr.get(
-        [ir.BoolAttr.get(d, ctx) for d in [True] + [False] * bool(trace.checks)], ctx)
     return trace
 
 
 def _check_messages(trace) -> list[tuple[type, str]]:
     """(error type, message) of each index check ``trace`` makes (``Program.checks``)."""
     return [(error, message) for _, error, message in trace.checks]
-
-
-def _trace_update(rule, params, state, scalars, reached, n_checks=0):
-    """The update of every parameter; one no output depends on (``reached`` False: eager's
-    ``p.grad`` stays None) is left unchanged with its state, as torch.optim skips it.
-    ``n_checks``: the loss program's index checks; when nonzero the update takes their
-    code (its last argument, int32 0-d) and returns the parameters and state unchanged
-    unless every check held, as eager raises before its step (the runtime then raises)."""
-    def update_program(params, grads, state, scalars, code):
-        k = len(rule.state_names)
-        entries = [(rule, p, g if reached[i] else None, state[i * k:(i + 1) * k], scalars)
-                   for i, (p, g) in enumerate(zip(params, grads))]
-        new_params, new_state = [], []
-        for (_, p, _, st, _), new in zip(entries, optimizers.update_parameters(
-                entries, in_place=False)):
-            new_params.append(p if new is None else new[0])
-            new_state += st if new is None else new[1]
-        if code is not None:  # (a failed check keeps every buffer: the step did not run)
-            held = code == n_checks
-            new_params = [torch.where(held, n, o) for n, o in zip(new_params, params)]
-            new_state = [torch.where(held, n, o) for n, o in zip(new_state, state)]
-        return new_params, new_state
-
-    grads = [torch.empty_like(p) for p in params]
-    code = torch.zeros((), dtype=torch.int32) if n_checks else None
-    leaves, spec = optree.tree_flatten(((list(params), grads, list(state), list(scalars),
-                                         code), {}), none_is_leaf=True)
-    with torch.no_grad():
-        trace, _, out_leaves, _ = trace_function(
-            update_program, leaves, spec, "error", grad_inputs=[False] * len(leaves))
-    if trace.mutated_inputs or SEED_ATTR in trace.func_op.attributes:
-        raise RuntimeError("the optimizer update must be functional and deterministic")
-    return trace
-
-
-def _splice(loss_module: ir.Module, update_module: ir.Module, n_params: int,
-            checked: bool = False) -> None:
-    """Append ``@computation`` of ``update_module`` to ``loss_module``'s (after ``joint``:
-    results loss, grads, and with ``checked`` the checks' code). Its parameter arguments
-    become the loss program's first ``n_params`` arguments, its gradients the joint's
-    gradient results, its code argument (``checked``: the last) the joint's code, and its
-    state and scalar arguments new trailing arguments. Results: loss, new parameters, new
-    state, and the code when ``checked``."""
-    with loss_module.context, ir.Location.unknown():
-        comp, upd = _func(loss_module, "computation"), _func(update_module, "computation")
-        block, ublock = comp.regions[0].blocks[0], upd.regions[0].blocks[0]
-        ret = list(block.operations)[-1].operation
-        uret = list(ublock.operations)[-1].operation
-        loss, grads = ret.operands[0], list(ret.operands)[1:]
-        code = grads.pop() if checked else None
-        if len(grads) != n_params:
-            raise RuntimeError(f"joint returned {len(grads)} gradients for {n_params} params")
-        extra = list(ublock.arguments)[2 * n_params:len(ublock.arguments) - checked]
-        new_args = [block.add_argument(a.type, ir.Location.unknown()) for a in extra]
-        mapping = list(block.arguments)[:n_params] + grads + new_args + [code] * checked
-        for a, v in zip(ublock.arguments, mapping):
-            a.replace_all_uses_with(v)
-        results = [loss] + list(uret.operands) + [code] * checked
-        for op in [o.operation for o in ublock.operations][:-1]:
-            op.move_before(ret)
-        with ir.InsertionPoint(ret):
-            func_d.ReturnOp(results)
-        ret.erase()
-        # the update function's return still uses values of this module: erase it now,
-        # not when its module is freed (maybe after this one: a use-after-free)
-        upd.erase()
-        comp.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
-            [a.type for a in block.arguments], [v.type for v in results]))
 
 
 def _annotate(func_op, mesh: DeviceMesh, in_specs, out_specs, donated=()) -> None:
@@ -325,29 +295,22 @@ def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
     from thunder_mlir.transforms.registry import PassContext
 
     stages: list[Stage] = []
+    k = len(rule.state_names)
+    state = [torch.empty_like(p) for p in params for _ in range(k)]
+    scalars = [torch.zeros((), dtype=torch.float32) for _ in rule.scalar_names]
     with COMPILE_LOCK, compiling(()) as ext, implementations.holding():
         t = time.perf_counter()
+        ctx = PassContext(compile_state=ext, device=torch.device("cpu"))
         with tracing_on(mesh):
-            trace = _trace_loss(model, loss_fn, pnames, bnames, params, buffers, batch,
-                                sharp_edges, gather_specs, mesh, model_shapes)
+            trace = _trace_step(model, loss_fn, rule, pnames, bnames, params, buffers, batch,
+                                state, scalars, sharp_edges, gather_specs, mesh,
+                                model_shapes, ctx)
         module = trace.module
         stages.append(Stage("initial", _asm(module), time.perf_counter() - t))
         pipeline, run_pass = _pipeline(stages)
         pipeline.update(module=module, ctx=PassContext(compile_state=ext, device=trace.device))
-        _split_fused(run_pass, model_shapes)
-
-        run_pass("grad", "grad{remat=true}")
-        from thunder_mlir.transforms.grad import reached_inputs
-
-        reached = reached_inputs(module)[:len(params)]
-        run_pass("joint", "joint{keep-outputs=true}")
         t = time.perf_counter()
-        k = len(rule.state_names)
-        state = [torch.empty_like(p) for p in params for _ in range(k)]
-        scalars = [torch.zeros((), dtype=torch.float32) for _ in rule.scalar_names]
         checks = _check_messages(trace)
-        update = _trace_update(rule, params, state, scalars, reached, len(checks))
-        _splice(module, update.module, len(params), bool(checks))
         n_p, n_b, n_x = len(params), len(buffers), len(batch)
         repl = lambda x: tuple(() for _ in x.shape)  # noqa: E731
         state_specs = [s for s in param_specs for _ in range(k)]
