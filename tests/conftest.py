@@ -224,6 +224,17 @@ def assert_close_to_eager(fn, *args, jfn=None, expect_fallback: bool = False, **
     return jfn
 
 
+def mse_training_step(model, opt, x, y):
+    """One eager-style training step (the form ``thunder_mlir.jit(step)`` compiles whole):
+    ``mse_loss(model(x), y)``, ``backward()``, ``opt.step()``, ``opt.zero_grad()``;
+    returns the loss (0-d)."""
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
 # Torch-overridable functions that thunder_mlir can never have a symbol for: calls to them
 # reach the tracer (through __torch_function__) and always take the torch fallback, so the
 # fallback tests do not depend on which ops happen to lack symbols today.

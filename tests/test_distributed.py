@@ -29,6 +29,7 @@ import torch
 import thunder_mlir
 import thunder_mlir.distributed as dist
 from thunder_mlir.ir import sharding
+from conftest import mse_training_step
 
 HELPER = Path(__file__).parent / "distributed_checks.py"
 # every model (GPT-2, Llama) x strategy (ddp, fsdp, fsdp x tp) x optimizer (SGD with
@@ -436,13 +437,7 @@ def test_one_step_builder_with_jit_step(monkeypatch):
     x, y = torch.randn(6, 4), torch.randn(6, 1)
     sharded(x, y)
     assert calls == {"backward": 1, "update": 1}
-
-    def step(m, opt, x, y):
-        loss = loss_fn(m, x, y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
+    step = mse_training_step  # (loss_fn's loss, then backward, step, zero_grad)
     opt, opt_ref = torch.optim.SGD(twin.parameters(), **kw), torch.optim.SGD(ref.parameters(), **kw)
     thunder_mlir.jit(step)(twin, opt, x, y)
     assert calls == {"backward": 2, "update": 2}

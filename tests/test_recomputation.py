@@ -17,6 +17,7 @@ import torch
 import thunder_mlir
 from thunder_mlir.runtime.plan import XlaStep
 from thunder_mlir.transforms import joint
+from conftest import mse_training_step
 
 LAYERS, WIDTH, BATCH = 4, 256, 128
 
@@ -30,12 +31,7 @@ def _model():
     return torch.nn.Sequential(*blocks)
 
 
-def _step(model, opt, x, y):
-    loss = torch.nn.functional.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
-    return loss
+_step = mse_training_step
 
 
 def _compiled_step(separate: bool, monkeypatch):

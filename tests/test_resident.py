@@ -21,8 +21,7 @@ import torch
 
 import thunder_mlir
 from thunder_mlir.runtime import resident
-
-F = torch.nn.functional
+from conftest import mse_training_step
 
 
 def _models():
@@ -33,12 +32,7 @@ def _models():
         torch.optim.AdamW(m2.parameters(), lr=0.01)
 
 
-def _step(model, opt, x, y):
-    loss = F.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    opt.zero_grad()
-    return loss
+_step = mse_training_step
 
 
 def _same(m, m2, o, o2):

@@ -19,6 +19,7 @@ import torch
 
 import thunder_mlir
 from thunder_mlir.errors import UnsupportedError, UnsupportedInputError
+from conftest import mse_training_step
 
 F = torch.nn.functional
 
@@ -508,14 +509,7 @@ def test_custom_optimizer_traced(cls):
             groups[1].update(lr=torch.tensor(0.02), betas=(0.8, 0.9))
         return cls(groups)
     o, o2 = make(m), make(m2)
-
-    def step(model, opt, x, y):
-        loss = F.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-
+    step = mse_training_step
     jstep = thunder_mlir.jit(step)
     torch.manual_seed(1)
     for i in range(10):

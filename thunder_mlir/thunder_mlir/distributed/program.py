@@ -90,7 +90,9 @@ class Program:
 def sharding_constraint(x: TensorProxy, mesh: DeviceMesh, spec) -> TensorProxy:
     """``thunder.sharding_constraint`` of ``x`` (laid out as ``spec`` on ``mesh``),
     requiring grad as ``x`` does: its VJP constrains the cotangent the same way, and
-    ``loss.backward()`` inside the step needs a loss that requires grad."""
+    ``loss.backward()`` inside the step needs a loss that requires grad. Same shape and
+    dtype as ``x``. Raises ValueError when ``spec`` does not fit ``x``'s shape on ``mesh``
+    (the prim's inference, ir/sharding.py ``check_spec``)."""
     y = prims.bind("sharding_constraint", (x,), mesh=mesh.text, spec=sharding.format_spec(spec))
     return TensorProxy(y.value, y.tshape, y.tdtype, y.tdevice, x.requires_grad)
 
@@ -300,7 +302,7 @@ def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
     scalars = [torch.zeros((), dtype=torch.float32) for _ in rule.scalar_names]
     with COMPILE_LOCK, compiling(()) as ext, implementations.holding():
         t = time.perf_counter()
-        ctx = PassContext(compile_state=ext, device=torch.device("cpu"))
+        ctx = PassContext(compile_state=ext, device=torch.device("cpu"))  # (host tensors)
         with tracing_on(mesh):
             trace = _trace_step(model, loss_fn, rule, pnames, bnames, params, buffers, batch,
                                 state, scalars, sharp_edges, gather_specs, mesh,
@@ -308,7 +310,7 @@ def build(model: torch.nn.Module, loss_fn: Callable, rule, mesh: DeviceMesh,
         module = trace.module
         stages.append(Stage("initial", _asm(module), time.perf_counter() - t))
         pipeline, run_pass = _pipeline(stages)
-        pipeline.update(module=module, ctx=PassContext(compile_state=ext, device=trace.device))
+        pipeline.update(module=module, ctx=ctx)
         t = time.perf_counter()
         checks = _check_messages(trace)
         n_p, n_b, n_x = len(params), len(buffers), len(batch)
