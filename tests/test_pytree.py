@@ -380,3 +380,56 @@ def test_index_copy_of_one_position_keeps_eagers_shape_errors_and_symbols():
         torch.testing.assert_close(jfn(x, i, s), fn(x, i, s), rtol=0, atol=0)
     assert thunder_mlir.cache_misses(jfn) == 1
     assert thunder_mlir.fallback_ops(jfn) == []
+
+
+def _trees():
+    """Output trees as jit returns them: tensors, Python constants, None, nested in tuples,
+    lists, dicts (any key order), namedtuples and OrderedDicts (the general path)."""
+    from hypothesis import strategies as st
+
+    leaf = st.one_of(st.just("tensor"), st.none(), st.integers(-3, 3), st.text(max_size=2),
+                     st.floats(allow_nan=False, width=32))
+    pair = collections.namedtuple("pair", "a b")
+
+    def nest(children):
+        return st.one_of(st.lists(children, max_size=4).map(tuple),
+                         st.lists(children, max_size=4),
+                         st.dictionaries(st.sampled_from("zyxwv"), children, max_size=4),
+                         st.tuples(children, children).map(lambda t: pair(*t)),
+                         st.dictionaries(st.sampled_from("cba"), children, max_size=3)
+                         .map(collections.OrderedDict))
+    return st.recursive(leaf, nest, max_leaves=24)
+
+
+def test_output_rebuild_matches_tree_unflatten():
+    """The cache entry's output builder (cache._builder: one generated expression for
+    trees of tuples, lists and dicts) gives what torch's tree_unflatten gives: same
+    structure, node types, dict key order, and the very objects at each leaf."""
+    from hypothesis import given, settings, HealthCheck
+    import torch.utils._pytree as torch_pytree
+
+    from thunder_mlir.cache import CacheEntry
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_trees())
+    def check(tree):
+        leaves, spec = torch_pytree.tree_flatten(tree)
+        positions = [k for k, x in enumerate(leaves) if x == "tensor"]
+        consts = [None if x == "tensor" else x for x in leaves]
+        outs = [torch.zeros(1) for _ in positions]
+        entry = CacheEntry.__new__(CacheEntry)
+        entry.out_spec, entry.out_consts, entry.out_tensor_positions = spec, consts, positions
+        want = list(consts)
+        for p, t in zip(positions, outs):
+            want[p] = t
+        expected = torch_pytree.tree_unflatten(want, spec)
+        got = entry._make_rebuild()(outs)
+        assert torch_pytree.tree_structure(got) == torch_pytree.tree_structure(expected)
+        assert type(got) is type(expected)
+        if isinstance(got, dict):
+            assert list(got) == list(expected)
+        got_leaves = torch_pytree.tree_leaves(got)
+        assert len(got_leaves) == len(want)
+        assert all(a is b for a, b in zip(got_leaves, want))
+
+    check()
