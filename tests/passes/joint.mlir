@@ -42,3 +42,27 @@ func.func @computation(%x: tensor<4xf32>) -> tensor<4xf32> {
   %c = "thunder.log1p"(%b) : (tensor<4xf32>) -> tensor<4xf32>
   return %c : tensor<4xf32>
 }
+
+// -----
+
+// A large constant that an op writes into (the embedding gradient's zeros, index_add's
+// base) is read through thunder.after, anchored on the gradient index_add scatters, so
+// XLA makes the buffer when the backward reaches the scatter and not among the forward's
+// first ops. A base under 16 KiB (8x4) and the constants read elementwise (the cotangent
+// of ones) stay as they are.
+// CHECK-LABEL: func.func @computation
+// CHECK:         %[[Z:.*]] = "thunder.full"() {value = 0.000000e+00 : f64} : () -> tensor<8x4xf32>
+// CHECK-NEXT:    "thunder.index_add"(%[[Z]],
+// CHECK:         %[[W:.*]] = "thunder.full"() {value = 0.000000e+00 : f64} : () -> tensor<64x64xf32>
+// CHECK-NEXT:    %[[A:.*]] = "thunder.after"(%[[W]], %[[G:[0-9]+]])
+// CHECK-NEXT:    "thunder.index_add"(%[[A]], %{{.*}}, %[[G]])
+// CHECK-NOT:     thunder.after
+// CHECK:         return
+func.func @computation(%w: tensor<64x64xf32>, %i: tensor<2x3xi64>, %s: tensor<8x4xf32>,
+                       %j: tensor<5xi64>) -> (tensor<2x3x64xf32>, tensor<5x4xf32>) {
+  %e = "thunder.take"(%w, %i) {dim = 0 : i64} : (tensor<64x64xf32>, tensor<2x3xi64>) -> tensor<2x3x64xf32>
+  %t = "thunder.tanh"(%e) : (tensor<2x3x64xf32>) -> tensor<2x3x64xf32>
+  %f = "thunder.take"(%s, %j) {dim = 0 : i64} : (tensor<8x4xf32>, tensor<5xi64>) -> tensor<5x4xf32>
+  %u = "thunder.tanh"(%f) : (tensor<5x4xf32>) -> tensor<5x4xf32>
+  return %t, %u : tensor<2x3x64xf32>, tensor<5x4xf32>
+}

@@ -35,6 +35,13 @@ NAME = "joint"
 # block's grow by 11%, at 0.2 they are as before; at 0.3 GPT-2 tiny's are 4,483 KiB and
 # Llama tiny's 4,003, against 4,099 and 3,553 at 0.2)
 _NEAR_THE_FORWARD = 0.2
+# the backward's constant buffers (``full``, ``iota``) of at least this many bytes that an
+# op writes into are made after a value that op needs (``_late_constants``)
+_LATE_CONSTANT_BYTES = 16 << 10
+_CONSTANT_PRIMS = ("thunder.full", "thunder.iota")
+# prims that write into their first operand (XLA: a scatter or dynamic-update-slice in place)
+_BASE_WRITERS = ("thunder.index_add", "thunder.take_along_add", "thunder.scatter",
+                 "thunder.dynamic_update_index")
 _COPIED_ATTRS = ("thunder.device", "thunder.rng_seed")
 
 
@@ -65,6 +72,7 @@ def _fuse(module: ir.Module, fwd, bwd, keep_outputs: bool) -> None:
     diff = [bool(ir.BoolAttr(a).value) for a in ir.ArrayAttr(fwd.attributes[DIFF_OUTPUTS])]
     cot_types = [v.type for v, d in zip(list(fret.operands)[:n_out], diff) if d]
     _separate_recomputation(bwd, list(bblock.arguments)[len(cot_types):])
+    _late_constants(bwd)
 
     with ir.InsertionPoint(module.body):
         comp = func_d.FuncOp("computation", ([a.type for a in fblock.arguments], []))
@@ -166,6 +174,51 @@ def _separate_recomputation(bwd, residuals: list) -> None:
         after = PRIM_OPS["after"](v, anchor, result=v.type, ip=ir.InsertionPoint(ops[first]))
         for i, j in sites:
             ops[i].operands[j] = after.result
+
+
+def _late_constants(bwd) -> None:
+    """Keep XLA from making the backward's large constant buffers early. A ``full`` or
+    ``iota`` has no operands, so XLA's scheduler may place it anywhere; where it is the
+    base an op writes into (``index_add``, ``scatter``: XLA updates that buffer in place,
+    so it is materialized, not fused), in one program with the forward XLA placed it among
+    the forward's first ops, alive until the scatter at the backward's end: in Llama tiny
+    the embedding gradient's zeros (1000 x 128 floats), 0.49 MiB of the step's 3.5 MiB of
+    temporaries. Such a base of at least ``_LATE_CONSTANT_BYTES`` is read through
+    ``thunder.after(constant, anchor)``, the anchor a backward value the writing op needs
+    (``_anchor``), so it is made when the backward reaches that op. Constants read only
+    elementwise are fused into their readers by XLA (no buffer) and left as they are:
+    anchoring them changed XLA's schedule for the worse (nanoGPT block: temporaries
+    14,341 -> 18,948 KiB)."""
+    block = bwd.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations][:-1]
+    pos = {r: i for i, op in enumerate(ops) for r in op.results}
+    for op in ops:
+        if op.name not in _CONSTANT_PRIMS or len(op.results) != 1:
+            continue
+        value = op.results[0]
+        t = value.type
+        if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape or \
+                _nbytes(t) < _LATE_CONSTANT_BYTES:
+            continue
+        for use in list(value.uses):
+            writer = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            k = pos.get(writer.results[0]) if len(writer.results) else None
+            if writer.name not in _BASE_WRITERS or use.operand_number != 0 or k is None:
+                continue
+            anchor = _anchor(ops, k, set(), pos)
+            if anchor is not None:
+                after = PRIM_OPS["after"](value, anchor, result=t,
+                                          ip=ir.InsertionPoint(writer))
+                writer.operands[0] = after.result
+
+
+def _nbytes(t: ir.RankedTensorType) -> int:
+    n = 1
+    for d in t.shape:
+        n *= d
+    e = t.element_type
+    width = e.width if hasattr(e, "width") else 64
+    return n * max(width, 8) // 8
 
 
 def _anchor(ops: list, before: int, marked: set, pos: dict):
