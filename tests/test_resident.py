@@ -167,17 +167,25 @@ def test_memory_held_before_the_first_step_is_not_moved(kind):
 
 def test_compiled_evaluation_between_steps():
     """A jitted model evaluated between compiled steps (a training loop's periodic eval)
-    reads the resident parameters through its own import cache, which holds their memory:
-    the steps then write back by copy (docs/optim.md, Limits). Both the evaluations and
-    the training stay as eager's, and the evaluation sees each step's parameters."""
+    imports the resident parameters at each call and keeps no import (a kept one would
+    hold their buffers, and the steps would copy): the steps still compute in the
+    parameters' memory (addresses fixed, the program's results aliased), the evaluations
+    and the training stay as eager's, and each evaluation sees the last step's values."""
     m, m2, o, o2 = _models()
     jstep, jeval = thunder_mlir.jit(_step), thunder_mlir.jit(m2)
     torch.manual_seed(3)
     probe = torch.randn(4, 6)
-    for _ in range(5):
+    first = None
+    for k in range(5):
         x, y = torch.randn(5, 6), torch.randn(5, 3)
         _step(m, o, x, y)
+        held = [resident._RESIDENT.get(p)[1] for p in m2.parameters()] if k else []
         jstep(m2, o2, x, y)
+        # each parameter's buffer of the last step was donated to this one (a run on a
+        # copy leaves it alive), and the new value is in the same memory
+        assert all(a.is_deleted() for a in held), "the step ran on copies"
+        first = first or _addresses(m2, o2)
+        assert _addresses(m2, o2) == first, "a step after an evaluation moved memory"
         with torch.no_grad():
             torch.testing.assert_close(jeval(probe), m(probe), atol=1e-5, rtol=1e-5)
         _same(m, m2, o, o2)

@@ -30,9 +30,11 @@ jax's own, never an import of torch's memory, which the run would hold) only if 
 tensor, array or storage object holds its old storage (checked through a weak reference:
 the storage must be freed by the swap), so nothing can observe the move except
 ``data_ptr()``, which changes once, at that first call, and then stays. The storage of a
-resident tensor is a DLPack one: not resizable, not shareable across processes. A
-resident tensor read by another compiled program (an evaluation forward between steps)
-is held by that program's import cache, so its steps copy (correct, without the saving).
+resident tensor is a DLPack one: not resizable, not shareable across processes. Another
+compiled program reading a resident tensor (an evaluation forward between steps) imports
+it at each call and keeps no import (dlpack.ArgumentImports), so the steps stay in place;
+one that read the tensor before its first step holds its old memory in its import cache,
+so the tensor does not become resident and its steps copy (correct, without the saving).
 
 Only CPU programs of one XLA region without value guards or a backward (the shape of a
 training step's program) use it, index checks only where the program keeps the old values
@@ -41,63 +43,18 @@ on a failure (``runtime_checks.unless_failed``); elsewhere the write-backs copy.
 
 from __future__ import annotations
 
-import weakref
 from typing import Sequence
 
 import torch
 from torch_mlir import ir
 
 from thunder_mlir.runtime import dlpack
+from thunder_mlir.runtime.residency import RESIDENT as _RESIDENT
 from thunder_mlir.runtime.plan import ALIAS_ATTR, DONOR_ATTR, Plan, draw_seed
 from thunder_mlir.runtime.write_back import write_back
 
 
 
-class _ResidencyTable:
-    """tensor -> (the jax array its storage exports, that memory's address, the tensor's
-    shape and strides then); an entry dies with its tensor, and with it the buffer.
-
-    A dict keyed by ``id(t)`` holding a weak reference to ``t``: a training step looks up
-    and renews one entry per written tensor at each call (BERT tiny: 126), and
-    ``torch.utils.weak.WeakIdKeyDictionary`` builds a ``WeakIdRef`` per lookup (~1.4 us of
-    lookup and renewal per tensor, against ~0.3 us here). A tensor whose weak reference
-    reads None (a resurrected Python object) is simply not resident: its next step makes
-    it resident again."""
-
-    def __init__(self):
-        self._entries: dict[int, list] = {}  # id -> [weakref, array, address, shape, strides]
-
-    def get(self, t: torch.Tensor):
-        e = self._entries.get(id(t))
-        return e if e is not None and e[0]() is t else None
-
-    def set(self, t: torch.Tensor, array, entry: list | None = None) -> list:
-        """Record ``array`` as ``t``'s memory and return ``t``'s entry; ``entry``: ``t``'s
-        current one (``get``), renewed in place."""
-        if entry is None:
-            key = id(t)
-            ref = weakref.ref(t, lambda r, key=key: self._drop(key, r))
-            entry = self._entries[key] = [ref, None, 0, None, None]
-        entry[1:] = array, t.data_ptr(), t.shape, t.stride()
-        return entry
-
-    def _drop(self, key: int, ref) -> None:
-        e = self._entries.get(key)
-        if e is not None and e[0] is ref:
-            del self._entries[key]
-
-    def pop(self, t: torch.Tensor) -> None:
-        if self.get(t) is not None:
-            del self._entries[id(t)]
-
-    def __contains__(self, t) -> bool:
-        return self.get(t) is not None
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-_RESIDENT = _ResidencyTable()
 _EMPTY: dict = {}  # dtype -> the 0-element tensor a released tensor holds during a run
 _set_versions = torch._C._autograd._unsafe_set_version_counter
 
@@ -180,7 +137,7 @@ class ResidentWrites:
         inputs = [*tensors, draw_seed(plan.device)] if plan.seeded else list(tensors)
         order = plan._order
         region_inputs = inputs if order is None else [inputs[i] for i in order]
-        # written input -> its residency entry (_ResidencyTable), whose array is passed
+        # written input -> its residency entry (residency.ResidencyTable), whose array is passed
         # donated
         released = {}
         get = _RESIDENT.get
