@@ -772,3 +772,20 @@ def test_div_with_rounding_mode_has_zero_gradient_at_a_zero_divisor():
         fn(a, b).sum().backward()
         grads.append((a.grad, b.grad))
     torch.testing.assert_close(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("saved", [False, True], ids=["recomputed", "saved"])
+@pytest.mark.parametrize("name", sorted(n for n in CASES if n.startswith("sdpa")))
+def test_sdpa_backward_both_ways(name, saved, monkeypatch):
+    """The attention backward recomputes the probabilities from q and k (vjp_composites
+    ``_sdpa``, as FlashAttention's backward does) unless they take at most
+    ``SDPA_SAVED_PROBS_BYTES``; then the generic VJP of the decomposed attention saves
+    them. Both give eager's gradients. Which way ran shows in the grad stage: the
+    recomputed softmax is a second reduce_max."""
+    from thunder_mlir.transforms import vjp_composites
+
+    monkeypatch.setattr(vjp_composites, "SDPA_SAVED_PROBS_BYTES", 1 << 60 if saved else 0)
+    fn, args = CASES[name]
+    jfn = check_grads(fn, *args)
+    grad = next(s.text for s in thunder_mlir.last_traces(jfn) if s.name == "grad")
+    assert grad.count('"thunder.reduce_max"') == (1 if saved else 2), grad
