@@ -35,7 +35,6 @@ NAME = "joint"
 # block's grow by 11%, at 0.2 they are as before; at 0.3 GPT-2 tiny's are 4,483 KiB and
 # Llama tiny's 4,003, against 4,099 and 3,553 at 0.2)
 _NEAR_THE_FORWARD = 0.2
-_SMALL_RECOMPUTATION = 0
 # the backward's constant buffers (``full``, ``iota``) of at least this many bytes that an
 # op writes into are made after a value that op needs (``_late_constants``)
 _LATE_CONSTANT_BYTES = 16 << 10
@@ -171,10 +170,6 @@ def _separate_recomputation(bwd, residuals: list) -> None:
         first = min(i for i, _ in sites if target[i] == min(target[k] for k, _ in sites))
         if target[first] < _NEAR_THE_FORWARD * end:
             continue  # (left to XLA, marks removed)
-        if _SMALL_RECOMPUTATION and all(
-                isinstance(r.type, ir.RankedTensorType) and r.type.has_static_shape and
-                _nbytes(r.type) <= _SMALL_RECOMPUTATION for i, _ in sites for r in ops[i].results):
-            continue
         anchor = _anchor(ops, target[first], marked, pos) or v
         after = PRIM_OPS["after"](v, anchor, result=v.type, ip=ir.InsertionPoint(ops[first]))
         for i, j in sites:
