@@ -689,7 +689,10 @@ class TrainStep:
             return None
         args_tpl = [sort(a) for a in args]
         kwargs_tpl = {n: sort(a) for n, a in kwargs.items()}
-        for x in torch_pytree.tree_leaves(rest):
+        # (plain tensors, the common batch, skip torch's pytree walk: ~40 us a step cold)
+        leaves = rest if all(type(x) is torch.Tensor for x in rest) else \
+            torch_pytree.tree_leaves(rest)
+        for x in leaves:
             if isinstance(x, torch.Tensor) and x.requires_grad:
                 raise UnsupportedInputError(
                     "a batch tensor of a compiled training step requires grad; eager's "
