@@ -37,9 +37,9 @@ _BUILT_TYPES = (tuple, list, dict)
 
 
 def _builder(spec, consts, positions):
-    """``outs -> output`` for an output tree of tuples, lists and dicts (a training step's
-    ``(loss, kinds, grads, ...)``, a dict of tensors) as one generated expression, or None
-    for a tree with another node type (a namedtuple, a ``ModelOutput``: torch's
+    """``outs -> output`` for an output tree of tuples, lists, dicts and None (a training
+    step's ``(loss, kinds, grads, ...)``, a dict of tensors) as one generated expression, or
+    None for a tree with another node type (a namedtuple, a ``ModelOutput``: torch's
     ``tree_unflatten``). The same output as ``tree_unflatten(leaves, spec)``: the tensor
     leaves at ``positions`` taken from ``outs`` in order, the other leaves ``consts``'
     objects themselves; torch's walks the spec in Python (~1.2 us a node)."""
@@ -52,6 +52,8 @@ def _builder(spec, consts, positions):
             k = count[0]
             count[0] += 1
             return f"o[{at[k]}]" if k in at else f"c[{k}]"
+        if node.type is type(None):  # (a node of torch's pytree, without children)
+            return "None"
         if node.type not in _BUILT_TYPES:
             return None
         parts = [expr(child) for child in node.children()]
