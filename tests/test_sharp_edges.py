@@ -641,3 +641,38 @@ def test_docs_examples(tmp_path):
             warnings.simplefilter("ignore")
             exec(compile(src, str(path), "exec"), ns)  # noqa: S102 - our own docs
     assert len(ns["_CAUGHT"]) == expected_raises >= 8
+
+
+_GC_STAMP = [0.0]
+
+
+def test_garbage_collector_callbacks_are_not_traced():
+    """An automatic garbage collection runs ``gc.callbacks`` inside whichever frame
+    allocates. During a trace such a callback (a memory profiler's: a timestamp into a
+    global) is not the function's code: its global and its clock call are neither guarded
+    nor reported, and the function compiles once (before, each call's new timestamp failed
+    the guard on the callback's global, and every call recompiled)."""
+    import gc
+
+    def callback(phase, info):
+        _GC_STAMP[0] = time.perf_counter()
+
+    def f(x):
+        parts = [x * k for k in range(1, 40)]  # (allocations: collections while tracing)
+        return torch.stack(parts).sin().sum(0)
+
+    threshold = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)  # a collection at nearly every allocation
+    gc.callbacks.append(callback)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a sharp-edge or recompile warning fails
+            jf = thunder_mlir.jit(f)
+            for _ in range(4):
+                x = torch.randn(5)
+                torch.testing.assert_close(jf(x), f(x))
+    finally:
+        gc.callbacks.remove(callback)
+        gc.set_threshold(*threshold)
+    assert _GC_STAMP[0] > 0, "the callback ran"
+    assert thunder_mlir.cache_misses(jf) == 1, thunder_mlir.cache_info(jf)["recompile_reasons"]

@@ -212,6 +212,12 @@ class SharpEdgeMonitor:
     # -- context manager
     def __enter__(self):
         self.recorder.__enter__()
+        # An automatic garbage collection runs gc.callbacks inside whichever frame
+        # allocates: a callback (a memory profiler's) would be traced as the function's
+        # own code, its globals guarded and its clock calls reported. None runs during the
+        # trace; an explicit gc.collect() in the function still does.
+        self._gc_was_enabled = gc.isenabled()
+        gc.disable()
         self._prev_trace, self._prev_profile = sys.gettrace(), sys.getprofile()
         sys.settrace(self._global_trace)  # guards are needed for correctness: always on
         # A profiler installed from C (cProfile) cannot be restored through
@@ -226,6 +232,8 @@ class SharpEdgeMonitor:
         sys.settrace(self._prev_trace if callable(self._prev_trace) else None)
         if self._profiling:
             sys.setprofile(None)
+        if self._gc_was_enabled:
+            gc.enable()
         self.recorder.__exit__(*exc)
         # A reported write to a global or an outside cell is undone: the failed jit call
         # leaves the program's state as it found it.
