@@ -49,11 +49,9 @@ import torch
 from torch_mlir import ir
 
 from thunder_mlir.runtime import dlpack
-from thunder_mlir.runtime.residency import RESIDENT as _RESIDENT
 from thunder_mlir.runtime.plan import ALIAS_ATTR, DONOR_ATTR, Plan, draw_seed
+from thunder_mlir.runtime.residency import RESIDENT as _RESIDENT
 from thunder_mlir.runtime.write_back import write_back
-
-
 
 _EMPTY: dict = {}  # dtype -> the 0-element tensor a released tensor holds during a run
 _set_versions = torch._C._autograd._unsafe_set_version_counter
@@ -137,8 +135,8 @@ class ResidentWrites:
         inputs = [*tensors, draw_seed(plan.device)] if plan.seeded else list(tensors)
         order = plan._order
         region_inputs = inputs if order is None else [inputs[i] for i in order]
-        # written input -> its residency entry (residency.ResidencyTable), whose array is passed
-        # donated
+        # written input -> its residency entry (residency.ResidencyTable); the entry's
+        # array is passed donated
         released = {}
         get = _RESIDENT.get
         for i in marked:
