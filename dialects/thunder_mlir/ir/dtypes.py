@@ -69,6 +69,18 @@ def torch_dtype(t: ir.Type) -> torch.dtype:
     return _FROM_MLIR_STR[str(t)]
 
 
+def nbytes(t: ir.Type) -> int:
+    """Bytes of a value of type ``t``: a static ranked tensor's element count times its
+    element's size in torch (bool: 1 byte); 0 for a value that is not a ranked tensor.
+    Raises KeyError for an element type torch has no dtype for."""
+    if not isinstance(t, ir.RankedTensorType) and not ir.RankedTensorType.isinstance(t):
+        return 0
+    n = 1
+    for d in ir.RankedTensorType(t).shape:
+        n *= d
+    return n * torch.empty((), dtype=torch_dtype(t)).element_size()
+
+
 def shape_of(t: ir.Type) -> tuple[int, ...]:
     """Static shape of a ranked tensor type."""
     return tuple(ir.RankedTensorType(t).shape)

@@ -27,8 +27,6 @@ on the function (an ``array<i1>``), else every floating-point input.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
@@ -37,7 +35,7 @@ from thunder_mlir.errors import PassError
 from thunder_mlir.frontend.functionalization import UNVERSIONED_READ
 from thunder_mlir.frontend.region_reads import RECOMPUTE_READ
 from thunder_mlir.ir import dtypes, prim_defs
-from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
+from thunder_mlir.ir.dtypes import is_inexact, nbytes, torch_dtype
 from thunder_mlir.ir.dialect import REGION_OPS
 from thunder_mlir.ir.regions import (
     eliminate_dead_code, free_values, inline_block, nested_ops, operand_sites)
@@ -70,14 +68,6 @@ def _func(module: ir.Module, name: str):
         if op.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
             return op
     return None
-
-
-def _nbytes(t: ir.Type) -> int:
-    """Bytes of a value of type ``t`` (0 for a value that is not a ranked tensor)."""
-    if not isinstance(t, ir.RankedTensorType) and not ir.RankedTensorType.isinstance(t):
-        return 0
-    return math.prod(ir.RankedTensorType(t).shape) * \
-        torch.empty((), dtype=dtypes.torch_dtype(t)).element_size()
 
 
 def run(module: ir.Module, remat: bool = True) -> None:
@@ -372,7 +362,7 @@ def _saved_values(needed: list) -> set:
             continue
         seen.add(v)
         op = None if isinstance(v.owner, ir.Block) else v.owner.operation
-        cost = 0 if op is None else _nbytes(v.type)  # an input: alive anyway
+        cost = 0 if op is None else nbytes(v.type)  # an input: alive anyway
         graph.add_edge(node(v, "in"), node(v, "out"), capacity=cost)
         if op is None or not _recomputable(op):
             graph.add_edge("source", node(v, "in"))  # no capacity: infinite
@@ -499,4 +489,4 @@ def residual_bytes(module: ir.Module) -> int:
         fwd = _func(module, "forward")
         n = ir.IntegerAttr(fwd.attributes["thunder.num_outputs"]).value
         ret = list(fwd.regions[0].blocks[0].operations)[-1].operation
-        return sum(_nbytes(v.type) for v in list(ret.operands)[n:])
+        return sum(nbytes(v.type) for v in list(ret.operands)[n:])

@@ -21,6 +21,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
+from thunder_mlir.ir.dtypes import nbytes
 from thunder_mlir.ir.primdef import PRIM_OPS
 from thunder_mlir.ir.regions import eliminate_dead_code
 
@@ -198,7 +199,7 @@ def _late_constants(bwd) -> None:
         value = op.results[0]
         t = value.type
         if not isinstance(t, ir.RankedTensorType) or not t.has_static_shape or \
-                _nbytes(t) < _LATE_CONSTANT_BYTES:
+                nbytes(t) < _LATE_CONSTANT_BYTES:
             continue
         for use in list(value.uses):
             writer = use.owner.operation if hasattr(use.owner, "operation") else use.owner
@@ -210,15 +211,6 @@ def _late_constants(bwd) -> None:
                 after = PRIM_OPS["after"](value, anchor, result=t,
                                           ip=ir.InsertionPoint(writer))
                 writer.operands[0] = after.result
-
-
-def _nbytes(t: ir.RankedTensorType) -> int:
-    n = 1
-    for d in t.shape:
-        n *= d
-    e = t.element_type
-    width = e.width if hasattr(e, "width") else 64
-    return n * max(width, 8) // 8
 
 
 def _anchor(ops: list, before: int, marked: set, pos: dict):

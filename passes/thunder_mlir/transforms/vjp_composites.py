@@ -16,6 +16,7 @@ import torch
 from torch_mlir import ir
 
 from thunder_mlir.ir import prims
+from thunder_mlir.ir.dtypes import nbytes
 
 COMPOSITE_VJP: dict = {}
 APPLIES: dict = {}
@@ -330,8 +331,10 @@ def _sdpa_applies(op) -> bool:
     q, k, v = (ir.RankedTensorType(op.operands[i].type).shape for i in range(3))
     if len(q) < 2 or not (q[:-2] == k[:-2] == v[:-2]):  # no batch broadcasting or GQA
         return False
-    if all(d >= 0 for d in q + k) and _probs_bytes(op, q, k) <= SDPA_SAVED_PROBS_BYTES:
-        return False  # (saved; a dynamic size keeps the rule)
+    if all(d >= 0 for d in q + k) and nbytes(ir.RankedTensorType.get(
+            list(q[:-1]) + [k[-2]], ir.RankedTensorType(op.operands[0].type).element_type)) \
+            <= SDPA_SAVED_PROBS_BYTES:
+        return False  # (the probabilities are saved; a dynamic size keeps the rule)
     if "attn_mask" in names:
         m = ir.RankedTensorType(op.operands[names.index("attn_mask")].type).shape
         scores = list(q[:-1]) + [k[-2]]
@@ -339,14 +342,6 @@ def _sdpa_applies(op) -> bool:
                                        zip(m, scores[len(scores) - len(m):])):
             return False  # the mask would enlarge the scores' shape
     return True
-
-
-def _probs_bytes(op, q, k) -> int:
-    n = k[-2]
-    for d in q[:-1]:
-        n *= d
-    return n * (8 if isinstance(ir.RankedTensorType(op.operands[0].type).element_type,
-                                ir.F64Type) else 4)
 
 
 @composite_rule("ltorch.scaled_dot_product_attention", applies=_sdpa_applies)
