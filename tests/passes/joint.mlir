@@ -45,6 +45,32 @@ func.func @computation(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// A recomputation read at two points of the backward, a dot apart, is copied per point:
+// grad recomputes exp(sin(x)) for the weight gradient (a dot) and for the input gradient
+// (elementwise, after the dot with w). Each copy reads x through its own thunder.after,
+// the second anchored on the first's, so that XLA's CSE does not make them one again (one
+// exp read by both would be a buffer alive from the first point to the second).
+// CHECK-LABEL: func.func @computation
+// CHECK:         %[[D:[0-9]+]] = "thunder.dot_general"(%{{.*}}, %arg1)
+// CHECK-NEXT:    %[[A:[0-9]+]] = "thunder.after"(%arg0, %[[D]])
+// CHECK-NEXT:    %[[S:[0-9]+]] = "thunder.sin"(%[[A]])
+// CHECK-NEXT:    %[[E:[0-9]+]] = "thunder.exp"(%[[S]])
+// CHECK-NEXT:    "thunder.dot_general"(%{{.*}}, %[[E]])
+// CHECK:         %[[B:[0-9]+]] = "thunder.after"(%arg0, %[[A]])
+// CHECK-NEXT:    %[[T:[0-9]+]] = "thunder.sin"(%[[B]])
+// CHECK-NEXT:    %[[F:[0-9]+]] = "thunder.exp"(%[[T]])
+// CHECK-NEXT:    "thunder.mul"(%[[D]], %[[F]])
+// CHECK-NOT:     thunder.exp
+// CHECK:         return
+func.func @computation(%x: tensor<4x8xf32>, %w: tensor<8x3xf32>) -> tensor<4x3xf32> {
+  %s = "thunder.sin"(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e = "thunder.exp"(%s) : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = "thunder.dot_general"(%e, %w) {lhs_batching_dimensions = array<i64>, rhs_batching_dimensions = array<i64>, lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 0>} : (tensor<4x8xf32>, tensor<8x3xf32>) -> tensor<4x3xf32>
+  return %y : tensor<4x3xf32>
+}
+
+// -----
+
 // A large constant that an op writes into (the embedding gradient's zeros, index_add's
 // base) is read through thunder.after, anchored on the gradient index_add scatters, so
 // XLA makes the buffer when the backward reaches the scatter and not among the forward's

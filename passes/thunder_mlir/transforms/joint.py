@@ -22,20 +22,17 @@ from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
 from thunder_mlir.ir.dtypes import nbytes
-from thunder_mlir.ir.primdef import PRIM_OPS
+from thunder_mlir.ir.primdef import PRIM_OPS, PRIMS
+from thunder_mlir.ir.prim_defs import CHEAP
 from thunder_mlir.ir.regions import eliminate_dead_code
 
 from thunder_mlir.transforms.grad import DIFF_OUTPUTS, REACHED, RECOMPUTED, WRITE_BACKS, \
     _func
 
 NAME = "joint"
-# recomputations first read in this leading fraction of the backward are not separated:
-# their values are alive across the forward's end either way, and recomputing them there
-# only adds buffers next to the backward's own (measured on the six whole-step models of
-# benchmarks/optimizer_step.py, XLA temporaries against no separation: at 0.1 the nanoGPT
-# block's grow by 11%, at 0.2 they are as before; at 0.3 GPT-2 tiny's are 4,483 KiB and
-# Llama tiny's 4,003, against 4,099 and 3,553 at 0.2)
-_NEAR_THE_FORWARD = 0.2
+# False: every recomputation is left to XLA, which merges it with the forward's copy (the
+# baseline of tests/test_recomputation.py)
+_SEPARATE = True
 # the backward's constant buffers (``full``, ``iota``) of at least this many bytes that an
 # op writes into are made after a value that op needs (``_late_constants``)
 _LATE_CONSTANT_BYTES = 16 << 10
@@ -44,6 +41,7 @@ _CONSTANT_PRIMS = ("thunder.full", "thunder.iota")
 _BASE_WRITERS = ("thunder.index_add", "thunder.take_along_add", "thunder.scatter",
                  "thunder.dynamic_update_index")
 _COPIED_ATTRS = ("thunder.device", "thunder.rng_seed")
+_FUSIBLE = CHEAP | {n for n, p in PRIMS.items() if p.elementwise} | {"slice", "after"}
 
 
 def run(module: ir.Module, keep_outputs: bool = False) -> None:
@@ -134,18 +132,25 @@ def _separate_recomputation(bwd, residuals: list) -> None:
     would find the same op on the same operand, and the value the backward was to recompute
     would stay alive from the forward on, undoing the rematerialization.
 
-    Each recomputed op moves to just before its first reader that is not recomputed, and
-    each residual it reads is taken through ``thunder.after(residual, anchor)``
-    (``hlo.lower_after``: a dependency XLA keeps), where ``jax.checkpoint(prevent_cse=True)``
-    puts an optimization barrier (jax/_src/ad_checkpoint.py). The anchor is a backward value the first reader of
+    A recomputed op read at separate points of the backward is first copied, one copy per
+    point (``_copy_per_reader``). Each recomputed op then moves to just before its first
+    reader that is not recomputed, and each residual it reads is taken through
+    ``thunder.after(residual, anchor)`` (``hlo.lower_after``: a dependency XLA keeps), one
+    per residual and copy, where ``jax.checkpoint(prevent_cse=True)`` puts an optimization
+    barrier (jax/_src/ad_checkpoint.py). The anchor is a backward value the first reader of
     the recomputation needs (``_anchor``), so XLA recomputes when the backward reaches that
-    reader, not at its start. Recomputations the backward reads first in its leading
-    ``_NEAR_THE_FORWARD`` are left as they are. Marks are removed."""
+    reader, not at its start. Marks are removed."""
     block = bwd.regions[0].blocks[0]
+    if not any(RECOMPUTED in o.operation.attributes for o in block.operations):
+        return
+    if not _SEPARATE:
+        for o in block.operations:
+            if RECOMPUTED in o.operation.attributes:
+                del o.operation.attributes[RECOMPUTED]
+        return
+    copy_of = _copy_per_reader(bwd)
     ops = [o.operation for o in block.operations][:-1]
     end = len(ops)
-    if not any(RECOMPUTED in op.attributes for op in ops):
-        return
     pos = {r: i for i, op in enumerate(ops) for r in op.results}
     marked = {i for i, op in enumerate(ops) if RECOMPUTED in op.attributes}
     target: dict[int, int] = {}  # recomputed op -> index of its first reader not recomputed
@@ -157,7 +162,7 @@ def _separate_recomputation(bwd, residuals: list) -> None:
                 firsts.append(target.get(k, end) if k in marked else k)
         target[i] = min(firsts, default=end)
     ret = list(block.operations)[-1].operation
-    readers: dict = {}  # residual -> [(recomputed op index, operand index)]
+    readers: dict = {}  # (residual, copy) -> [(recomputed op index, operand index)]
     args = set(residuals)
     for i in sorted(marked):  # (forward order: a clone's operands land before it)
         op = ops[i]
@@ -165,16 +170,76 @@ def _separate_recomputation(bwd, residuals: list) -> None:
         del op.attributes[RECOMPUTED]
         for j, v in enumerate(op.operands):
             if v in args:
-                readers.setdefault(v, []).append((i, j))
-    for v, sites in readers.items():
+                readers.setdefault((v, copy_of.get(op.results[0])), []).append((i, j))
+    taken: dict = {}  # (residual, anchor) -> the last after made of them
+    for (v, _), sites in sorted(readers.items(),
+                                key=lambda kv: min(target[i] for i, _ in kv[1])):
         # the reader placed first: the earliest target, and among those the first in order
         first = min(i for i, _ in sites if target[i] == min(target[k] for k, _ in sites))
-        if target[first] < _NEAR_THE_FORWARD * end:
-            continue  # (left to XLA, marks removed)
         anchor = _anchor(ops, target[first], marked, pos) or v
-        after = PRIM_OPS["after"](v, anchor, result=v.type, ip=ir.InsertionPoint(ops[first]))
+        # two copies' reads of one residual after one anchor would be one value to XLA's
+        # CSE, and the copies one again: the later copy's read comes after the earlier's
+        later = taken.get((v, anchor), anchor)
+        after = PRIM_OPS["after"](v, later, result=v.type, ip=ir.InsertionPoint(ops[first]))
+        taken[(v, anchor)] = after.result
         for i, j in sites:
             ops[i].operands[j] = after.result
+
+
+def _copy_per_reader(bwd) -> dict:
+    """Copy each recomputed op whose value the backward reads at more than one point: one
+    copy per point, each read by that point only. Returns {result of a recomputed op or
+    copy: its point}.
+
+    A point is a reader that is not recomputed (directly, or through other recomputed
+    ops): each op XLA cannot fuse with elementwise producers (a dot, a reduction) is a
+    point of its own, and the fusible ops between two such ops are one point (XLA fuses
+    them into one loop). Why: XLA does not duplicate an expensive elementwise op (erf,
+    tanh, exp) into several fusions; one recomputed ``erf`` read by a weight-gradient dot's
+    operand (the GELU output) and by the GELU derivative was a buffer of its own, alive
+    from the first reader to the last (the nanoGPT block's MLP: 2 MiB at the step's peak,
+    XLA temporaries 14,341 -> 13,316 KiB with the copies). The copies recompute only
+    cheap ops (``grad.RECOMPUTABLE``)."""
+    block = bwd.regions[0].blocks[0]
+    ops = [o.operation for o in block.operations][:-1]
+    end = len(ops)
+    pos = {r: i for i, op in enumerate(ops) for r in op.results}
+    loop, n = [], 0  # ops[i] is in fusible run loop[i]
+    for op in ops:
+        loop.append(n)
+        n += not _fusible(op)
+    point: dict = {}  # result of a recomputed op or copy -> (point, its first reader)
+    for op in reversed(ops):  # (readers first)
+        if RECOMPUTED not in op.attributes or len(op.results) != 1:
+            continue
+        value = op.results[0]
+        uses: dict = {}  # point -> [first reader, [(owner, operand index)]]
+        for use in list(value.uses):
+            owner = use.owner.operation if hasattr(use.owner, "operation") else use.owner
+            if len(owner.results) == 1 and owner.results[0] in point:
+                key, k = point[owner.results[0]]
+            else:
+                k = pos.get(_key(use.owner, bwd), end)
+                key = ("return",) if k == end else ("loop", loop[k]) \
+                    if _fusible(ops[k]) else ("op", k)
+            entry = uses.setdefault(key, [k, []])
+            entry[0] = min(entry[0], k)
+            entry[1].append((owner, use.operand_number))
+        by_first = sorted(uses.items(), key=lambda kv: kv[1][0])
+        for n, (key, (k, sites)) in enumerate(by_first):
+            copy = value if n == 0 else op.clone(ip=ir.InsertionPoint(op)).results[0]
+            point[copy] = (key, k)
+            if n:
+                for owner, j in sites:
+                    owner.operands[j] = copy
+    return {v: key for v, (key, _) in point.items()}
+
+
+def _fusible(op) -> bool:
+    """Whether XLA fuses ``op`` with elementwise producers and readers: an elementwise or
+    cheap prim (``prim_defs.CHEAP``), a slice, ``thunder.after``."""
+    short = op.name[len("thunder."):] if op.name.startswith("thunder.") else None
+    return short in _FUSIBLE and len(op.regions) == 0
 
 
 def _late_constants(bwd) -> None:
