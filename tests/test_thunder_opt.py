@@ -622,7 +622,7 @@ def test_gpt2_every_stage_reproduced_from_initial(thunder_opt, tmp_path: Path,
     names = [s.name for s in stages]
     assert names == ["initial", "grad", "prims", "plan", "stablehlo", "xla-compile"]
     assert [s.pipeline for s in stages] == [
-        None, "builtin.module(grad{remat=true})", "builtin.module(decompose)",
+        None, "builtin.module(grad{remat=true})", "builtin.module(decompose,merge-dots)",
         "builtin.module(partition)", "builtin.module(lower-to-stablehlo)", None]
     _reproduce_from_initial(thunder_opt, tmp_path, stages, normalize=lambda text: text)
     assert "modeling_gpt2.py" in stages[-2].text  # the debug info is the model's source

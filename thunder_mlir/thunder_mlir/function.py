@@ -1,7 +1,7 @@
 """A jitted function (``ThunderFunction``, what ``thunder_mlir.jit`` returns for a function):
 trace, transform, lower, compile, cache and run.
 
-Pipeline (design.md): trace -> [initial] -> decompose -> [prims] -> partition -> [plan]
+Pipeline (design.md): trace -> [initial] -> decompose, merge-dots -> [prims] -> partition -> [plan]
 -> lower-to-stablehlo -> [stablehlo] -> XLA. Each stage's module text is kept for
 ``last_traces``. Entries are cached by ``cache.FunctionCache`` (hashed key of input
 metadata, Python values, grad mode, default dtype and guards).
@@ -737,7 +737,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     from thunder_mlir.executors import execution_transform  # noqa: F401 (registers it)
     from thunder_mlir.transforms.grad import DIFF_OUTPUTS, backward_error, output_reach, \
         reached_inputs
-    from thunder_mlir.transforms.registry import PassContext, parse_element, pipeline_string
+    from thunder_mlir.transforms.registry import PassContext, parse_pipeline, pipeline_string
 
     from thunder_mlir.runtime.plan import build_plan, place_small_programs
 
@@ -865,15 +865,18 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     if ext.executors:  # after grad: executors also claim the backward's ops
         names = ",".join(e.name for e in ext.executors)
         elements.append(("execution", f"execution-transform{{executors={names}}}"))
-    elements += [("prims", "decompose"), ("plan", "partition"),
+    # (merge-dots: single-device programs only; distributed/program.py leaves the dots of
+    # a sharded program to XLA's SPMD partitioner as they are)
+    elements += [("prims", "decompose,merge-dots"), ("plan", "partition"),
                  ("stablehlo", "lower-to-stablehlo")]
     ctx = PassContext(compile_state=ext, device=trace.device)
     for stage_name, element in elements:
         t = time.perf_counter()
-        pass_ = parse_element(element)
-        pass_(module, ctx)
+        passes = parse_pipeline(element)
+        for pass_ in passes:
+            pass_(module, ctx)
         stages.append(Stage(stage_name, _asm(module), time.perf_counter() - t,
-                            pipeline_string([pass_])))
+                            pipeline_string(passes)))
     t = time.perf_counter()
     aliased = {}  # written inputs aliased with their new values (runtime/resident.py)
     if needs_grad and not joint:

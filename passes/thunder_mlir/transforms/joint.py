@@ -191,10 +191,12 @@ def _copy_per_reader(bwd) -> dict:
     copy per point, each read by that point only. Returns {result of a recomputed op or
     copy: its point}.
 
-    A point is a reader that is not recomputed (directly, or through other recomputed
-    ops): each op XLA cannot fuse with elementwise producers (a dot, a reduction) is a
-    point of its own, and the fusible ops between two such ops are one point (XLA fuses
-    them into one loop). Why: XLA does not duplicate an expensive elementwise op (erf,
+    A point is a set of readers that are not recomputed (reading directly, or through
+    other recomputed ops): the fusible ops between two ops XLA cannot fuse with
+    elementwise producers (dots, reductions) are one point (XLA fuses them into one loop),
+    and the unfusible readers together are one point (the value is a buffer for them
+    anyway: one copy, not one per dot; merge_dots.py then finds the weight-gradient dots
+    of one layer input reading the same value). Why: XLA does not duplicate an expensive elementwise op (erf,
     tanh, exp) into several fusions; one recomputed ``erf`` read by a weight-gradient dot's
     operand (the GELU output) and by the GELU derivative was a buffer of its own, alive
     from the first reader to the last (the nanoGPT block's MLP: 2 MiB at the step's peak,
@@ -221,7 +223,7 @@ def _copy_per_reader(bwd) -> dict:
             else:
                 k = pos.get(_key(use.owner, bwd), end)
                 key = ("return",) if k == end else ("loop", loop[k]) \
-                    if _fusible(ops[k]) else ("op", k)
+                    if _fusible(ops[k]) else ("materialized",)
             entry = uses.setdefault(key, [k, []])
             entry[0] = min(entry[0], k)
             entry[1].append((owner, use.operand_number))

@@ -37,7 +37,8 @@ from typing import Any, ClassVar
 from torch_mlir import ir
 
 from thunder_mlir.errors import PipelineError
-from thunder_mlir.transforms import decompose, grad, joint, lower_to_stablehlo, partition
+from thunder_mlir.transforms import decompose, grad, joint, lower_to_stablehlo, merge_dots, \
+    partition
 
 
 @dataclass
@@ -249,6 +250,19 @@ class Joint(ModulePass):
 
     def apply(self, module: ir.Module, ctx: PassContext) -> None:
         joint.run(module, keep_outputs=self.keep_outputs)
+
+
+@register_pass
+@dataclass(frozen=True)
+class MergeDots(ModulePass):
+    """``merge-dots``: one dot for the dots that share an operand and whose other operands
+    are computed values differing in one free dimension (merge_dots.py)."""
+
+    name: ClassVar[str] = merge_dots.NAME
+    summary: ClassVar[str] = "merge dots sharing an operand into one (horizontal fusion)"
+
+    def apply(self, module: ir.Module, ctx: PassContext) -> None:
+        merge_dots.run(module)
 
 
 @register_pass
