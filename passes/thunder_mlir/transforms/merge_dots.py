@@ -126,7 +126,7 @@ def _next_group(block, tried: set):
 
 def _merge(members: list, before) -> None:
     op0, side, dim = members[0]
-    ip = ir.InsertionPoint(before)
+    ip, loc = ir.InsertionPoint(before), op0.location  # (the new ops: the first dot's line)
     varying = [op.operands[side] for op, _, _ in members]
     sizes = [ir.RankedTensorType(v.type).shape[dim] for v in varying]
     vt = ir.RankedTensorType(varying[0].type)
@@ -135,7 +135,7 @@ def _merge(members: list, before) -> None:
     cat = PRIM_OPS["concatenate"](
         **segment_kwargs("in", varying),
         dimension=ir.IntegerAttr.get(ir.IntegerType.get_signless(64), dim),
-        result=ir.RankedTensorType.get(shape, vt.element_type), ip=ip).result
+        result=ir.RankedTensorType.get(shape, vt.element_type), loc=loc, ip=ip).result
     # the free dim's place in the result: batch dims, then lhs free dims, then rhs free dims
     nb = len(_ints(op0, _DIMS[0]))
     lhs_rank = ir.RankedTensorType(op0.operands[0].type).rank
@@ -147,7 +147,7 @@ def _merge(members: list, before) -> None:
     dot = PRIM_OPS["dot_general"](
         *([cat, shared] if side == 0 else [shared, cat]),
         **{n: I64Array.of(_ints(op0, n)) for n in _DIMS},
-        result=ir.RankedTensorType.get(rshape, rt.element_type), ip=ip).result
+        result=ir.RankedTensorType.get(rshape, rt.element_type), loc=loc, ip=ip).result
     slices, start = [], 0
     for (op, _, _), n in zip(members, sizes):
         lo, hi = [0] * len(rshape), list(rshape)
@@ -155,7 +155,8 @@ def _merge(members: list, before) -> None:
         slices.append(PRIM_OPS["slice"](dot, start_indices=I64Array.of(lo),
                                         limit_indices=I64Array.of(hi),
                                         strides=I64Array.of([1] * len(rshape)),
-                                        result=op.results[0].type, ip=ip).result)
+                                        result=op.results[0].type, loc=op.location,
+                                        ip=ip).result)
         start += n
     for (op, _, _), s in zip(members, slices):  # (``before`` is a member: erased last)
         op.results[0].replace_all_uses_with(s)
