@@ -196,12 +196,14 @@ def _copy_per_reader(bwd) -> dict:
     elementwise producers (dots, reductions) are one point (XLA fuses them into one loop),
     and the unfusible readers together are one point (the value is a buffer for them
     anyway: one copy, not one per dot; merge_dots.py then finds the weight-gradient dots
-    of one layer input reading the same value). Why: XLA does not duplicate an expensive elementwise op (erf,
-    tanh, exp) into several fusions; one recomputed ``erf`` read by a weight-gradient dot's
-    operand (the GELU output) and by the GELU derivative was a buffer of its own, alive
-    from the first reader to the last (the nanoGPT block's MLP: 2 MiB at the step's peak,
-    XLA temporaries 14,341 -> 13,316 KiB with the copies). The copies recompute only
-    cheap ops (``grad.RECOMPUTABLE``)."""
+    of one layer input reading the same value).
+
+    Why: XLA does not duplicate an expensive elementwise op (erf, tanh, exp) into several
+    fusions; one recomputed ``erf`` read by a weight-gradient dot's operand (the GELU
+    output) and by the GELU derivative was a buffer of its own, alive from the first
+    reader to the last (the nanoGPT block's MLP: 2 MiB at the step's peak, XLA
+    temporaries 14,341 -> 13,316 KiB with the copies). The copies recompute only cheap
+    ops (``grad.RECOMPUTABLE``)."""
     block = bwd.regions[0].blocks[0]
     ops = [o.operation for o in block.operations][:-1]
     end = len(ops)
@@ -228,12 +230,12 @@ def _copy_per_reader(bwd) -> dict:
             entry[0] = min(entry[0], k)
             entry[1].append((owner, use.operand_number))
         by_first = sorted(uses.items(), key=lambda kv: kv[1][0])
-        for n, (key, (k, sites)) in enumerate(by_first):
-            copy = value if n == 0 else op.clone(ip=ir.InsertionPoint(op)).results[0]
+        for j, (key, (k, sites)) in enumerate(by_first):
+            copy = value if j == 0 else op.clone(ip=ir.InsertionPoint(op)).results[0]
             point[copy] = (key, k)
-            if n:
-                for owner, j in sites:
-                    owner.operands[j] = copy
+            if j:
+                for owner, operand in sites:
+                    owner.operands[operand] = copy
     return {v: key for v, (key, _) in point.items()}
 
 
