@@ -36,27 +36,38 @@ def _model(approximate: str = "tanh"):
 _step = mse_training_step
 
 
+def _executable_after_steps(step, model, make_opt, batch):
+    """The XLA executable of ``thunder_mlir.jit(step)`` after 3 steps of ``model``, each
+    checked against eager's on a deep copy (the loss and every parameter within 1e-5).
+    ``make_opt(model)``: its optimizer; ``batch(generator)``: one batch (a tuple)."""
+    twin = copy.deepcopy(model)
+    opt, opt2 = make_opt(model), make_opt(twin)
+    g = torch.Generator().manual_seed(1)
+    jstep = thunder_mlir.jit(step)
+    for _ in range(3):
+        b = batch(g)
+        torch.testing.assert_close(jstep(model, opt, *b), step(twin, opt2, *b),
+                                   rtol=1e-5, atol=1e-6)
+        for p, q in zip(model.parameters(), twin.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    steps = [s for s in jstep._train._fn.last.plan.steps if type(s) is XlaStep]
+    assert len(steps) == 1, "the step is one XLA program"
+    return steps[0].executable
+
+
+def _dense_batch(g):
+    return torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, WIDTH, generator=g)
+
+
 def _compiled_step(separate: bool, monkeypatch, approximate: str = "tanh"):
     """The step's XLA executable after 3 compiled steps, each checked against eager's;
     ``separate=False`` turns the separation off (every recomputation is left to XLA, as
     before joint separated them)."""
     if not separate:
         monkeypatch.setattr(joint, "_SEPARATE", False)
-    model = _model(approximate)
-    twin = copy.deepcopy(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    opt2 = torch.optim.SGD(twin.parameters(), lr=0.1, momentum=0.9)
-    g = torch.Generator().manual_seed(1)
-    jstep = thunder_mlir.jit(_step)
-    for _ in range(3):
-        x, y = torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, WIDTH, generator=g)
-        got, want = jstep(model, opt, x, y), _step(twin, opt2, x, y)
-        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
-        for p, q in zip(model.parameters(), twin.parameters()):
-            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
-    steps = [s for s in jstep._train._fn.last.plan.steps if type(s) is XlaStep]
-    assert len(steps) == 1, "the step is one XLA program"
-    return steps[0].executable
+    return _executable_after_steps(
+        _step, _model(approximate),
+        lambda m: torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9), _dense_batch)
 
 
 def test_recomputation_is_not_merged_into_the_forward(monkeypatch):
@@ -130,20 +141,10 @@ def _embedding_step_memory(late: bool, monkeypatch) -> int:
         opt.zero_grad()
         return loss
 
-    model, twin = make(), make()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    opt2 = torch.optim.SGD(twin.parameters(), lr=0.1)
-    g = torch.Generator().manual_seed(1)
-    jstep = thunder_mlir.jit(step)
-    for _ in range(3):
-        idx, y = (torch.randint(0, VOCAB, (2, 64), generator=g) for _ in range(2))
-        torch.testing.assert_close(jstep(model, opt, idx, y), step(twin, opt2, idx, y),
-                                   rtol=1e-5, atol=1e-6)
-        for p, q in zip(model.parameters(), twin.parameters()):
-            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
-    steps = [s for s in jstep._train._fn.last.plan.steps if type(s) is XlaStep]
-    assert len(steps) == 1, "the step is one XLA program"
-    return steps[0].executable.get_compiled_memory_stats().temp_size_in_bytes
+    exe = _executable_after_steps(
+        step, make(), lambda m: torch.optim.SGD(m.parameters(), lr=0.1),
+        lambda g: tuple(torch.randint(0, VOCAB, (2, 64), generator=g) for _ in range(2)))
+    return exe.get_compiled_memory_stats().temp_size_in_bytes
 
 
 def test_scatter_base_is_made_late(monkeypatch):
@@ -176,21 +177,10 @@ def _norm_step_memory(monkeypatch, separate: bool) -> int:
             return x + self.fc(self.ln(x)).relu()
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(*[Block() for _ in range(LAYERS)])
-    twin = copy.deepcopy(model)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    opt2 = torch.optim.SGD(twin.parameters(), lr=0.1)
-    g = torch.Generator().manual_seed(1)
-    jstep = thunder_mlir.jit(_step)
-    for _ in range(3):
-        x, y = torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, WIDTH, generator=g)
-        torch.testing.assert_close(jstep(model, opt, x, y), _step(twin, opt2, x, y),
-                                   rtol=1e-5, atol=1e-6)
-        for p, q in zip(model.parameters(), twin.parameters()):
-            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
-    steps = [s for s in jstep._train._fn.last.plan.steps if type(s) is XlaStep]
-    assert len(steps) == 1, "the step is one XLA program"
-    return steps[0].executable.get_compiled_memory_stats().temp_size_in_bytes
+    exe = _executable_after_steps(
+        _step, torch.nn.Sequential(*[Block() for _ in range(LAYERS)]),
+        lambda m: torch.optim.SGD(m.parameters(), lr=0.1), _dense_batch)
+    return exe.get_compiled_memory_stats().temp_size_in_bytes
 
 
 def test_norm_rule_recomputation_is_not_merged_into_the_forward(monkeypatch):
