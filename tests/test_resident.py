@@ -240,3 +240,73 @@ def test_failed_index_check_leaves_parameters_and_state_as_before():
         torch.testing.assert_close(jstep(m2, o2, ids, y), step(m, o, ids, y).detach())
         _same(m, m2, o, o2)
     assert all(p in resident._RESIDENT for p in m2.parameters())
+
+
+@pytest.mark.parametrize("kind", ["view", "detach", "numpy", "storage", "state_dict"])
+def test_steps_donate_while_the_memory_is_held(kind):
+    """Holders of a resident parameter's memory taken after its first step (a view,
+    ``.detach()``, numpy array, storage object, module ``state_dict()``) do not stop the
+    donation: the storage made from XLA's buffer is no PJRT export, so each step's old
+    array is deleted (donated), the address stays, and the holder sees every step's value
+    in place, as eager's holder does. It fails if a holder makes PJRT run on a copy, or
+    if the memory moves."""
+    m, m2, o, o2 = _models()
+    jstep = thunder_mlir.jit(_step)
+    torch.manual_seed(4)
+    x, y = torch.randn(5, 6), torch.randn(5, 3)
+    _step(m, o, x, y)
+    jstep(m2, o2, x, y)
+    p, q = m[0].weight, m2[0].weight
+    if kind == "state_dict":
+        h, h2 = m.state_dict()["0.weight"], m2.state_dict()["0.weight"]
+        value = _HOLDERS["detach"][1]
+    else:
+        make, value = _HOLDERS[kind]
+        h, h2 = make(p), make(q)
+    address = q.data_ptr()
+    for _ in range(4):
+        x, y = torch.randn(5, 6), torch.randn(5, 3)
+        old = resident._RESIDENT.get(q)[1]
+        _step(m, o, x, y)
+        jstep(m2, o2, x, y)
+        assert old.is_deleted(), "the step ran on a copy"
+        assert q.data_ptr() == address
+        torch.testing.assert_close(value(h2), value(h), atol=1e-5, rtol=1e-5)
+        _same(m, m2, o, o2)
+
+
+class _WithBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 3)
+        self.register_buffer("shift", torch.randn(3))
+
+    def forward(self, x):
+        return self.lin(x) + self.shift
+
+
+def test_read_only_arguments_are_imported_once(monkeypatch):
+    """A step's read-only arguments passed again unchanged (a module buffer, the same
+    batch tensors) keep their XLA buffer across calls: only the tensors new at each call
+    are imported (the optimizer's scalar table, one per parameter group). It fails when the
+    import cache leaves out positions the executable does not donate."""
+    from thunder_mlir.runtime import dlpack
+
+    torch.manual_seed(0)
+    m = _WithBuffer()
+    o = torch.optim.AdamW(m.parameters(), lr=0.01)
+    m_ref, o_ref = copy.deepcopy(m), None
+    o_ref = torch.optim.AdamW(m_ref.parameters(), lr=0.01)
+    jstep = thunder_mlir.jit(_step)
+    x, y = torch.randn(5, 6), torch.randn(5, 3)
+    for _ in range(3):
+        jstep(m, o, x, y)
+        _step(m_ref, o_ref, x, y)
+    imported = []
+    real = dlpack.to_xla
+    monkeypatch.setattr(dlpack, "to_xla", lambda t, d: imported.append(t.shape) or real(t, d))
+    jstep(m, o, x, y)
+    _step(m_ref, o_ref, x, y)
+    assert len(imported) == len(o.param_groups), imported
+    _same(m_ref, m, o_ref, o)
+    torch.testing.assert_close(m.shift, m_ref.shift)

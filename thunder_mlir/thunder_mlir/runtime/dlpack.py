@@ -31,7 +31,6 @@ import torch.utils.dlpack as tdl
 from thunder_mlir.errors import DeviceMismatchError
 from thunder_mlir.runtime import jax_internals
 from thunder_mlir.runtime.jax_internals import DIRECT_DLPACK as _DIRECT
-from thunder_mlir.runtime.residency import RESIDENT
 
 _DL_DEVICE_TYPE = {"cpu": 1, "cuda": 2}
 STAGING_BYTES = 1 << 16  # the largest argument ArgumentImports copies into a staging tensor
@@ -163,9 +162,7 @@ class ArgumentImports:
     optimizer, a KV cache written by the program are not imported again). On CUDA XLA
     reads on its own stream: a changed version imports again, which synchronizes torch's
     stream first (``to_xla``); an inference tensor (``torch.inference_mode``: no version
-    counter) is imported at every call there. So is a tensor whose memory a compiled
-    training step donates to its runs (``residency.RESIDENT``): a kept import would be a
-    reference to that buffer, and PJRT would run the step on a copy. One entry per position: at most ``n`` buffers
+    counter) is imported at every call there. One entry per position: at most ``n`` buffers
     (and the tensors' memory) are kept alive. Positions in ``uncached`` (arguments an
     executable donates: a run deletes their buffer) are imported at every call and never
     staged.
@@ -255,8 +252,6 @@ class ArgumentImports:
             return jax.device_put(buf, self.device, may_alias=False)
         ptr = t.data_ptr()
         if k in self._uncached or buf.unsafe_buffer_pointer() != ptr:  # a copy: no entry
-            self._entries[k] = None
-        elif RESIDENT.get(t) is not None:  # a step's donated memory: not held past the call
             self._entries[k] = None
         elif not self._version:
             self._entries[k] = (weakref.ref(t), ptr, t.stride(), t.shape, buf)

@@ -9,32 +9,31 @@ moves every byte once more. XLA can compute a result into an argument's buffer
 (``tf.aliasing_output``, HloInputOutputAliasConfig) when the caller donates that buffer,
 but PJRT's CPU client does not donate memory it imported through DLPack: a torch tensor's
 buffer donated to a run is replaced by a copy (measured with jaxlib 0.10.2). So a written
-tensor is made *resident*: its storage becomes the DLPack export of an XLA buffer of
-jax's own, and each call
+tensor is made *resident*: its storage becomes the memory of an XLA buffer of jax's own
+(``_Memory``: a torch storage made through numpy's ``__array_interface__``, which keeps
+the array that owns the memory alive and is no PJRT export, so PJRT knows of no external
+reference to the buffer), and each call
 
-1. releases the tensor's hold on that storage (``t.data = <empty>``): when nothing else
-   holds it, its DLPack deleter drops PJRT's external reference and the buffer becomes
-   donatable;
-2. passes the XLA buffer itself, donated, at the argument the program aliases with the
-   tensor's new value (``mark_aliased_writes``);
-3. gives the tensor the exported result (``t.data = export``): the same memory, now
-   holding the new value, with its version counter advanced as an in-place write's.
+1. passes that buffer, donated, at the argument the program aliases with the tensor's new
+   value (``mark_aliased_writes``): XLA computes the new value into the same memory;
+2. gives the residency entry the result's array, which owns that memory now, and advances
+   the tensor's version counter as an in-place write's.
 
-Correctness never depends on the release: PJRT refuses to donate a buffer that still has
-an external reference (a view, ``.detach()``, ``.numpy()``, ``state_dict()`` entry or
-storage object someone holds) and runs on a copy instead; the run then leaves the old
-buffer alive, and the tensor gets it back with the new value copied in, which every other
-holder of that memory sees, as eager's in-place write. A tensor becomes resident at
-the first call that writes it (``_make_resident``: its values copied into a new buffer of
-jax's own, never an import of torch's memory, which the run would hold) only if no other
-tensor, array or storage object holds its old storage (checked through a weak reference:
-the storage must be freed by the swap), so nothing can observe the move except
-``data_ptr()``, which changes once, at that first call, and then stays. The storage of a
-resident tensor is a DLPack one: not resizable, not shareable across processes. Another
-compiled program reading a resident tensor (an evaluation forward between steps) imports
-it at each call and keeps no import (dlpack.ArgumentImports), so the steps stay in place;
-one that read the tensor before its first step holds its old memory in its import cache,
-so the tensor does not become resident and its steps copy (correct, without the saving).
+The tensor, its views and every other holder of its memory (``.detach()``, ``.numpy()``,
+``state_dict()`` entries, storage objects) see the new values in place, as after eager's
+in-place update; nothing is swapped or exported per call (BERT tiny, 126 written tensors:
+the release, export and swap of each took ~2.5 us of a ~4 ms step). The result's address
+is checked to be the argument's. A tensor becomes resident at the first call that writes
+it (``_make_resident``: its values copied into a new buffer of jax's own, never an import
+of torch's memory, which PJRT would not donate) only if no other tensor, array or storage
+object holds its old storage (checked through a weak reference: the storage must be freed
+by the swap), so nothing can observe the move except ``data_ptr()``, which changes once,
+at that first call, and then stays. The storage of a resident tensor is not resizable and
+not shareable across processes. Another compiled program reading a resident tensor (an
+evaluation forward between steps) imports its memory as any torch tensor's; one that read
+the tensor before its first step holds its old memory in its import cache, so the tensor
+does not become resident and its steps copy (correct, without the saving). A run that
+fails after its inputs were donated loses their memory (``_lost``: a warning says so).
 
 Only CPU programs of one XLA region without value guards or a backward (the shape of a
 training step's program) use it, index checks only where the program keeps the old values
@@ -43,6 +42,7 @@ on a failure (``runtime_checks.unless_failed``); elsewhere the write-backs copy.
 
 from __future__ import annotations
 
+import weakref
 from typing import Sequence
 
 import torch
@@ -50,11 +50,60 @@ from torch_mlir import ir
 
 from thunder_mlir.runtime import dlpack
 from thunder_mlir.runtime.plan import ALIAS_ATTR, DONOR_ATTR, Plan, draw_seed
-from thunder_mlir.runtime.residency import RESIDENT as _RESIDENT
 from thunder_mlir.runtime.write_back import write_back
 
-_EMPTY: dict = {}  # dtype -> the 0-element tensor a released tensor holds during a run
 _set_versions = torch._C._autograd._unsafe_set_version_counter
+
+
+class ResidencyTable:
+    """tensor -> (the jax array whose memory its storage is, that memory's address, the
+    tensor's shape and strides then); an entry leaves the table with its tensor, and the
+    buffer goes with the last storage object of that memory.
+
+    A dict keyed by ``id(t)`` holding a weak reference to ``t``: a training step looks up
+    and renews one entry per written tensor at each call (BERT tiny: 126), and
+    ``torch.utils.weak.WeakIdKeyDictionary`` builds a ``WeakIdRef`` per lookup (~1.4 us of
+    lookup per tensor, against ~0.3 us here). A tensor whose weak reference
+    reads None (a resurrected Python object) is simply not resident: its next step makes
+    it resident again."""
+
+    def __init__(self):
+        self._entries: dict[int, list] = {}  # id -> [weakref, array, address, shape, strides]
+
+    def get(self, t: torch.Tensor):
+        e = self._entries.get(id(t))
+        return e if e is not None and e[0]() is t else None
+
+    def set(self, t: torch.Tensor, entry: list) -> list:
+        """Record ``entry`` = ``[None, array, None, None, None]`` (``array``: the jax array
+        ``t``'s memory is) as ``t``'s entry, replacing any earlier one, and return it with
+        ``t``'s weak reference, address, shape and strides filled in. The list itself is
+        what the storage of that memory keeps alive (runtime/resident.py ``_Memory``):
+        a step renews ``entry[1]`` in place, and an entry replaced here stays with the
+        storage that still holds its array."""
+        key = id(t)
+        entry[0] = weakref.ref(t, lambda r, key=key: self._drop(key, r))
+        entry[2:] = t.data_ptr(), t.shape, t.stride()
+        self._entries[key] = entry
+        return entry
+
+    def _drop(self, key: int, ref) -> None:
+        e = self._entries.get(key)
+        if e is not None and e[0] is ref:
+            del self._entries[key]
+
+    def pop(self, t: torch.Tensor) -> None:
+        if self.get(t) is not None:
+            del self._entries[id(t)]
+
+    def __contains__(self, t) -> bool:
+        return self.get(t) is not None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_RESIDENT = ResidencyTable()  # the resident tensors
 
 
 def mark_aliased_writes(module: ir.Module, written: Sequence[int], trailing: int = 0,
@@ -118,7 +167,7 @@ class ResidentWrites:
     result) aliases them (module docstring). ``run(tensors)`` returns what ``plan.run``
     returns, with every written input already holding its new value: the caller does no
     write-back. Raises ValueError for another plan; an XLA runtime error as
-    ``ExecutionError`` (``XlaStep.execute``), after putting the released tensors back."""
+    ``ExecutionError`` (``XlaStep.execute``)."""
 
     def __init__(self, plan: Plan, written: Sequence[int], marked: dict[int, tuple[int, int]],
                  trailing: int = 0):
@@ -128,6 +177,18 @@ class ResidentWrites:
         self.written = list(written)
         self.trailing = trailing  # outputs after the new values (the checks' code)
         self.marked = dict(marked)  # written input -> (region argument, region result)
+        self._at = {q: i for i, (q, _) in self.marked.items()}  # region argument -> input
+        self._into = {r: i for i, (_, r) in self.marked.items()}  # region result -> input
+        self._others: list | None = None  # the other region results (set by a first run)
+        # The region's own import cache, by region argument: only the arguments the
+        # executable donates are imported at every call. (The plan's cache serves program
+        # input positions too, so it leaves out every position either numbering donates:
+        # a model's buffers, the batch and the scalar tables would be imported again at
+        # each call, ~65 us of BERT tiny's step.)
+        step = plan._step
+        self._imports = dlpack.ArgumentImports(
+            plan._jax_device, len(step.inputs), True,
+            fixed_shapes=plan._imports._fixed, uncached=step.donated)
 
     def run(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         plan, marked = self.plan, self.marked
@@ -135,103 +196,127 @@ class ResidentWrites:
         inputs = [*tensors, draw_seed(plan.device)] if plan.seeded else list(tensors)
         order = plan._order
         region_inputs = inputs if order is None else [inputs[i] for i in order]
-        # written input -> its residency entry (residency.ResidencyTable); the entry's
-        # array is passed donated
-        released = {}
+        held_by = {}  # written input -> its residency entry, whose array is donated
         get = _RESIDENT.get
         for i in marked:
             t = tensors[i]
             held = get(t)
-            if held is not None and held[2] == t.data_ptr() and held[3] == t.shape \
-                    and held[4] == t.stride() and not held[1].is_deleted():
-                released[i] = held
-            else:
-                held = _make_resident(t, plan._jax_device, held)
-                if held is not None:
-                    released[i] = held
-        imp = plan._imports.buffer
+            if held is None or held[2] != t.data_ptr() or held[3] != t.shape \
+                    or held[4] != t.stride() or held[1].is_deleted():
+                held = _make_resident(t, plan._jax_device)
+                if held is None:
+                    continue
+            held_by[i] = held
         try:
-            args = [imp(q, t) for q, t in enumerate(region_inputs)] if not released else \
-                self._arguments(region_inputs, tensors, released)
+            args = self._imports.buffers(region_inputs) if not held_by else \
+                self._arguments(region_inputs, held_by)
             outs = step.execute(args, plan._jax_device)
         except BaseException:
-            _restore(tensors, released)
+            _lost(tensors, held_by)
             raise
-        del args  # (the imports of torch memory: released before the swaps below)
-        exported = dlpack.to_torch_many(outs, True)
+        del args
+        # the results computed into resident memory are not exported: the written tensor
+        # already is that memory (the caller drops these outputs)
+        into = self._into
+        if self._others is None:
+            self._others = [r for r in range(len(outs)) if r not in into]
+        exported = [None] * len(outs)
+        for r, x in zip(self._others,
+                        dlpack.to_torch_many([outs[r] for r in self._others], True)):
+            exported[r] = x
+        for r, i in into.items():
+            exported[r] = tensors[i] if i in held_by else dlpack.to_torch(outs[r], True)
         pick = plan._pick
         result = exported if pick is None else \
             [exported[j] if j >= 0 else inputs[~j] for j in pick]
-        self._write(tensors, released, outs, exported, result)
+        self._write(tensors, held_by, outs, result)
         return result
 
-    def _arguments(self, region_inputs, tensors, released) -> list:
-        """The region's arguments with each released written input's resident array at its
-        aliased argument, the tensor emptied (its storage's external reference dropped)."""
+    def _arguments(self, region_inputs, held_by) -> list:
+        """The region's arguments, each resident written input's array (donated) at its
+        aliased argument."""
         args = list(region_inputs)
-        at = {q: i for i, (q, _) in self.marked.items() if i in released}
-        imp = self.plan._imports.buffer
+        at = self._at
+        imp = self._imports.buffer
         for q, t in enumerate(region_inputs):
             i = at.get(q)
-            if i is None:
-                args[q] = imp(q, t)
-            else:
-                t = tensors[i]
-                empty = _EMPTY.get(t.dtype)
-                if empty is None:
-                    empty = _EMPTY[t.dtype] = torch.empty(0, dtype=t.dtype)
-                t.data = empty
-                args[q] = released[i][1]
+            held = None if i is None else held_by.get(i)
+            args[q] = imp(q, t) if held is None else held[1]
         return args
 
-    def _write(self, tensors, released, outs, exported, result) -> None:
-        """Give every written input its new value: a donated resident one the exported
-        result (its own memory), a resident one PJRT did not donate its array back with
-        the value copied in, and the others a copy (``write_back``)."""
+    def _write(self, tensors, held_by, outs, result) -> None:
+        """Give every written input its new value: a resident one whose array was donated
+        has it in its own memory already (XLA computed the aliased result there: the
+        entry takes the result's array, which owns that memory now), a resident one PJRT
+        did not donate and the others a copy (``write_back``)."""
         k = len(self.written)
         first = len(result) - self.trailing - k
         copies, dsts, bumped = [], [], []
         for w, i in enumerate(self.written):
             t = tensors[i]
-            held = released.get(i)
+            held = held_by.get(i)
             if held is not None:
-                a = held[1]
-                r = self.marked[i][1]
-                if a.is_deleted():  # donated: the result is that memory, written in place
-                    t.data = exported[r]
-                    held[1:] = outs[r], t.data_ptr(), t.shape, t.stride()
+                out = outs[self.marked[i][1]]
+                if held[1].is_deleted():  # donated: computed in place
+                    if out.unsafe_buffer_pointer() != held[2]:
+                        raise RuntimeError(
+                            "internal: XLA computed an aliased result of a donated buffer "
+                            "into other memory (thunder_mlir/runtime/resident.py)")
+                    held[1] = out
                     bumped.append(t)
                     continue
-                t.data = dlpack.to_torch(a, True)  # held elsewhere: a copy ran; copy back
+                copies.append(dlpack.to_torch(out, True))  # a copy ran: copy it back
+            else:
+                copies.append(result[first + w])
             dsts.append(t)
-            copies.append(result[first + w])
-        if bumped:
+        if bumped:  # (an in-place write's version bump, as eager's optimizer makes)
             _set_versions(tuple(bumped), tuple(t._version + 1 for t in bumped))
         if dsts:
             with torch.no_grad():
                 write_back(dsts, range(len(dsts)), copies)
 
 
-def _make_resident(t: torch.Tensor, device, entry: list | None = None):
+class _Memory:
+    """What the torch storage of a resident tensor holds: its residency entry, whose
+    array owns the memory (``entry[1]``, renewed by each step with the result computed
+    there), and that memory as numpy's ``__array_interface__`` (the storage is made by
+    ``torch.from_numpy``, numpy's array keeping this object as its base). So the memory
+    lives while any tensor, view or storage object of it lives, and PJRT knows of no
+    external reference to the array: it donates it to each run."""
+
+    __slots__ = ("entry", "__array_interface__")
+
+    def __init__(self, entry: list, address: int, nbytes: int):
+        self.entry = entry
+        self.__array_interface__ = {"data": (address, False), "shape": (nbytes,),
+                                    "typestr": "|u1", "version": 3}
+
+
+def _make_resident(t: torch.Tensor, device):
     """Move ``t`` into a new XLA buffer of jax's own on ``device`` (its values copied;
-    ``t.data`` = the buffer's export) and return its residency entry (``entry``: ``t``'s
-    stale one, renewed), if nothing but ``t`` holds ``t``'s storage: the old storage must
-    be freed by the swap (a weak reference says), else ``t`` gets it back and None. None
-    also for a tensor that is not a plain dense contiguous one filling its storage."""
+    ``t.data`` = a tensor on that memory, ``_Memory``) and return its new residency
+    entry, if nothing but ``t`` holds ``t``'s storage: the old storage must be freed by
+    the swap (a weak reference says), else ``t`` gets it back and None. None also for a
+    tensor that is not a plain dense contiguous one filling its storage."""
     if t.grad_fn is not None or not t.is_contiguous() or t.numel() == 0 \
             or t.storage_offset() != 0 or t.is_conj() or t.is_neg() or not t.is_cpu:
         return None
     storage = t.untyped_storage()
-    if storage.nbytes() != t.numel() * t.element_size():
+    nbytes = t.numel() * t.element_size()
+    if storage.nbytes() != nbytes:
         return None
     import jax
+    import numpy as np
 
     # a buffer of jax's own, copied from a scratch tensor's import (never an import of
-    # t's memory, which PJRT could hold past the run); the export waits for the copy
+    # t's memory, which PJRT could hold past the run)
     scratch = dlpack.to_xla(torch.empty(t.shape, dtype=t.dtype), device)
     array = jax.device_put(scratch, device, may_alias=False)
-    new = dlpack.to_torch(array, True)
     del scratch
+    array.block_until_ready()
+    entry = [None, array, None, None, None]
+    memory = np.asarray(_Memory(entry, array.unsafe_buffer_pointer(), nbytes))
+    new = torch.from_numpy(memory).view(t.dtype).view(t.shape)
     with torch.no_grad():
         new.copy_(t)
     weak = storage._weak_ref()
@@ -239,7 +324,7 @@ def _make_resident(t: torch.Tensor, device, entry: list | None = None):
     try:
         t.data = new
         if torch.UntypedStorage._expired(weak):
-            return _RESIDENT.set(t, array, entry)
+            return _RESIDENT.set(t, entry)
         old = torch.UntypedStorage._new_with_weak_ptr(weak)
         t.data = torch.empty(0, dtype=t.dtype).set_(old, 0, new.shape, new.stride())
         return None
@@ -247,22 +332,21 @@ def _make_resident(t: torch.Tensor, device, entry: list | None = None):
         torch.UntypedStorage._free_weak_ref(weak)
 
 
-def _restore(tensors, released) -> None:
-    """After a failed import or run: each released tensor back on its array's memory (one
-    not yet released gets a second storage object of its own memory). A donated array is
-    gone with its values; such a tensor is left empty and a warning says so."""
+def _lost(tensors, held_by) -> None:
+    """After a failed import or run: a resident written input whose array the run had
+    been given (donated) has lost its memory and values; such a tensor is left empty and
+    a warning says so. The others are as before the call."""
     lost = []
-    for i, held in released.items():
-        a = held[1]
-        if a.is_deleted():
+    for i, held in held_by.items():
+        if held[1].is_deleted():
             lost.append(i)
             _RESIDENT.pop(tensors[i])
-        else:
-            tensors[i].data = dlpack.to_torch(a, True)
+            tensors[i].data = torch.empty(0, dtype=tensors[i].dtype)
     if lost:
         import warnings
 
         warnings.warn(f"thunder_mlir: the compiled program failed after its inputs "
                       f"{lost} were donated to it; their values are lost (the tensors are "
-                      "left empty). Reload them (load_state_dict) before the next step.",
+                      "left empty, and views of them taken earlier must not be read). "
+                      "Reload them (load_state_dict) before the next step.",
                       RuntimeWarning, stacklevel=3)
