@@ -23,6 +23,27 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> tensor<2x3xf
   %4 = "thunder.lgamma"(%3) : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return %4 : tensor<2x3xf32>
 }
+// Sine and cosine of reals: the function divided by ones XLA cannot fold (the bits of
+// 1.0 xor x's bits, twice), so that XLA's fusion computes it once where a broadcast reads
+// each element many times (hlo.lower_computed_once).
+// CHECK-LABEL: func.func @computed_once
+// CHECK-SAME:    (%[[X:.*]]: tensor<64x32xf32>)
+// CHECK:         %[[S:.*]] = stablehlo.sine %[[X]] : tensor<64x32xf32>
+// CHECK-NEXT:    %[[M:.*]] = stablehlo.bitcast_convert %[[X]] : (tensor<64x32xf32>) -> tensor<64x32xi32>
+// CHECK-NEXT:    %[[C:.*]] = stablehlo.constant dense<1.000000e+00> : tensor<64x32xf32>
+// CHECK-NEXT:    %[[CB:.*]] = stablehlo.bitcast_convert %[[C]] : (tensor<64x32xf32>) -> tensor<64x32xi32>
+// CHECK-NEXT:    %[[X1:.*]] = stablehlo.xor %[[CB]], %[[M]]
+// CHECK-NEXT:    %[[X2:.*]] = stablehlo.xor %[[X1]], %[[M]]
+// CHECK-NEXT:    %[[ONE:.*]] = stablehlo.bitcast_convert %[[X2]] : (tensor<64x32xi32>) -> tensor<64x32xf32>
+// CHECK-NEXT:    %[[D:.*]] = stablehlo.divide %[[S]], %[[ONE]]
+// CHECK-NEXT:    %[[B:.*]] = stablehlo.broadcast_in_dim %[[D]], dims = [2, 3]
+// CHECK-NEXT:    return %[[B]]
+func.func @computed_once(%x: tensor<64x32xf32>) -> tensor<2x8x64x32xf32> {
+  %0 = "thunder.sin"(%x) : (tensor<64x32xf32>) -> tensor<64x32xf32>
+  %1 = "thunder.broadcast_in_dim"(%0) {shape = array<i64: 2, 8, 64, 32>, broadcast_dimensions = array<i64: 2, 3>} : (tensor<64x32xf32>) -> tensor<2x8x64x32xf32>
+  return %1 : tensor<2x8x64x32xf32>
+}
+
 // The lowered op keeps the user's location.
 // LOC-LABEL: func.func @elementwise
 // LOC:         stablehlo.add {{.*}} loc(#[[L:loc[0-9]*]])
@@ -190,7 +211,7 @@ func.func private @xla_region_0(%a: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK-SAME:    (%[[P:.*]]: tensor<i1>, %[[X:.*]]: tensor<4xf32>, %[[N:.*]]: tensor<i64>)
 // CHECK-NOT:     thunder.
 // CHECK:         %[[IF:.*]] = "stablehlo.if"(%[[P]]) ({
-// CHECK-NEXT:      %[[C:.*]] = stablehlo.cosine %[[X]]
+// CHECK-NEXT:      %[[C:.*]] = stablehlo.exponential %[[X]]
 // CHECK-NEXT:      stablehlo.return %[[C]]
 // CHECK-NEXT:    }, {
 // CHECK-NEXT:      stablehlo.return %[[X]]
@@ -200,13 +221,13 @@ func.func private @xla_region_0(%a: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK-NEXT:      %[[LT:.*]] = stablehlo.compare  LT, %[[I]], %[[N]]
 // CHECK-NEXT:      stablehlo.return %[[LT]]
 // CHECK-NEXT:    } do {
-// CHECK-NEXT:      %[[S:.*]] = stablehlo.sine %[[Y]]
+// CHECK-NEXT:      %[[S:.*]] = stablehlo.tanh %[[Y]]
 // CHECK-NEXT:      stablehlo.return %[[I]], %[[S]]
 // CHECK-NEXT:    }
 // CHECK-NEXT:    return %[[W]]#1, %[[W]]#0
 func.func @control_flow(%p: tensor<i1>, %x: tensor<4xf32>, %n: tensor<i64>) -> (tensor<4xf32>, tensor<i64>) {
   %0 = "thunder.cond"(%p) ({
-    %a = "thunder.cos"(%x) : (tensor<4xf32>) -> tensor<4xf32>
+    %a = "thunder.exp"(%x) : (tensor<4xf32>) -> tensor<4xf32>
     "thunder.yield"(%a) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
   }, {
     "thunder.yield"(%x) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<4xf32>) -> ()
@@ -217,7 +238,7 @@ func.func @control_flow(%p: tensor<i1>, %x: tensor<4xf32>, %n: tensor<i64>) -> (
     "thunder.yield"(%c) {operandSegmentSizes = array<i32: 1, 0, 0, 0, 0, 0, 0, 0>} : (tensor<i1>) -> ()
   }, {
   ^bb0(%i: tensor<i64>, %y: tensor<4xf32>):
-    %z = "thunder.sin"(%y) : (tensor<4xf32>) -> tensor<4xf32>
+    %z = "thunder.tanh"(%y) : (tensor<4xf32>) -> tensor<4xf32>
     "thunder.yield"(%i, %z) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<i64>, tensor<4xf32>) -> ()
   }) {operandSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 1, 0, 0, 0, 0, 0, 0>} : (tensor<i64>, tensor<4xf32>) -> (tensor<i64>, tensor<4xf32>)
   return %1#1, %1#0 : tensor<4xf32>, tensor<i64>

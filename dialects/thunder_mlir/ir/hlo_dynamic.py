@@ -293,7 +293,7 @@ DYNAMIC_AS_STATIC = {
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and", "reduce_or",
     "eq", "ne", "lt", "le", "gt", "ge",
     # their constants and iotas take the operand's shape (hlo.splat(like=), hlo.shape_of)
-    "exp2", "log2", "log10", "trunc", "reciprocal", "argmax", "argmin",
+    "exp2", "log2", "log10", "trunc", "reciprocal", "argmax", "argmin", "sin", "cos",
 }
 
 def _gather_dim(op) -> set[int]:
