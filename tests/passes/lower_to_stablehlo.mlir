@@ -37,11 +37,16 @@ func.func @elementwise(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> tensor<2x3xf
 // CHECK-NEXT:    %[[ONE:.*]] = stablehlo.bitcast_convert %[[X2]] : (tensor<64x32xi32>) -> tensor<64x32xf32>
 // CHECK-NEXT:    %[[D:.*]] = stablehlo.divide %[[S]], %[[ONE]]
 // CHECK-NEXT:    %[[B:.*]] = stablehlo.broadcast_in_dim %[[D]], dims = [2, 3]
-// CHECK-NEXT:    return %[[B]]
-func.func @computed_once(%x: tensor<64x32xf32>) -> tensor<2x8x64x32xf32> {
+// CHECK-NEXT:    %[[K:.*]] = stablehlo.cosine %[[X]] : tensor<64x32xf32>
+// CHECK-NEXT:    %[[M2:.*]] = stablehlo.bitcast_convert %[[X]]
+// CHECK:         %[[ONE2:.*]] = stablehlo.bitcast_convert %{{.*}} : (tensor<64x32xi32>) -> tensor<64x32xf32>
+// CHECK-NEXT:    %[[D2:.*]] = stablehlo.divide %[[K]], %[[ONE2]]
+// CHECK-NEXT:    return %[[B]], %[[D2]]
+func.func @computed_once(%x: tensor<64x32xf32>) -> (tensor<2x8x64x32xf32>, tensor<64x32xf32>) {
   %0 = "thunder.sin"(%x) : (tensor<64x32xf32>) -> tensor<64x32xf32>
   %1 = "thunder.broadcast_in_dim"(%0) {shape = array<i64: 2, 8, 64, 32>, broadcast_dimensions = array<i64: 2, 3>} : (tensor<64x32xf32>) -> tensor<2x8x64x32xf32>
-  return %1 : tensor<2x8x64x32xf32>
+  %2 = "thunder.cos"(%x) : (tensor<64x32xf32>) -> tensor<64x32xf32>
+  return %1, %2 : tensor<2x8x64x32xf32>, tensor<64x32xf32>
 }
 
 // The lowered op keeps the user's location.
