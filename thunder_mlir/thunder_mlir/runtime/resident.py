@@ -23,9 +23,10 @@ The tensor, its views and every other holder of its memory (``.detach()``, ``.nu
 ``state_dict()`` entries, storage objects) see the new values in place, as after eager's
 in-place update; nothing is swapped or exported per call (BERT tiny, 126 written tensors:
 the release, export and swap of each took ~2.5 us of a ~4 ms step). The result's address
-is checked to be the argument's. A tensor becomes resident at the first call that writes
-it (``_make_resident``: its values copied into a new buffer of jax's own, never an import
-of torch's memory, which PJRT would not donate) only if no other tensor, array or storage
+is checked to be the argument's (once per argument: the executable's aliasing). A tensor
+becomes resident at the first call that writes it (``_make_resident``: its values copied
+into a new buffer of jax's own, never an import of torch's memory, which PJRT would not
+donate) only if no other tensor, array or storage
 object holds its old storage (checked through a weak reference: the storage must be freed
 by the swap), so nothing can observe the move except ``data_ptr()``, which changes once,
 at that first call, and then stays. The storage of a resident tensor is not resizable and
@@ -180,6 +181,9 @@ class ResidentWrites:
         self._at = {q: i for i, (q, _) in self.marked.items()}  # region argument -> input
         self._into = {r: i for i, (_, r) in self.marked.items()}  # region result -> input
         self._others: list | None = None  # the other region results (set by a first run)
+        # written inputs whose donated run put the result at the argument's address: the
+        # executable's input/output aliasing, the same at every run
+        self._checked: set[int] = set()
         # The region's own import cache, by region argument: only the arguments the
         # executable donates are imported at every call. (The plan's cache serves program
         # input positions too, so it leaves out every position either numbering donates:
@@ -252,16 +256,19 @@ class ResidentWrites:
         k = len(self.written)
         first = len(result) - self.trailing - k
         copies, dsts, bumped = [], [], []
+        checked = self._checked
         for w, i in enumerate(self.written):
             t = tensors[i]
             held = held_by.get(i)
             if held is not None:
                 out = outs[self.marked[i][1]]
                 if held[1].is_deleted():  # donated: computed in place
-                    if out.unsafe_buffer_pointer() != held[2]:
-                        raise RuntimeError(
-                            "internal: XLA computed an aliased result of a donated buffer "
-                            "into other memory (thunder_mlir/runtime/resident.py)")
+                    if i not in checked:  # (the executable's aliasing: checked once each)
+                        if out.unsafe_buffer_pointer() != held[2]:
+                            raise RuntimeError(
+                                "internal: XLA computed an aliased result of a donated "
+                                "buffer into other memory (thunder_mlir/runtime/resident.py)")
+                        checked.add(i)
                     held[1] = out
                     bumped.append(t)
                     continue
