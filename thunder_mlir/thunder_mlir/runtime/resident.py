@@ -26,10 +26,9 @@ the release, export and swap of each took ~2.5 us of a ~4 ms step). The result's
 is checked to be the argument's (once per argument: the executable's aliasing). A tensor
 becomes resident at the first call that writes it (``_make_resident``: its values copied
 into a new buffer of jax's own, never an import of torch's memory, which PJRT would not
-donate) only if no other tensor, array or storage
-object holds its old storage (checked through a weak reference: the storage must be freed
-by the swap), so nothing can observe the move except ``data_ptr()``, which changes once,
-at that first call, and then stays. The storage of a resident tensor is not resizable and
+donate) only if no other tensor, array or storage object holds its old storage (checked
+through a weak reference: the storage must be freed by the swap), so nothing can observe
+the move except ``data_ptr()``, which changes once, at that first call, and then stays. The storage of a resident tensor is not resizable and
 not shareable across processes. Another compiled program reading a resident tensor (an
 evaluation forward between steps) imports its memory as any torch tensor's; one that read
 the tensor before its first step holds its old memory in its import cache, so the tensor
@@ -64,9 +63,9 @@ class ResidencyTable:
     A dict keyed by ``id(t)`` holding a weak reference to ``t``: a training step looks up
     and renews one entry per written tensor at each call (BERT tiny: 126), and
     ``torch.utils.weak.WeakIdKeyDictionary`` builds a ``WeakIdRef`` per lookup (~1.4 us of
-    lookup per tensor, against ~0.3 us here). A tensor whose weak reference
-    reads None (a resurrected Python object) is simply not resident: its next step makes
-    it resident again."""
+    lookup per tensor, against ~0.3 us here). A tensor whose weak reference reads None (a
+    resurrected Python object) is simply not resident: its next step makes it resident
+    again."""
 
     def __init__(self):
         self._entries: dict[int, list] = {}  # id -> [weakref, array, address, shape, strides]
@@ -79,9 +78,9 @@ class ResidencyTable:
         """Record ``entry`` = ``[None, array, None, None, None]`` (``array``: the jax array
         ``t``'s memory is) as ``t``'s entry, replacing any earlier one, and return it with
         ``t``'s weak reference, address, shape and strides filled in. The list itself is
-        what the storage of that memory keeps alive (runtime/resident.py ``_Memory``):
-        a step renews ``entry[1]`` in place, and an entry replaced here stays with the
-        storage that still holds its array."""
+        what the storage of that memory keeps alive (``_Memory``): a step renews
+        ``entry[1]`` in place, and an entry replaced here stays with the storage that
+        still holds its array."""
         key = id(t)
         entry[0] = weakref.ref(t, lambda r, key=key: self._drop(key, r))
         entry[2:] = t.data_ptr(), t.shape, t.stride()
