@@ -63,10 +63,10 @@ def test_float64_and_grad_match_eager():
     torch.testing.assert_close(g, g_ref)
 
 
-def _rope(cos_sin_of, x):
-    """x * cos(t) + rotate_half(x) * sin(t) with the [S, D] angle table t broadcast over
-    the batch and heads of x [B, H, S, D] (rotary position embeddings)."""
-    cos, sin = torch.cos(cos_sin_of), torch.sin(cos_sin_of)
+def _rope(angles, x):
+    """x * cos(angles) + rotate_half(x) * sin(angles), the [S, D] angle table broadcast
+    over the batch and heads of x [B, H, S, D] (rotary position embeddings)."""
+    cos, sin = torch.cos(angles), torch.sin(angles)
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
     return x * cos + rotated * sin

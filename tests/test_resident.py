@@ -295,7 +295,7 @@ def test_read_only_arguments_are_imported_once(monkeypatch):
     torch.manual_seed(0)
     m = _WithBuffer()
     o = torch.optim.AdamW(m.parameters(), lr=0.01)
-    m_ref, o_ref = copy.deepcopy(m), None
+    m_ref = copy.deepcopy(m)
     o_ref = torch.optim.AdamW(m_ref.parameters(), lr=0.01)
     jstep = thunder_mlir.jit(_step)
     x, y = torch.randn(5, 6), torch.randn(5, 3)
