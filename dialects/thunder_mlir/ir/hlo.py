@@ -812,9 +812,8 @@ def lower_computed_once(base_op: str) -> Lowering:
         xt = ir.RankedTensorType(x.type)
         with rw.ip:
             y = hlo(base_op, [x], [t], loc=loc).result
-            bits = _bit_type(xt.element_type)
-            if _is_real_float(xt.element_type) and bits is not None:
-                it = ir.RankedTensorType.get(list(xt.shape), bits)
+            if _is_real_float(xt.element_type):
+                it = ir.RankedTensorType.get(list(xt.shape), _bit_type(xt.element_type))
                 m = hlo("stablehlo.bitcast_convert", [x], [it], loc=loc).result
                 one = hlo("stablehlo.bitcast_convert", [splat(t, 1.0, loc, like=x)], [it],
                           loc=loc).result

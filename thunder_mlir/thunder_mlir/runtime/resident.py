@@ -28,8 +28,8 @@ becomes resident at the first call that writes it (``_make_resident``: its value
 into a new buffer of jax's own, never an import of torch's memory, which PJRT would not
 donate) only if no other tensor, array or storage object holds its old storage (checked
 through a weak reference: the storage must be freed by the swap), so nothing can observe
-the move except ``data_ptr()``, which changes once, at that first call, and then stays. The storage of a resident tensor is not resizable and
-not shareable across processes. Another compiled program reading a resident tensor (an
+the move except ``data_ptr()``, which changes once, at that first call, and then stays.
+The storage of a resident tensor is not resizable and not shareable across processes. Another compiled program reading a resident tensor (an
 evaluation forward between steps) imports its memory as any torch tensor's; one that read
 the tensor before its first step holds its old memory in its import cache, so the tensor
 does not become resident and its steps copy (correct, without the saving). A run that
@@ -179,7 +179,8 @@ class ResidentWrites:
         self.marked = dict(marked)  # written input -> (region argument, region result)
         self._at = {q: i for i, (q, _) in self.marked.items()}  # region argument -> input
         self._into = {r: i for i, (_, r) in self.marked.items()}  # region result -> input
-        self._others: list | None = None  # the other region results (set by a first run)
+        # the region results no written input's memory holds (exported at each call)
+        self._others = [r for r in range(len(plan._step.outputs)) if r not in self._into]
         # written inputs whose donated run put the result at the argument's address: the
         # executable's input/output aliasing, the same at every run
         self._checked: set[int] = set()
@@ -220,14 +221,11 @@ class ResidentWrites:
         del args
         # the results computed into resident memory are not exported: the written tensor
         # already is that memory (the caller drops these outputs)
-        into = self._into
-        if self._others is None:
-            self._others = [r for r in range(len(outs)) if r not in into]
         exported = [None] * len(outs)
         for r, x in zip(self._others,
                         dlpack.to_torch_many([outs[r] for r in self._others], True)):
             exported[r] = x
-        for r, i in into.items():
+        for r, i in self._into.items():
             exported[r] = tensors[i] if i in held_by else dlpack.to_torch(outs[r], True)
         pick = plan._pick
         result = exported if pick is None else \
