@@ -9,7 +9,7 @@ SOURCES := $(shell find thunder_mlir dialects passes tools -type f -not -path '*
 # The tested versions inside pyproject's ranges (constraints/default.txt; docs/compat.md).
 CONSTRAINTS := constraints/default.txt
 
-.PHONY: setup demo test bench bench-big compat gpu-bundle
+.PHONY: setup demo test bench bench-big compat gpu-bundle gpu-aot gpu-programs
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -99,3 +99,24 @@ gpu-bundle: $(BIN)/python
 	tar -C $(GPU_DL)/unpacked -cf - . | xz -6 -T2 > $(GPU_BUNDLE)/torch_mlir.tar.xz
 	du -sh $(GPU_BUNDLE); ls -l $(GPU_BUNDLE) $(GPU_BUNDLE)/wheels
 	@test $$(du -sm $(GPU_BUNDLE) | cut -f1) -lt 60 || (echo "gpu-bundle is over 60 MiB" && false)
+
+# --- make gpu-aot: XLA's GPU compiler without a GPU (docs/gpu.md, toolchain.md section 11) ---
+# A Python 3.12 venv with jax/jaxlib 0.12.0.1, the CUDA 12 plugin and ptxas (about 1.2 GB),
+# built once: benchmarks/gpu_compile.py compiles thunder_mlir's captured GPU programs and
+# the plain-jax references in it for an H100/H200 that is not there.
+GPU_AOT_VENV ?= .venv-gpu-aot
+GPU_AOT_PKGS := jax==0.12.0.1 jaxlib==0.12.0.1 jax-cuda12-plugin==0.12.0.1 \
+	jax-cuda12-pjrt==0.12.0.1 nvidia-cuda-nvcc-cu12
+GPU_TARGET ?= h100
+
+$(GPU_AOT_VENV)/.installed:
+	$(COMPAT_PY) -m venv $(GPU_AOT_VENV)
+	$(GPU_AOT_VENV)/bin/pip install -q --upgrade pip
+	$(GPU_AOT_VENV)/bin/pip install -q $(GPU_AOT_PKGS)
+	touch $@
+
+gpu-aot: $(GPU_AOT_VENV)/.installed
+
+# the table of docs/gpu.md: every workload compiled for $(GPU_TARGET) (about 25 minutes on 2 cores)
+gpu-programs: setup gpu-aot
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/gpu_programs.py --target $(GPU_TARGET)

@@ -31,7 +31,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import thunder_mlir
-from thunder_mlir.function import trace_function
+from thunder_mlir.pipeline import trace_function
 
 N_SAMPLES = 3  # usable samples per op and dtype
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from thunder_mlir.errors import UnsupportedInputError
-from thunder_mlir.function import _flatten_inputs, trace_function
+from thunder_mlir.function import _flatten_inputs
+from thunder_mlir.pipeline import trace_function
 
 GPU = "meta"  # a device other than the CPU that needs no hardware
 

@@ -39,7 +39,7 @@ def _run(fn, make, grad_of=0):
         return None, None, None, e
 
 
-REFUSAL = "saves for backward a tensor read through `.data`"  # (function.py)
+REFUSAL = "saves for backward a tensor read through `.data`"  # (pipeline.py)
 
 
 def _same(fn, make, grad_of=0, tol=None, refusals=None):

@@ -26,7 +26,7 @@ from torch.utils.checkpoint import checkpoint
 
 from test_data_reads import _float_pair_cases, _leaf_and_buffer, _same
 
-REFUSAL = "is written later in the function"  # (function.py: a read not paired)
+REFUSAL = "is written later in the function"  # (pipeline.py: a read not paired)
 
 
 def _ckpt_closure(a, buf):  # eager's recomputation reads the written buffer
@@ -205,7 +205,7 @@ def _checkpointed(program, k0, k1):
 # weight check and linear_cross_entropy.chunked's ctx tensors, which eager's recomputation
 # redoes or keeps, are refused: region_reads.stale_recomputation)
 KNOWN: dict[str, str] = {}
-# the jit's clear refusals (function.py): a write inside a checkpoint into outside memory
+# the jit's clear refusals (pipeline.py): a write inside a checkpoint into outside memory
 # (eager's recomputation writes it again), a read it cannot pair with its final value
 REFUSALS = ("writes it a second time", REFUSAL,
             "thunder_mlir's backward does not reproduce this")

@@ -273,7 +273,7 @@ def test_op_that_cannot_be_lowered(thunder_opt, tmp_path: Path, op: str, fn: str
     src = tmp_path / "stuck.mlir"
     src.write_text(fn)
     proc = thunder_opt(str(src), "-p", "lower-to-stablehlo")
-    assert_clean_error(proc, 1, "pass 'lower-to-stablehlo' failed", f"no lowering for '{op}'",
+    assert_clean_error(proc, 1, "pass 'lower-to-stablehlo{computed-once=true", f"no lowering for '{op}'",
                        f'"{src}":2:8', f"\n{src}:2:8: error: lower-to-stablehlo: no lowering")
 
 
@@ -623,7 +623,8 @@ def test_gpt2_every_stage_reproduced_from_initial(thunder_opt, tmp_path: Path,
     assert names == ["initial", "grad", "prims", "plan", "stablehlo", "xla-compile"]
     assert [s.pipeline for s in stages] == [
         None, "builtin.module(grad{remat=true})", "builtin.module(decompose,merge-dots)",
-        "builtin.module(partition)", "builtin.module(lower-to-stablehlo)", None]
+        "builtin.module(partition)", "builtin.module(lower-to-stablehlo{computed-once=true "
+        "accumulate-f32=true narrow-dots=false})", None]
     _reproduce_from_initial(thunder_opt, tmp_path, stages, normalize=lambda text: text)
     assert "modeling_gpt2.py" in stages[-2].text  # the debug info is the model's source
 

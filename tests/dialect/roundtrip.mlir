@@ -364,3 +364,13 @@ func.func @after(%x: tensor<4x3xf32>, %a: tensor<2xi64>) -> tensor<4x3xf32> {
   %0 = "thunder.after"(%x, %a) : (tensor<4x3xf32>, tensor<2xi64>) -> tensor<4x3xf32>
   return %0 : tensor<4x3xf32>
 }
+
+// cuDNN's fused attention (ir/cudnn_attention.py): several results of different types.
+// CHECK-LABEL: func.func @cudnn_attention(
+// CHECK-NEXT:  %{{[a-z0-9#]+}}:2 = "thunder.cudnn_attention"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {causal = 1 : i64, scale = 2.500000e-01 : f64} : (tensor<1x4x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>) -> (tensor<1x4x8x16xbf16>, tensor<1x4x8xf32>)
+// CHECK-NEXT:  %{{[a-z0-9#]+}}:3 = "thunder.cudnn_attention_backward"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {causal = 1 : i64, scale = 2.500000e-01 : f64} : (tensor<1x4x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x4x8x16xbf16>, tensor<1x4x8xf32>, tensor<1x4x8x16xbf16>) -> (tensor<1x4x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>)
+func.func @cudnn_attention(%q: tensor<1x4x8x16xbf16>, %k: tensor<1x2x8x16xbf16>, %v: tensor<1x2x8x16xbf16>, %g: tensor<1x4x8x16xbf16>) -> tensor<1x2x8x16xbf16> {
+  %out, %lse = "thunder.cudnn_attention"(%q, %k, %v) {scale = 0.25 : f64, causal = 1 : i64} : (tensor<1x4x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>) -> (tensor<1x4x8x16xbf16>, tensor<1x4x8xf32>)
+  %dq, %dk, %dv = "thunder.cudnn_attention_backward"(%q, %k, %v, %out, %lse, %g) {scale = 0.25 : f64, causal = 1 : i64} : (tensor<1x4x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x4x8x16xbf16>, tensor<1x4x8xf32>, tensor<1x4x8x16xbf16>) -> (tensor<1x4x8x16xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>)
+  return %dk : tensor<1x2x8x16xbf16>
+}

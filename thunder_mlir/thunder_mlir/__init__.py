@@ -34,7 +34,8 @@ from thunder_mlir.errors import (  # noqa: E402, F401
     PerformanceWarning, RecompileWarning, SharpEdgeError, SharpEdgeWarning, ThunderError,
     TorchOpError, TraceError, UnsupportedError, UnsupportedInputError)
 from thunder_mlir.grad_api import grad, value_and_grad  # noqa: E402, F401
-from thunder_mlir.function import Stage, ThunderFunction  # noqa: E402, F401
+from thunder_mlir.function import ThunderFunction  # noqa: E402, F401
+from thunder_mlir.pipeline import Stage  # noqa: E402, F401
 from thunder_mlir.jit import jit  # noqa: E402, F401
 from thunder_mlir.dynamic import mark_dynamic  # noqa: E402, F401
 from thunder_mlir.module import ThunderMethod, ThunderModule  # noqa: E402, F401

@@ -216,6 +216,14 @@ def argument_paths(args, kwargs) -> list[str]:
     return names
 
 
+def tensor_argument_paths(leaves, spec) -> list[str]:
+    """The argument path of each tensor leaf of a call flattened by optree into
+    (``leaves``, ``spec``), as :func:`argument_paths` spells it (for error messages)."""
+    args, kwargs = optree.tree_unflatten(spec, leaves)
+    paths = argument_paths(args, kwargs)
+    return [p for p, x in zip(paths, leaves) if isinstance(x, torch.Tensor)]
+
+
 # ------------------------------------------------------------------ op diagnosis
 def _dispatch_call(tb):
     """(func, args, kwargs) of the torch call that was being traced when the exception was

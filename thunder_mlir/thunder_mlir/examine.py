@@ -143,7 +143,8 @@ def examine(fn, *args, **kwargs) -> Examination:
     collectives XLA inserted.
     """
     from thunder_mlir.frontend import pytrees
-    from thunder_mlir.function import _metas, _paths, _unsupported, trace_function
+    from thunder_mlir.function import _metas, _paths, _unsupported
+    from thunder_mlir.pipeline import trace_function
 
     if getattr(type(fn), "thunder_distributed", False):  # distributed.TrainStep/ShardedModule
         return fn.examine(*args, **kwargs)

@@ -27,7 +27,7 @@ from thunder_mlir.errors import UnsupportedInputError
 from thunder_mlir.function import ThunderFunction
 from thunder_mlir.ir import optimizers
 
-_SCALAR_DTYPES = (torch.float32, torch.float64)
+_PARAMETER_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def _update_program(config, params, grads, states, scalars):
@@ -208,24 +208,30 @@ def advance_step_counters(steps: list) -> None:
 
 
 def check_parameters(params) -> tuple[torch.dtype | None, torch.device | None]:
-    """The one dtype and device of the parameters a rule updates (``jit(opt.step)``, and
-    ``jit(step)``'s optimizers with a rule); (None, None) for none. The per-step scalars
-    are one table of that dtype on that device. Raises UnsupportedInputError for a dtype
-    other than float32/float64, mixed dtypes, or parameters on several devices (one
-    program runs on one device)."""
+    """The dtype of the per-step scalar table and the one device of the parameters a rule
+    updates (``jit(opt.step)``, and ``jit(step)``'s optimizers with a rule); (None, None)
+    for none. The table is float32, or float64 for float64 parameters: the precision
+    ATen's kernels compute a Python scalar in for the parameters' dtype (its opmath type:
+    float32 for bfloat16 and float16, ``ir/optimizers.py``). Raises UnsupportedInputError
+    for a dtype other than float16/bfloat16/float32/float64, mixed dtypes, or parameters on
+    several devices (one program runs on one device)."""
     dtype = device = None
     for p in params:
         if dtype is None:
             dtype, device = p.dtype, p.device
-        if p.dtype != dtype or p.dtype not in _SCALAR_DTYPES:
+        if p.dtype != dtype or p.dtype not in _PARAMETER_DTYPES:
             raise UnsupportedInputError(
-                "the compiled optimizer step supports float32 or float64 parameters of one "
-                f"dtype; got {dtype} and {p.dtype}")
+                "the compiled optimizer step supports parameters of one floating dtype "
+                f"(float16, bfloat16, float32 or float64); got {dtype} and {p.dtype}"
+                if p.dtype != dtype else
+                f"the compiled optimizer step does not support {p.dtype} parameters "
+                "(float16, bfloat16, float32 or float64)")
         if p.device != device:
             raise UnsupportedInputError(
                 "the compiled optimizer step runs one program on one device; the parameters "
                 f"are on {device} and {p.device}")
-    return dtype, device
+    return (torch.float64 if dtype == torch.float64 else torch.float32
+            if dtype is not None else None), device
 
 
 def optimizer_step(opt) -> None:

@@ -163,7 +163,8 @@ class _GradTable:
         with trace.location_of_user_line():
             try:
                 grads = inline_gradients(trace.module, trace.func_op, loss.value,
-                                         [self.proxies[i].value for i in leaves])
+                                         [self.proxies[i].value for i in leaves],
+                                         before_grad(trace.device))
             except RuntimeError as e:  # eager's error: an op without a derivative
                 if isinstance(e, ThunderError):
                     raise
@@ -179,6 +180,19 @@ class _GradTable:
                     self.grads[i] = g
                 else:
                     self.grads[i].add_(g)
+
+
+def before_grad(device):
+    """The passes the pipeline's target (pipeline.Target) runs before ``grad``, as one
+    callable on a module for ``inline_gradients``; None when there are none."""
+    from thunder_mlir.pipeline import Target
+
+    target = Target.of(device)
+    if not target.fused_attention:
+        return None
+    from thunder_mlir.transforms import fused_attention
+
+    return lambda module: fused_attention.run(module, device)
 
 
 def gradients(loss: TensorProxy, params: list[TensorProxy]) -> list[TensorProxy | None]:

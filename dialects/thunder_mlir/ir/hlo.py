@@ -10,6 +10,7 @@ spec (https://openxla.org/stablehlo/spec); CHLO ops are used where StableHLO has
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Callable
 
@@ -351,7 +352,10 @@ def lower_dot_general(op, operands, rw):
         lhs_contracting_dimensions=_arr(op, "lhs_contracting_dimensions"),
         rhs_contracting_dimensions=_arr(op, "rhs_contracting_dimensions"))
     attrs = {"dot_dimension_numbers": dn}
-    if isinstance(e, (ir.F32Type, ir.F64Type)):
+    narrow = _widened_16bit(op) if LOWERING_OPTIONS["narrow_dots"] else None
+    if narrow is not None:
+        operands = narrow  # (a float32 result of 16-bit operands: no precision needed)
+    elif isinstance(e, (ir.F32Type, ir.F64Type)):
         # full fp32 accuracy everywhere, as torch's default (no TF32 on GPUs)
         p = shlo.PrecisionAttr.get("HIGHEST")
         attrs["precision_config"] = ir.ArrayAttr.get([p, p])
@@ -359,6 +363,30 @@ def lower_dot_general(op, operands, rw):
         r = _accumulated_in_f32("stablehlo.dot_general", operands, op.result.type, attrs,
                                 op.location)
     rw.replace_op(op, [r])
+
+
+def _widened_16bit(op) -> list | None:
+    """The 16-bit values of a float32 ``dot_general`` both of whose operands are converted
+    from one 16-bit float type (``thunder.convert_element_type``: what ATen's opmath rule
+    writes for a 16-bit addmm or baddbmm, frontend/symbols/registry.py ``with_opmath``),
+    else None. The product of two 16-bit floats is exact in float32, so a dot of the
+    16-bit values with a float32 result (StableHLO's preferred element type) computes the
+    same products and float32 sums; XLA:GPU then runs a 16-bit tensor-core gemm instead of
+    a float32 one at precision HIGHEST (on an H100, 989 against 67 TFLOP/s)."""
+    if not isinstance(_elem(op.result.type), ir.F32Type):
+        return None
+    sources = []
+    for v in op.operands:
+        owner = v.owner
+        if isinstance(owner, ir.Block) or owner.name != "thunder.convert_element_type":
+            return None
+        src = owner.operands[0]
+        if not isinstance(_elem(src.type), (ir.BF16Type, ir.F16Type)):
+            return None
+        sources.append(src)
+    if str(_elem(sources[0].type)) != str(_elem(sources[1].type)):
+        return None
+    return sources
 
 
 def _accumulated_in_f32(name: str, operands, result_type: ir.Type, attrs: dict, loc):
@@ -371,9 +399,15 @@ def _accumulated_in_f32(name: str, operands, result_type: ir.Type, attrs: dict, 
     XLA backend: XLA:CPU in jaxlib 0.11.2 accumulates some bf16 dots (a transposed lhs, as in
     a matmul's weight gradient) in bf16, up to a few bf16 ulps from eager (docs/compat.md).
     StableHLO's dot_general and convolution allow a wider result type than their operands
-    (the spec's "preferred element type")."""
+    (the spec's "preferred element type").
+
+    Only where ``LOWERING_OPTIONS["accumulate_f32"]`` (the CPU target's choice,
+    pipeline.Target): XLA:GPU's gemms (cuBLAS, Triton) accumulate 16-bit products in
+    float32 themselves, and a float32 result there is written to memory at twice the bytes
+    and rounded by another kernel (measured, GPT-2 124M prefill for an H100: the MLP's
+    up-projection wrote 24 MiB instead of 12 per layer, and its GELU read them)."""
     e = ir.RankedTensorType(result_type).element_type
-    if not isinstance(e, (ir.BF16Type, ir.F16Type)):
+    if not isinstance(e, (ir.BF16Type, ir.F16Type)) or not LOWERING_OPTIONS["accumulate_f32"]:
         return hlo(name, operands, [result_type], attrs, loc).result
     rt = ir.RankedTensorType(result_type)
     wide = ir.RankedTensorType.get(rt.shape, ir.F32Type.get(), rt.encoding)
@@ -790,6 +824,28 @@ def _first_bits(anchor: ir.Value, bits: ir.Type, loc) -> ir.Value:
         "stablehlo.convert", [first], [ir.RankedTensorType.get([], bits)], loc=loc).result
 
 
+# Options of the running lower-to-stablehlo conversion (set by ``lowering_options``;
+# conversions run under ir.context.COMPILE_LOCK, one at a time).
+LOWERING_OPTIONS = {"computed_once": True, "accumulate_f32": True, "narrow_dots": False}
+
+
+@contextlib.contextmanager
+def lowering_options(**options):
+    """Set ``LOWERING_OPTIONS`` for one conversion (``computed_once``, ``accumulate_f32``,
+    ``narrow_dots``: bools; see ``lower_computed_once``, ``_accumulated_in_f32`` and
+    ``_widened_16bit``)."""
+    unknown = set(options) - set(LOWERING_OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown lowering options {sorted(unknown)}")
+    old = dict(LOWERING_OPTIONS)
+    LOWERING_OPTIONS.update(options)
+    try:
+        yield
+    finally:
+        LOWERING_OPTIONS.clear()
+        LOWERING_OPTIONS.update(old)
+
+
 def lower_computed_once(base_op: str) -> Lowering:
     """``base_op(x)`` (``stablehlo.sine``, ``stablehlo.cosine``) for real floating ``x``,
     divided elementwise by ones that XLA cannot see are ones: ``bitcast((bits(1.0) ^ m) ^
@@ -812,7 +868,7 @@ def lower_computed_once(base_op: str) -> Lowering:
         xt = ir.RankedTensorType(x.type)
         with rw.ip:
             y = hlo(base_op, [x], [t], loc=loc).result
-            if _is_real_float(xt.element_type):
+            if _is_real_float(xt.element_type) and LOWERING_OPTIONS["computed_once"]:
                 it = ir.RankedTensorType.get(list(xt.shape), _bit_type(xt.element_type))
                 m = hlo("stablehlo.bitcast_convert", [x], [it], loc=loc).result
                 one = hlo("stablehlo.bitcast_convert", [splat(t, 1.0, loc, like=x)], [it],

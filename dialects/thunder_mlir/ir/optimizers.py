@@ -33,6 +33,12 @@ Where an ATen kernel fixes an order of operations, the rule writes that order
 is ``self + w * (end - self)`` for ``|w| < 0.5``, else ``end - (end - self) * (1 - w)``).
 ATen's vectorized CPU loops may contract a multiply and an add into one FMA, so results
 agree with eager to float32 rounding, not always bitwise.
+
+bfloat16 and float16 parameters (and their state, which torch.optim keeps in the
+parameters' dtype) follow ATen's opmath rule (``_opmath``): each op computes in float32,
+its Python scalar in float32 too, and rounds its result to the 16-bit dtype, as the
+single-tensor and ``foreach`` implementations do op by op; a ``fused=True`` optimizer
+rounds once per update, as its fused kernel does.
 """
 
 from __future__ import annotations
@@ -101,6 +107,37 @@ def _check_common(name: str, group: Mapping) -> None:
                 f"step (its formulas differ from the default path); use {flag}=False")
 
 
+def _opmath(p: torch.Tensor, per_op: bool = True):
+    """(up, down, final, alpha) for a rule's arithmetic on parameter ``p``'s dtype, as ATen
+    computes it. A bfloat16 or float16 tensor op with a Python scalar computes in float32
+    (ATen's opmath type; the scalar is not rounded to the tensor's dtype) and rounds its
+    result to the tensor's dtype: ``up`` converts an operand to float32, ``down`` rounds an
+    op's result back, ``final`` rounds a value the rule returns. ``per_op`` False
+    (``fused=True`` optimizers: one ATen kernel keeps the whole update in float32
+    registers and rounds once on store): ``down`` keeps float32. ``alpha`` is a Python
+    scalar of an ``add``/``add_`` (its ``alpha=``, or the scalar added): ATen's CPU kernel
+    rounds it to the 16-bit dtype first (measured, torch 2.13: ``g.add(p, alpha=0.1)`` in
+    bfloat16 equals ``g + bf16(0.1) * p`` computed in float32, and ``x.add_(1e-8)`` adds
+    ``bf16(1e-8)``); the CUDA kernels keep it in the opmath type. ATen's vectorized CPU
+    loops contract some multiply-adds (lerp's) into FMAs, so a 16-bit result can differ
+    from eager's by one rounding, as float32 ones can. For float32 and float64 all four
+    are the identity (the rule's ops are ATen's own)."""
+    dtype = p.dtype
+    if dtype not in (torch.float16, torch.bfloat16):
+        same = lambda t: t  # noqa: E731
+        return same, same, same, same
+
+    def up(t):
+        return t if t.dtype == torch.float32 else t.float()
+
+    def final(t):
+        return t.to(dtype)
+
+    def alpha(s):
+        return s.to(dtype).float() if p.device.type == "cpu" and per_op else s
+    return up, (final if per_op else up), final, alpha
+
+
 def _lerp(start, end, weight, small: bool):
     """``torch.lerp(start, end, weight)`` for a 0-d tensor ``weight``, ATen's formula
     (``aten/src/ATen/native/Lerp.h``); ``small``: ``is_lerp_weight_small(weight)``, i.e.
@@ -128,17 +165,18 @@ class SGD(OptimizerRule):
 
     def __init__(self, options: tuple):
         super().__init__(options)
-        self.momentum, self.weight_decay, self.nesterov, self.maximize = options
+        self.momentum, self.weight_decay, self.nesterov, self.maximize, self.fused = options
         self.state_names = ("momentum_buffer",) if self.momentum else ()
 
     @classmethod
     def options_of(cls, group: Mapping) -> tuple:
-        """(momentum != 0, weight_decay != 0, nesterov, maximize)."""
+        """(momentum != 0, weight_decay != 0, nesterov, maximize, fused: one rounding per
+        update for 16-bit parameters, ``_opmath``)."""
         _check_common(cls.name, group)
         for k in ("lr", "momentum", "dampening", "weight_decay"):
             _float(group, k)
         return (group["momentum"] != 0, group["weight_decay"] != 0, bool(group["nesterov"]),
-                bool(group["maximize"]))
+                bool(group["maximize"]), bool(group.get("fused")))
 
     def scalars(self, group: Mapping, step: float) -> list[float]:
         """[weight_decay, momentum, 1 - dampening, -lr, first (1.0 at step 1)]."""
@@ -150,17 +188,19 @@ class SGD(OptimizerRule):
         """One parameter's SGD step (class docstring); ``state`` = [momentum_buffer]
         with momentum, else []."""
         weight_decay, momentum, one_minus_dampening, neg_lr, first = s
+        up, down, final, alpha = _opmath(p, per_op=not self.fused)
         if self.maximize:
             g = -g
         if self.weight_decay:
-            g = g + weight_decay * p
+            g = down(up(g) + alpha(weight_decay) * up(p))
         new_state = []
         if self.momentum:
             (buf,) = state
-            buf = torch.where(first > 0, g, buf * momentum + one_minus_dampening * g)
-            g = g + momentum * buf if self.nesterov else buf
-            new_state = [buf]
-        return p + neg_lr * g, new_state
+            later = down(up(down(up(buf) * momentum)) + alpha(one_minus_dampening) * up(g))
+            buf = torch.where(first > 0, g, later)
+            g = down(up(g) + alpha(momentum) * up(buf)) if self.nesterov else buf
+            new_state = [final(buf)]
+        return final(up(p) + alpha(neg_lr) * up(g)), new_state
 
 
 class Adam(OptimizerRule):
@@ -188,15 +228,16 @@ class Adam(OptimizerRule):
 
     def __init__(self, options: tuple):
         super().__init__(options)
-        self.weight_decay, self.decoupled, self.amsgrad, self.maximize, self.lerp_small = \
-            options
+        (self.weight_decay, self.decoupled, self.amsgrad, self.maximize, self.lerp_small,
+         self.fused) = options
         self.state_names = ("exp_avg", "exp_avg_sq") + (
             ("max_exp_avg_sq",) if self.amsgrad else ())
 
     @classmethod
     def options_of(cls, group: Mapping) -> tuple:
         """(weight_decay != 0, decoupled weight decay, amsgrad, maximize, |1 - beta1| <
-        0.5: which of lerp's two formulas ATen uses)."""
+        0.5: which of lerp's two formulas ATen uses, fused: one rounding per update for
+        16-bit parameters, ``_opmath``)."""
         _check_common(cls.name, group)
         for k in ("lr", "eps", "weight_decay"):
             _float(group, k)
@@ -207,7 +248,7 @@ class Adam(OptimizerRule):
                     "floats")
         return (group["weight_decay"] != 0, bool(group.get("decoupled_weight_decay", False)),
                 bool(group["amsgrad"]), bool(group["maximize"]),
-                abs(1 - float(group["betas"][0])) < 0.5)
+                abs(1 - float(group["betas"][0])) < 0.5, bool(group.get("fused")))
 
     def scalars(self, group: Mapping, step: float) -> list[float]:
         """[weight_decay, 1 - lr * weight_decay, 1 - beta1, beta2, 1 - beta2,
@@ -227,22 +268,26 @@ class Adam(OptimizerRule):
         (weight_decay, decay_factor, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps,
          neg_step_size) = s
         exp_avg, exp_avg_sq = state[0], state[1]
+        up, down, final, alpha = _opmath(p, per_op=not self.fused)
         if self.maximize:
             g = -g
         if self.weight_decay:
             if self.decoupled:
-                p = p * decay_factor
+                p = down(up(p) * decay_factor)
             else:
-                g = g + weight_decay * p
-        exp_avg = _lerp(exp_avg, g, one_minus_beta1, self.lerp_small)
-        exp_avg_sq = exp_avg_sq * beta2 + one_minus_beta2 * g * g
+                g = down(up(g) + alpha(weight_decay) * up(p))
+        exp_avg = down(_lerp(up(exp_avg), up(g), one_minus_beta1, self.lerp_small))
+        exp_avg_sq = down(up(exp_avg_sq) * beta2)  # (mul_, then addcmul_)
+        exp_avg_sq = down(up(exp_avg_sq) + one_minus_beta2 * up(g) * up(g))
         new_state = [exp_avg, exp_avg_sq]
         second = exp_avg_sq
         if self.amsgrad:
-            second = torch.maximum(state[2], exp_avg_sq)
+            second = torch.maximum(up(state[2]), up(exp_avg_sq))
             new_state.append(second)
-        denom = second.sqrt() / bc2_sqrt + eps
-        return p + neg_step_size * exp_avg / denom, new_state
+        denom = down(up(down(up(second).sqrt())) / bc2_sqrt)  # (sqrt, div, add_)
+        denom = down(up(denom) + alpha(eps))
+        return final(up(p) + neg_step_size * up(exp_avg) / up(denom)), \
+            [final(t) for t in new_state]
 
 
 class AdamW(Adam):

@@ -685,6 +685,10 @@ define("after", ("x", "anchor"), _infer_after, hlo.lower_after,
            "nor runs them early (hlo.lower_after)")
 
 
+# cuDNN's fused attention (its own module: the custom calls and what cuDNN takes)
+from thunder_mlir.ir import cudnn_attention  # noqa: E402, F401 (defines its two prims)
+
+
 # ---------------------------------------------------------------------- views
 UNARY_PRIMS = tuple(n for n, p in PRIMS.items() if p.elementwise and p.operands == X)
 BINARY_PRIMS = tuple(n for n, p in PRIMS.items() if p.elementwise and p.operands == LR)

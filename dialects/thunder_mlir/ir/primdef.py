@@ -86,6 +86,10 @@ class PrimDef:
     ``operands``: operand field names, in order; ``variadic``: the operands are one list
     stored as type runs in ``SEGMENTS`` fields ``in0..in7`` (``dialect.py``).
     ``attributes``: field name -> kind (``INTS``, ``INT``, ``STR``, ``NUMBER``).
+    ``results``: result field names (one result, ``result``, unless a prim computes
+    several values at once, such as fused attention's output and its row statistics);
+    with several, ``infer`` returns one ``TensorSpec`` per result and prims are built
+    with ``prims.bind_many``.
     Exactly one of ``vjp`` and ``no_grad`` is set.
     """
 
@@ -97,6 +101,7 @@ class PrimDef:
     no_grad: str | None = None
     attributes: dict[str, str] = field(default_factory=dict)
     variadic: bool = False
+    results: tuple[str, ...] = ("result",)
     cheap: bool = False
     elementwise: bool = False
     doc: str = ""
@@ -139,7 +144,7 @@ class PrimDef:
         return out
 
     # -------------------------------------------------------------- inference
-    def infer_op(self, op) -> TensorSpec:
+    def infer_op(self, op) -> TensorSpec | tuple[TensorSpec, ...]:
         """Inference on a parsed or built op: its operand types and attributes (and its
         result type, for prims whose result is a parameter). Raises ValueError."""
         operands = [spec_of(v.type) for v in op.operands]
@@ -152,14 +157,15 @@ def spec_of(t: ir.Type) -> TensorSpec:
 
 
 def _make_op(p: PrimDef) -> type:
-    """The IRDL op class ``thunder.<name>``: operand fields, attribute fields, one result."""
+    """The IRDL op class ``thunder.<name>``: operand fields, attribute fields, the results
+    (each a field of its own: their types may differ)."""
     fields: dict[str, Any] = {}
     if p.variadic:
         fields.update({f"in{i}": Sequence[Operand[Tensor]] for i in range(SEGMENTS)})
     else:
         fields.update({n: Operand[Tensor] for n in p.operands})
     fields.update({n: _FIELD_TYPES[k] for n, k in p.attributes.items()})
-    fields["result"] = Result[Tensor]
+    fields.update({n: Result[Tensor] for n in p.results})
     cls_name = "".join(s.capitalize() for s in p.name.split("_")) + "Op"
     ns = {"__annotations__": fields, "__module__": __name__,
           "__doc__": f"thunder.{p.name}: {p.doc or 'see prim_defs.py'}"}
@@ -210,13 +216,15 @@ def verify_prim_ops(root) -> list[tuple[ir.Location, str]]:
         short = name[len("thunder."):]
         if name.startswith("thunder.") and short in PRIMS and not _has_dynamic_type(op):
             try:
-                want = PRIMS[short].infer_op(op)
-                got = spec_of(op.results[0].type)
-                if tuple(want.shape) != got.shape or want.dtype != got.dtype:
-                    with op.location:
-                        inferred = dtypes.tensor_type(want.shape, want.dtype)
-                    raise ValueError(f"result type {op.results[0].type} differs from the "
-                                     f"inferred {inferred}")
+                wants = PRIMS[short].infer_op(op)
+                wants = [wants] if isinstance(wants, TensorSpec) else list(wants)
+                for want, result in zip(wants, op.results):
+                    got = spec_of(result.type)
+                    if tuple(want.shape) != got.shape or want.dtype != got.dtype:
+                        with op.location:
+                            inferred = dtypes.tensor_type(want.shape, want.dtype)
+                        raise ValueError(f"result type {result.type} differs from the "
+                                         f"inferred {inferred}")
             except (ValueError, KeyError, IndexError) as e:
                 msg = str(e).removeprefix("prim: ").removeprefix(f"{short}: ")
                 types = ", ".join(str(v.type) for v in op.operands)

@@ -54,6 +54,22 @@ def bind(name: str, operands: Sequence[TensorProxy], result: TensorSpec | None =
     return TensorProxy(op.result, tuple(spec.shape), spec.dtype, builder.device)
 
 
+def bind_many(name: str, operands: Sequence[TensorProxy], **attrs) -> tuple[TensorProxy, ...]:
+    """Emit prim ``name``, one with several results (``PrimDef.results``), on ``operands``
+    with attribute fields ``attrs`` at the current trace's insertion point; one proxy per
+    result. Static shapes only. Raises ValueError when ``PrimDef.infer`` rejects the
+    operands."""
+    p = PRIMS[name]
+    specs = p.infer([TensorSpec(tuple(o.tshape), o.tdtype) for o in operands], attrs, None)
+    builder = current_builder()
+    kw = {n: p.encode(n, v) for n, v in attrs.items()}
+    kw.update({r: dtypes.tensor_type(s.shape, s.dtype) for r, s in zip(p.results, specs)})
+    with builder.ip:
+        op = p.op(*[o.value for o in operands], **kw)
+    return tuple(TensorProxy(getattr(op, r), tuple(s.shape), s.dtype, builder.device)
+                 for r, s in zip(p.results, specs))
+
+
 def _annotate(op: ir.Operation, shape, sym_fields: dict) -> None:
     """The expressions of a symbolic result shape and symbolic integer fields, as
     discardable attributes (ir/symbolic.py)."""

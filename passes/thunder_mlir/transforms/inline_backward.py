@@ -48,14 +48,17 @@ def _value_at(block, ops, pos) -> ir.Value:
 
 
 def inline_gradients(module: ir.Module, func_op, loss: ir.Value,
-                     leaves: list[ir.Value]) -> list[ir.Value | None]:
+                     leaves: list[ir.Value], before_grad=None) -> list[ir.Value | None]:
     """Append to ``func_op``'s (unterminated) entry block the computation of d``loss``/d
     ``leaf`` for each of ``leaves`` (values of that block's top level); -> per leaf its
     gradient value, or None where ``loss`` does not depend on the leaf (eager leaves its
     ``.grad`` untouched). ``loss``: a 0-d floating-point value of the block. Raises
     UnsupportedError for a loss or leaf defined inside a region (a ``torch.cond`` branch),
     and eager's RuntimeError where the gradient path crosses an operation without a
-    derivative."""
+    derivative. ``before_grad``: a callable run on the clone before it is differentiated,
+    the target's passes that precede ``grad`` (pipeline.Target: ``fused-attention``, whose
+    composites carry their own VJP rule); the traced program gets them later, with the
+    rest of the pipeline, and XLA's CSE merges its forward ops with the clone's copies."""
     block = func_op.regions[0].blocks[0]
     loss_pos = _position(block, loss)
     leaf_pos = [_position(block, v) for v in leaves]
@@ -89,6 +92,8 @@ def inline_gradients(module: ir.Module, func_op, loss: ir.Value,
         wfunc.attributes["thunder.requires_grad"] = ir.ArrayAttr.get(
             [ir.BoolAttr.get(False)] * n_args + [ir.BoolAttr.get(True)] * len(leaves))
         wfunc.attributes[grad.DIFF_OUTPUTS] = ir.ArrayAttr.get([ir.BoolAttr.get(True)])
+        if before_grad is not None:
+            before_grad(work)
         grad.run(work, remat=True)
         error = grad.backward_error(work)
         if error is not None:

@@ -20,7 +20,7 @@ from thunder_mlir.errors import DynamicShapeFallback, LoweringError
 from thunder_mlir.ir import hlo_dynamic, sharding, symbolic
 from thunder_mlir.ir.regions import nested_ops
 
-from thunder_mlir.ir.hlo import hlo, one_to_one, splat
+from thunder_mlir.ir.hlo import hlo, lowering_options, one_to_one, splat
 from thunder_mlir.ir.prim_defs import PRIMS
 
 NAME = "lower-to-stablehlo"
@@ -88,9 +88,18 @@ def _target() -> rewrite.ConversionTarget:
     return tg
 
 
-def run(module: ir.Module) -> None:
-    """Lower every region function of ``module``; raises LoweringError naming a stuck op."""
-    with module.context, ir.Location.unknown():
+def run(module: ir.Module, computed_once: bool = True, accumulate_f32: bool = True,
+        narrow_dots: bool = False) -> None:
+    """Lower every region function of ``module``; raises LoweringError naming a stuck op.
+    ``computed_once``: sine and cosine take ``hlo.lower_computed_once``'s form, else their
+    plain StableHLO op; ``accumulate_f32``: 16-bit dots and convolutions produce float32
+    and one convert (``hlo._accumulated_in_f32``), else their 16-bit type (both the CPU
+    target's choices); ``narrow_dots``: a float32 dot of values converted from 16 bits
+    reads the 16-bit values (``hlo._widened_16bit``: the GPU target's choice;
+    pipeline.Target)."""
+    with module.context, ir.Location.unknown(), lowering_options(
+            computed_once=computed_once, accumulate_f32=accumulate_f32,
+            narrow_dots=narrow_dots):
         _run(module)
 
 

@@ -37,8 +37,8 @@ from typing import Any, ClassVar
 from torch_mlir import ir
 
 from thunder_mlir.errors import PipelineError
-from thunder_mlir.transforms import decompose, grad, joint, lower_to_stablehlo, merge_dots, \
-    partition
+from thunder_mlir.transforms import cudnn_attention, decompose, fused_attention, grad, joint, \
+    lower_to_stablehlo, merge_dots, partition
 
 
 @dataclass
@@ -221,6 +221,34 @@ class Decompose(ModulePass):
 
 @register_pass
 @dataclass(frozen=True)
+class FusedAttention(ModulePass):
+    """``fused-attention``: scaled_dot_product_attention calls cuDNN's flash attention takes
+    -> ``flash_attention`` composites (out, log-sum-exp); the others are marked with why
+    (fused_attention.py). Before ``grad``: the backward then saves no probabilities."""
+
+    name: ClassVar[str] = fused_attention.NAME
+    summary: ClassVar[str] = "attention calls -> flash_attention composites (GPU target)"
+
+    def apply(self, module: ir.Module, ctx: PassContext) -> None:
+        fused_attention.run(module, ctx.device)
+
+
+@register_pass
+@dataclass(frozen=True)
+class CudnnAttention(ModulePass):
+    """``cudnn-attention``: ``flash_attention(_backward)`` composites -> the
+    ``cudnn_attention(_backward)`` prims, lowered to cuDNN's fused attention custom calls
+    (cudnn_attention.py). GPU target, before ``decompose``."""
+
+    name: ClassVar[str] = cudnn_attention.NAME
+    summary: ClassVar[str] = "flash_attention composites -> cuDNN attention prims (GPU)"
+
+    def apply(self, module: ir.Module, ctx: PassContext) -> None:
+        cudnn_attention.run(module, ctx.device)
+
+
+@register_pass
+@dataclass(frozen=True)
 class Grad(ModulePass):
     """``grad{remat=true}``: reverse-mode AD, ``@computation`` -> ``@forward`` (outputs, then
     residuals) + ``@backward`` (grad.py). ``remat``: save the fewest bytes from
@@ -280,13 +308,25 @@ class Partition(ModulePass):
 @register_pass
 @dataclass(frozen=True)
 class LowerToStablehlo(ModulePass):
-    """``lower-to-stablehlo``: dialect conversion of each XLA region to StableHLO/CHLO."""
+    """``lower-to-stablehlo{computed-once=true,accumulate-f32=true}``: dialect conversion of
+    each XLA region to StableHLO/CHLO. ``computed-once``: sine and cosine lowered so that
+    XLA:CPU's fusion computes them once (``hlo.lower_computed_once``); false lowers them to
+    ``stablehlo.sine``/``cosine`` alone. ``accumulate-f32``: 16-bit dots and convolutions
+    get a float32 result and one convert (``hlo._accumulated_in_f32``); both are the CPU
+    target's choices. ``narrow-dots``: a float32 dot of values converted from 16 bits
+    reads the 16-bit values (``hlo._widened_16bit``; the GPU target's choice).
+    pipeline.Target decides them."""
 
     name: ClassVar[str] = lower_to_stablehlo.NAME
     summary: ClassVar[str] = "dialect conversion of each region to StableHLO/CHLO"
+    computed_once: bool = True
+    accumulate_f32: bool = True
+    narrow_dots: bool = False
 
     def apply(self, module: ir.Module, ctx: PassContext) -> None:
-        lower_to_stablehlo.run(module)
+        lower_to_stablehlo.run(module, computed_once=self.computed_once,
+                               accumulate_f32=self.accumulate_f32,
+                               narrow_dots=self.narrow_dots)
 
 
 __all__ = ["ModulePass", "PassContext", "PipelineError", "PASSES", "register_pass",

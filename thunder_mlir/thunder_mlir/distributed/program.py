@@ -2,7 +2,7 @@
 in one trace, as ``jit(step)`` traces ``loss.backward(); opt.step()``), annotate shardings,
 lower, and compile for ``num_partitions`` devices.
 
-Stages (each kept as a ``function.Stage`` for ``last_traces``):
+Stages (each kept as a ``pipeline.Stage`` for ``last_traces``):
 
 * ``initial``: the step traced with the parameters as inputs (``_trace_step``): the loss
   of ``loss_fn(model, *batch)``; its gradients, by the code a compiled step's
@@ -36,7 +36,7 @@ import torch
 from torch_mlir import ir
 
 from thunder_mlir.errors import UnsupportedInputError
-from thunder_mlir.function import Stage, trace_function
+from thunder_mlir.pipeline import Stage, trace_function
 from thunder_mlir.ir import optimizers, prims, sharding
 from thunder_mlir.ir.dialect import SEED_ATTR
 from thunder_mlir.ir.proxy import TensorProxy

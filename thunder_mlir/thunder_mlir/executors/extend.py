@@ -11,7 +11,7 @@ transforms — Lightning Thunder's ``thunder.extend`` API, as MLIR rewrites.
                                  grad_transform=...)
     jfn = thunder_mlir.jit(fn, executors=[myex])
 
-How it maps onto the pipeline (``jit.compile_function``):
+How it maps onto the pipeline (``pipeline.compile_function``):
 
 * An **operator** (``register_operator(name, like=...)``) is a Symbol named
   ``"<executor>.<name>"``: calling it while tracing records a ``thunder.composite`` whose

@@ -48,6 +48,9 @@ class Trace(Builder):
     def __init__(self, device: torch.device, module: ir.Module | None = None):
         super().__init__(device, module, get_context() if module is None else None)
         self.fallbacks: list[str] = []
+        # compiled without its device (pipeline.compile_only): the meta device the
+        # caller's objects were made on stands for the program's device
+        self.meta_is_device = False
         self.inputs: list[TensorProxy] = []  # the input proxies, in argument order
         self.mutated_inputs: dict[int, TensorProxy] = {}  # input index -> proxy (write-back)
         # the values each `.data` read held (aliasing.note_unversioned_read), by proxy id
@@ -103,6 +106,12 @@ class Trace(Builder):
         # the checks of each cond/while region being traced, innermost last; None inside a
         # while loop's cond_fn (not checked)
         self.region_checks: list[list] | None = []
+
+    def device_type(self, device) -> str:
+        """The type of ``device`` (a torch.device or its name) as this program sees it: the
+        program's own for ``meta`` when compiled without its device (``meta_is_device``)."""
+        kind = torch.device(device).type
+        return self.device.type if kind == "meta" and self.meta_is_device else kind
 
     @contextmanager
     def building(self):

@@ -15,7 +15,7 @@ not computed. The trace asks for them in order (query 0, 1, ...):
   ``except Exception`` does not swallow it) out of the user's code; the compiler finishes
   the trace there, returning the tensors the value is computed from (the program prefix),
   compiles and runs that prefix on the call's real inputs, computes the value, and traces
-  again knowing it (thunder_mlir/function.py ``_compile``).
+  again knowing it (thunder_mlir/pipeline.py ``_compile``).
 
 Data-dependent output sizes are *unbacked size symbols* where the trace allows it
 (``trace.unbacked``; section "unbacked sizes" below): one trace for every size >= 2.

@@ -81,16 +81,19 @@ class Plan:
     """
 
     def __init__(self, steps: Sequence, n_slots: int, n_inputs: int,
-                 outputs: Sequence[int], device: torch.device, seeded: bool = False):
+                 outputs: Sequence[int], device: torch.device, seeded: bool = False,
+                 compile_only: bool = False):
         self.steps = list(steps)
         self.n_slots = n_slots
         self.n_inputs = n_inputs
         self.outputs = tuple(outputs)
         self.device = device
         self.seeded = seeded
-        self._jax_device = jax_device(device)
         self._on_cpu = device.type == "cpu"
-        self._imports = self._argument_imports()
+        # compile_only (pipeline.compile_only): the device is not here; the plan is read
+        # (its steps, their StableHLO as ``executable``), never run
+        self._jax_device = None if compile_only else jax_device(device)
+        self._imports = None if compile_only else self._argument_imports()
         # The common case — one XLA region reading only program inputs (in any order: a
         # module's parameters come sorted by name) whose outputs are its results (in any
         # order, one possibly twice) or program inputs (a training forward returns the
@@ -382,8 +385,9 @@ def donated_arguments(func) -> tuple[int, ...]:
                  and ir.BoolAttr(ir.DictAttr(d)[DONOR_ATTR]).value))
 
 
-def region_module_text(module: ir.Module, name: str) -> str:
-    """The StableHLO of region ``name`` as a standalone module with entry ``@main``."""
+def region_module_text(module: ir.Module, name: str, locations: bool = False) -> str:
+    """The StableHLO of region ``name`` as a standalone module with entry ``@main``;
+    ``locations``: with the ops' locations (the user's source lines)."""
     with module.context, ir.Location.unknown():
         fn = next(op.operation for op in module.body.operations
                   if op.operation.name == "func.func"
@@ -393,15 +397,17 @@ def region_module_text(module: ir.Module, name: str) -> str:
         clone.attributes["sym_name"] = ir.StringAttr.get("main")
         if "sym_visibility" in clone.attributes:
             del clone.attributes["sym_visibility"]
-        return str(single)
+        return single.operation.get_asm(enable_debug_info=True) if locations else str(single)
 
 
-def build_plan(module: ir.Module, device: torch.device,
-               func_name: str = "computation") -> tuple[Plan, dict[str, str]]:
+def build_plan(module: ir.Module, device: torch.device, func_name: str = "computation",
+               compile_only: bool = False) -> tuple[Plan, dict[str, str]]:
     """Compile every region of ``module`` and return the Plan and each region's text.
     Executor calls run the callables ``torch_fallback.implementation_of`` gives (rebuilt
     from the IR, or from ir/implementations.py's registry: MissingImplementationError
-    where this process holds none)."""
+    where this process holds none). ``compile_only`` (pipeline.compile_only): nothing is
+    compiled; each XLA step's ``executable`` is its StableHLO text, and the plan cannot
+    run."""
     with module.context:
         comp = next(op.operation for op in module.body.operations
                     if op.operation.name == "func.func"
@@ -431,16 +437,17 @@ def build_plan(module: ir.Module, device: torch.device,
                 text = region_module_text(module, callee)
                 texts[callee] = text
                 # symbolic sizes: compiled per concrete input shape at run time (refine.py)
-                exe = ShapeSpecializedExecutable(text, device) if has_symbolic_sizes(text) \
-                    else compile_stablehlo(text, device)
+                exe = text if compile_only else ShapeSpecializedExecutable(text, device) \
+                    if has_symbolic_sizes(text) else compile_stablehlo(text, device)
                 steps.append(XlaStep(callee, exe, ins, outs, donated=donated_arguments(
                     next(o for o in module.body.operations
                          if o.operation.name == "func.func" and ir.StringAttr(
                              o.operation.attributes["sym_name"]).value == callee))))
             elif op.name == "thunder.executor_call":
                 callee = ir.StringAttr(op.attributes["callee"]).value
-                steps.append(TorchStep(callee, implementation_of(op), ins, outs))
+                steps.append(TorchStep(callee, None if compile_only else implementation_of(op),
+                                       ins, outs))
             else:
                 raise RuntimeError(f"plan: unexpected op {op.name} in @{func_name}; run "
                                    "decompose and partition first")
-    return Plan(steps, len(slot), n_inputs, outputs, device, seeded), texts
+    return Plan(steps, len(slot), n_inputs, outputs, device, seeded, compile_only), texts

@@ -209,11 +209,16 @@ def _compile_options(xc, text: str = ""):
     step with ``donate_argnums``, jaxlib 0.10.2: 1 copy of the 512x512 weight without,
     none with)."""
     opts = xc.CompileOptions()
-    overrides = [("xla_allow_excess_precision", False)]
+    opts.env_option_overrides = option_overrides(text)  # (a copy is returned: assign whole)
+    return opts
+
+
+def option_overrides(text: str = "") -> list[tuple[str, object]]:
+    """The XLA debug options ``_compile_options`` sets for region ``text`` (name, value)."""
+    overrides: list[tuple[str, object]] = [("xla_allow_excess_precision", False)]
     if ALIAS_ATTR in text or DONOR_ATTR in text:
         overrides.append(("xla_cpu_copy_insertion_use_region_analysis", True))
-    opts.env_option_overrides = overrides  # (the property returns a copy: assign whole)
-    return opts
+    return overrides
 
 
 def compile_stablehlo(text: str, device: torch.device):

@@ -29,7 +29,7 @@ def _meta_factory(fn, *args, **kwargs) -> torch.Tensor:
 def _check_device(device):
     from thunder_mlir.frontend.tracing import current_trace
     trace = current_trace()
-    if device is not None and torch.device(device).type != trace.device.type:
+    if device is not None and trace.device_type(device) != trace.device.type:
         raise NotImplementedError(f"creating a tensor on {device} inside a program that runs on "
                                   f"{trace.device}")
 

@@ -19,6 +19,7 @@ from thunder_mlir.ir.symbolic import SymInt
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.ir.proxy import TensorProxy
 from thunder_mlir.frontend.symbols.registry import T, register
+from thunder_mlir.frontend.tracing import current_trace
 import torch.nn.functional as F
 from thunder_mlir.errors import Fallback
 from thunder_mlir.frontend.symbols.registry import BY_NAME, register_inplace
@@ -329,7 +330,7 @@ def to(input, *args, **kwargs):
                 device = torch.device(a)
         elif type(a) is TensorProxy:
             dtype, device = a.tdtype, a.tdevice
-    if device is not None and torch.device(device).type != input.tdevice.type:
+    if device is not None and current_trace().device_type(device) != input.tdevice.type:
         raise NotImplementedError(
             f"moving a tensor from {input.tdevice} to {device} inside a jitted function is not "
             "supported: move the inputs before the call")

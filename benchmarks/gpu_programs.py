@@ -1,0 +1,274 @@
+"""thunder_mlir's GPU programs compiled for an H100 or H200 without a GPU, beside the same
+models written in plain jax: kernels, HBM bytes, matmul FLOPs, roofline time and memory
+(docs/gpu.md, "Measured without a device").
+
+    make gpu-aot                                   # once: the deviceless XLA venv
+    .venv/bin/python benchmarks/gpu_programs.py --target h100
+    .venv/bin/python benchmarks/gpu_programs.py --workloads gpt2-prefill --batch-scale 0.25
+
+Two halves, two processes:
+
+1. Here (the project's venv): each workload's model is built on the meta device, and its
+   call is jitted inside ``pipeline.compile_only`` for ``cuda:0``: thunder_mlir traces
+   and transforms it exactly as for that GPU (the program's device is CUDA: autocast
+   lists, fused attention, donation, the passes of the GPU target) and captures the
+   StableHLO of every region instead of compiling it. Written to ``--dir``.
+2. ``benchmarks/gpu_compile.py`` in ``.venv-gpu-aot`` compiles those regions with XLA's
+   GPU compiler for the target, and the plain-jax references (benchmarks/jax_models.py,
+   with plain and with cuDNN attention), and counts each program's kernels
+   (benchmarks/hlo_stats.py).
+
+Workloads (the GPU bench's, benchmarks/gpu.py; bfloat16; dropout 0 in both, as the
+references have none):
+
+* ``gpt2-train-model``: GPT-2 124M, ``jit(model)`` forward + backward at 8 x 1024 (the
+  AdamW update is torch's own kernel, outside XLA: not counted); reference: jax's
+  ``value_and_grad``;
+* ``gpt2-train-step``: ``jit(step)`` of forward, backward, ``AdamW.step`` and
+  ``zero_grad`` at 8 x 1024; reference: the same step, parameters and state donated;
+* ``gpt2-prefill``: one 2,048-token forward without gradients (logits and the cache);
+* ``gpt2-decode-b1``, ``gpt2-decode-b8``: one token against a static cache of 192
+  positions (``StaticCache``: a 128-token prompt and 64 new tokens), ``jit(model.forward)``;
+* ``llama1b-train-step``: ``jit(step)`` of TinyLlama's shape (1.1B) at 8 x 1024.
+
+Columns: kernels, HBM GiB, matmul TFLOP, roofline ms, and the memory a step needs
+beyond its arguments (gpu_compile.beyond_parameters), for thunder_mlir and each
+reference, with the ratios thunder / reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+AOT_PYTHON = os.path.join(ROOT, ".venv-gpu-aot", "bin", "python")
+sys.path.insert(0, HERE)
+
+WORKLOADS = ("gpt2-train-model", "gpt2-train-step", "gpt2-prefill", "gpt2-decode-b1",
+             "gpt2-decode-b8", "llama1b-train-step")
+PROMPT, NEW_TOKENS = 128, 64
+
+
+def meta_model(kind: str):
+    """A bfloat16 GPT-2 124M or TinyLlama-shaped 1.1B on the meta device, dropout 0."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    if kind == "gpt2":
+        cfg = GPT2Config(n_positions=2048, attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0)
+        cls = GPT2LMHeadModel
+    else:
+        cfg = LlamaConfig(num_hidden_layers=22, hidden_size=2048, intermediate_size=5632,
+                          num_attention_heads=32, num_key_value_heads=4, vocab_size=32000,
+                          max_position_embeddings=2048)
+        cls = LlamaForCausalLM
+    cfg.attn_implementation = "sdpa"
+    with torch.device("meta"):
+        model = cls(cfg).to(torch.bfloat16)
+    return model
+
+
+def reference_of(name: str, batch: int, seq: int) -> dict:
+    model = "llama" if name.startswith("llama") else "gpt2"
+    program = {"train-model": "loss_and_grads", "train-step": "train_step",
+               "prefill": "prefill"}.get(name.split("-", 1)[1], "decode")
+    return {"model": model, "program": program, "batch": batch, "seq": seq}
+
+
+def capture(name: str, target, batch_scale: float):
+    """(captured programs, reference spec, stages) of workload ``name`` for ``target``."""
+    import thunder_mlir
+    from thunder_mlir import pipeline
+
+    kind = "llama" if name.startswith("llama") else "gpt2"
+    model = meta_model(kind)
+    vocab = model.config.vocab_size
+    section = name.split("-", 1)[1]
+    if section.startswith("train"):
+        batch, seq = max(1, int(8 * batch_scale)), 1024
+    elif section == "prefill":
+        batch, seq = 1, 2048
+    else:
+        batch, seq = int(section.rsplit("-b", 1)[1]), PROMPT + NEW_TOKENS
+    ids = torch.zeros((batch, seq), dtype=torch.int64, device="meta")
+    with pipeline.compile_only(target):
+        try:
+            if section == "train-model":
+                thunder_mlir.jit(model)(input_ids=ids, labels=ids)
+            elif section == "train-step":
+                opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+                def step(model, opt, ids):
+                    loss = model(input_ids=ids, labels=ids).loss
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                    return loss
+                thunder_mlir.jit(step)(model, opt, ids)
+            elif section == "prefill":
+                model.eval()
+                with torch.no_grad():
+                    thunder_mlir.jit(model)(input_ids=ids)
+            else:
+                from transformers import StaticCache
+
+                model.eval()
+                cache = StaticCache(config=model.config, max_cache_len=seq)
+                with torch.no_grad():  # the prompt, eagerly on meta: the cache's layers
+                    model(input_ids=ids[:, :PROMPT], past_key_values=cache, use_cache=True)
+                    forward = thunder_mlir.jit(model.forward)
+                    forward(input_ids=ids[:, :1], past_key_values=cache, use_cache=True,
+                            cache_position=torch.tensor([PROMPT], device="meta"))
+        except pipeline.ProgramsCaptured as c:
+            return c.programs, reference_of(name, batch, seq), c.stages
+    raise RuntimeError(f"{name}: the call returned without capturing its programs")
+
+
+def write_programs(name: str, programs, reference: dict, root: str) -> dict:
+    entry = {"name": name, "reference": reference, "programs": []}
+    os.makedirs(os.path.join(root, name), exist_ok=True)
+    for prog in programs:
+        regions = []
+        for (region, text), options in zip(prog.regions, prog.options):
+            rel = os.path.join(name, f"{prog.name}.{region}.mlir")
+            with open(os.path.join(root, rel), "w") as f:
+                f.write(text)
+            regions.append({"name": region, "file": rel, "options": options})
+        entry["programs"].append({"name": prog.name, "regions": regions,
+                                  "torch_steps": prog.torch_steps})
+    return entry
+
+
+def _gib(b):
+    return f"{b / 2**30:.2f}"
+
+
+def report(results: dict) -> str:
+    """The markdown table of a gpu_compile.py result."""
+    lines = [f"Target: {results['device']} (compiled without a device, jax {results['jax']})",
+             "", "| workload | system | kernels | HBM GiB | matmul TFLOP | roofline ms | "
+             "beyond args GiB | roofline / ref | memory / ref |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for w in results["workloads"]:
+        systems = [("thunder_mlir", "thunder")] + [(f"jax ({i})", f"jax_{i}")
+                                                   for i in ("xla", "cudnn")]
+        ref = w.get("jax_xla")
+        for label, key in systems:
+            progs = w.get(key)
+            if progs is None:
+                err = w.get(f"{key}_error", "missing")
+                lines.append(f"| {w['name']} | {label} | error: {err.splitlines()[0][:120]} "
+                             "| | | | | | |")
+                continue
+            n = sum(p["kernels"] for p in progs)
+            by = sum(p["bytes"] for p in progs)
+            fl = sum(p["flops"] for p in progs)
+            sec = sum(p["seconds"] for p in progs)
+            mem = w.get(f"{key}_beyond_parameters", 0)
+            r1 = r2 = ""
+            if key == "thunder":
+                for rk in ("jax_xla", "jax_cudnn"):
+                    if w.get(rk):
+                        rs = sum(p["seconds"] for p in w[rk])
+                        rm = w.get(f"{rk}_beyond_parameters", 0) or 1
+                        r1 += f"{sec / rs:.2f}x ({rk[4:]}) "
+                        r2 += f"{mem / rm:.2f}x ({rk[4:]}) "
+            lines.append(f"| {w['name']} | {label} | {n} | {_gib(by)} | {fl / 1e12:.2f} | "
+                         f"{sec * 1e3:.2f} | {_gib(mem)} | {r1.strip()} | {r2.strip()} |")
+        del ref
+    lines.append("")
+    for w in results["workloads"]:
+        for p in w.get("thunder", []):
+            lines.append(f"{w['name']}, thunder_mlir's {p['name']} ({p['regions']} region(s), "
+                         f"torch steps {len(p['torch_steps'])}): kernels by kind "
+                         f"{p['kinds']}; temp {_gib(p['memory'].get('temp', 0))} GiB, "
+                         f"arguments {_gib(p['memory'].get('argument', 0))}, outputs "
+                         f"{_gib(p['memory'].get('output', 0))}, aliased "
+                         f"{_gib(p['memory'].get('alias', 0))}")
+            for k in p["top"]:
+                lines.append(f"    {k['seconds'] * 1e6:8.1f} us  {k['kind']:<22} "
+                             f"{k['bytes'] / 2**20:9.1f} MiB {k['flops'] / 1e9:9.1f} GFLOP  "
+                             f"{k['source'] or '?'}  {k['op'][:60]}")
+        for rk in ("jax_xla", "jax_cudnn"):
+            for p in w.get(rk, []):
+                lines.append(f"{w['name']}, {rk}: kernels by kind {p['kinds']}; temp "
+                             f"{_gib(p['memory'].get('temp', 0))} GiB")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--target", default="h100", choices=("h100", "h200"))
+    p.add_argument("--workloads", default=",".join(WORKLOADS))
+    p.add_argument("--dir", default=os.path.join(ROOT, "build", "gpu-programs"))
+    p.add_argument("--batch-scale", type=float, default=1.0,
+                   help="multiply the training batch (8) by this (quick runs)")
+    p.add_argument("--capture-only", action="store_true")
+    p.add_argument("--skip-capture", action="store_true",
+                   help="compile the programs an earlier run captured in --dir")
+    p.add_argument("--references", default="xla,cudnn")
+    args = p.parse_args(argv)
+    from thunder_mlir.pipeline import Target
+
+    names = {"h100": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200 141GB HBM3e"}
+    target = Target(torch.device("cuda", 0), names[args.target], compile_only=True)
+    os.makedirs(args.dir, exist_ok=True)
+    path = os.path.join(args.dir, "manifest.json")
+    manifest = {"target": args.target, "workloads": []}
+    if os.path.exists(path):  # (workloads captured by an earlier run are kept)
+        with open(path) as f:
+            manifest["workloads"] = json.load(f)["workloads"]
+    names = args.workloads.split(",")
+    for name in ([] if args.skip_capture else names):
+        t0 = time.perf_counter()
+        programs, reference, stages = capture(name, target, args.batch_scale)
+        entry = write_programs(name, programs, reference, args.dir)
+        manifest["workloads"] = [w for w in manifest["workloads"] if w["name"] != name]
+        manifest["workloads"].append(entry)
+        with open(os.path.join(args.dir, name, "stages.txt"), "w") as f:
+            f.write("\n\n".join(str(s) for s in stages))
+        print(f"captured {name}: {[(p.name, len(p.regions), len(p.torch_steps)) for p in programs]}"
+              f" in {time.perf_counter() - t0:.1f} s", flush=True)
+        with open(path, "w") as f:
+            json.dump(manifest, f, indent=1)
+    manifest["workloads"].sort(key=lambda w: WORKLOADS.index(w["name"])
+                               if w["name"] in WORKLOADS else len(WORKLOADS))
+    if args.capture_only:
+        return 0
+    if not os.path.exists(AOT_PYTHON):
+        print(f"{AOT_PYTHON} is missing: run `make gpu-aot` first")
+        return 2
+    out = os.path.join(args.dir, f"results-{args.target}.json")
+    fresh = os.path.join(args.dir, "results-new.json")
+    subprocess.run([AOT_PYTHON, os.path.join(HERE, "gpu_compile.py"), "--target", args.target,
+                    "--programs", args.dir, "--out", fresh, "--references", args.references,
+                    "--workloads", ",".join(names)], check=True)
+    with open(fresh) as f:
+        results = json.load(f)
+    if os.path.exists(out):  # (the workloads of earlier runs, not compiled again, are kept)
+        with open(out) as f:
+            kept = [w for w in json.load(f)["workloads"]
+                    if w["name"] not in {r["name"] for r in results["workloads"]}]
+        results["workloads"] = sorted(
+            kept + results["workloads"],
+            key=lambda w: WORKLOADS.index(w["name"]) if w["name"] in WORKLOADS else 99)
+    with open(out, "w") as f:
+        json.dump(results, f, indent=1)
+    text = report(results)
+    print(text)
+    with open(os.path.join(args.dir, "report.md"), "w") as f:
+        f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

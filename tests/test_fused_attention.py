@@ -1,0 +1,166 @@
+"""Fused attention (passes/fused_attention.py, passes/cudnn_attention.py,
+ir/cudnn_attention.py) and the pipeline's target (pipeline.Target, ``compile_only``).
+
+* Values: the GPU's fused-attention pass run on CPU programs (``targeting`` a CPU target
+  with ``attention=True``), whose ``flash_attention`` composites then decompose: outputs
+  and q/k/v gradients against eager, within bfloat16's tolerance or no farther from a
+  float64 eager run than eager's own bfloat16 result (PyTorch's rule for another
+  implementation); what crosses from the forward to the backward is q, k, v, the output
+  and a [B, N, T] float32 log-sum-exp, never [.., T, S] probabilities.
+* The GPU program: a model compiled for ``cuda:0`` without a GPU (``compile_only``, meta
+  inputs) has cuDNN's custom calls in its StableHLO, forward and backward, and the
+  target's choices in its stages.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import thunder_mlir
+from thunder_mlir import pipeline
+
+CPU_FUSED = pipeline.Target(torch.device("cpu"), attention=True)
+
+
+def _close_or_nearer(got, want, ref64, what):
+    """Within the dtype's tolerance of eager, else no farther from float64 than eager."""
+    try:
+        torch.testing.assert_close(got, want)
+    except AssertionError:
+        err = (got.double() - ref64).abs().max()
+        eager_err = (want.double() - ref64).abs().max()
+        assert err <= eager_err * 1.5 + 1e-3, f"{what}: {err} from float64, eager {eager_err}"
+
+
+CASES = {  # name: (q shape, k/v shape, kwargs of scaled_dot_product_attention)
+    "causal": ((2, 4, 16, 32), (2, 4, 16, 32), dict(is_causal=True)),
+    "full": ((2, 4, 16, 32), (2, 4, 24, 32), {}),
+    "gqa_causal_scale": ((1, 8, 16, 64), (1, 2, 16, 64),
+                         dict(is_causal=True, enable_gqa=True, scale=0.3)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("name", CASES)
+def test_values_and_grads_match_eager(name, dtype):
+    qs, ks, kwargs = CASES[name]
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(s, dtype=dtype, requires_grad=True) for s in (qs, ks, ks))
+
+    def fn(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, **kwargs)
+
+    with pipeline.targeting(CPU_FUSED):
+        jfn = thunder_mlir.jit(fn)
+        out = jfn(q, k, v)
+    want = fn(q, k, v)
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref = fn(q64, k64, v64)
+    _close_or_nearer(out, want, ref, "output")
+    cot = torch.randn_like(out)
+    got_g = torch.autograd.grad(out, (q, k, v), cot)
+    want_g = torch.autograd.grad(want, (q, k, v), cot)
+    ref_g = torch.autograd.grad(ref, (q64, k64, v64), cot.double())
+    for n, a, b, r in zip("qkv", got_g, want_g, ref_g):
+        assert a.dtype == dtype and a.shape == b.shape
+        _close_or_nearer(a, b, r, f"d{n}")
+    stages = {s.name: s.text for s in thunder_mlir.last_traces(jfn)}
+    assert 'name = "thunder.flash_attention"' in stages["fused-attention"]
+    assert "ltorch.scaled_dot_product_attention" not in stages["fused-attention"]
+    # the forward's results: the output, then residuals; no [.., T, S] probabilities
+    forward = stages["grad"].split("func.func @backward")[0]
+    results = forward.split("->", 1)[1].split("attributes")[0]
+    t, s = qs[2], ks[2]
+    assert f"x{t}x{s}x" not in results and f"{t}x{s}xf32" not in results, results
+    b, n = qs[0], qs[1]
+    assert f"tensor<{b}x{n}x{t}xf32>" in results  # the log-sum-exp
+
+
+def test_calls_not_taken_say_why_and_match_eager():
+    """An attn_mask, a float32 call and an odd head dim keep their decomposition, each
+    marked with the reason (shown in last_traces), and compute eager's values."""
+    torch.manual_seed(1)
+    q = torch.randn(1, 2, 8, 16, dtype=torch.bfloat16)
+    mask = torch.rand(8, 8) > 0.3
+    q32 = torch.randn(1, 2, 8, 16)
+    q12 = torch.randn(1, 2, 8, 12, dtype=torch.bfloat16)
+
+    def fn(q, mask, q32, q12):
+        return (F.scaled_dot_product_attention(q, q, q, attn_mask=mask),
+                F.scaled_dot_product_attention(q32, q32, q32),
+                F.scaled_dot_product_attention(q12, q12, q12))
+
+    with pipeline.targeting(CPU_FUSED):
+        jfn = thunder_mlir.jit(fn)
+        outs = jfn(q, mask, q32, q12)
+    refs = fn(q.double(), mask, q32.double(), q12.double())
+    for i, (got, want, ref) in enumerate(zip(outs, fn(q, mask, q32, q12), refs)):
+        _close_or_nearer(got, want, ref, f"output {i}")
+    text = next(s.text for s in thunder_mlir.last_traces(jfn) if s.name == "fused-attention")
+    assert 'thunder.fused_attention = "not taken: an attn_mask operand"' in text
+    assert 'thunder.fused_attention = "not taken: dtype torch.float32' in text
+    assert 'thunder.fused_attention = "not taken: head dim 12' in text
+    assert "thunder.flash_attention" not in text
+
+
+def test_cpu_default_target_keeps_the_decomposed_attention():
+    q = torch.randn(1, 2, 8, 16, dtype=torch.bfloat16)
+    jfn = thunder_mlir.jit(lambda q: F.scaled_dot_product_attention(q, q, q, is_causal=True))
+    torch.testing.assert_close(jfn(q), F.scaled_dot_product_attention(q, q, q, is_causal=True))
+    names = [s.name for s in thunder_mlir.last_traces(jfn)]
+    assert "fused-attention" not in names
+    compiled = thunder_mlir.last_traces(jfn)[-1].text
+    assert "// fused-attention: off" in compiled and "// merge-dots: on" in compiled
+
+
+class _Block(torch.nn.Module):
+    """Attention and an MLP, bf16: what a GPT-2 block computes."""
+
+    def __init__(self, d=64, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.out = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(a.transpose(1, 2).reshape(b, t, d)).float().square().mean()
+
+
+def _gpu_programs(model, *inputs):
+    target = pipeline.Target(torch.device("cuda", 0), "NVIDIA H100 80GB HBM3")
+    with pipeline.compile_only(target):
+        with pytest.raises(pipeline.ProgramsCaptured) as info:
+            thunder_mlir.jit(model)(*inputs)
+    return info.value
+
+
+def test_gpu_training_program_uses_cudnn_attention_without_a_gpu():
+    model = _Block().to("meta", torch.bfloat16)
+    x = torch.zeros(2, 32, 64, dtype=torch.bfloat16, device="meta")
+    captured = _gpu_programs(model, x)
+    names = [p.name for p in captured.programs]
+    assert names == ["forward", "backward"]
+    (fwd_region,), (bwd_region,) = (p.regions for p in captured.programs)
+    assert "custom_call @__cudnn$fmhaSoftmax(" in fwd_region[1]
+    assert "custom_call @__cudnn$fmhaSoftmaxBackward(" in bwd_region[1]
+    # no [B, N, T, S] = [2, 4, 32, 32] value in either program
+    assert "2x4x32x32x" not in fwd_region[1] + bwd_region[1]
+    stages = {s.name: s for s in captured.stages}
+    assert stages["prims"].pipeline.startswith("builtin.module(cudnn-attention,decompose")
+    assert "computed-once=false" in stages["stablehlo"].pipeline
+    assert "narrow-dots=true" in stages["stablehlo"].pipeline
+    assert "fused-attention: on (cuDNN" in stages["xla-compile"].text
+    assert "captured, not compiled" in stages["xla-compile"].text
+
+
+def test_compile_only_asks_for_meta_inputs():
+    target = pipeline.Target(torch.device("cuda", 0), "NVIDIA H100 80GB HBM3")
+    with pipeline.compile_only(target):
+        with pytest.raises(thunder_mlir.UnsupportedInputError, match="pass meta tensors"):
+            thunder_mlir.jit(lambda x: x * 2)(torch.ones(3))
