@@ -45,21 +45,39 @@ bench-big: setup
 # --- make compat: the suite on the lent GPU machine's stack, reproduced on the CPU ---------
 # Python 3.12, torch 2.11.0 (PyPI's CUDA build, ~5 GB with its nvidia wheels; it runs on the
 # CPU), jax/jaxlib 0.11.2, transformers 5.17.0 (constraints/compat.txt), the project's wheel.
+# torch's nvidia wheels are needed even on the CPU: installed with --no-deps, `import torch`
+# fails (libcudnn.so.9 not found: libtorch_cuda.so, loaded by every import, needs 12 of
+# them). Cold, torch and its wheels (2.6 GB) download in ~75 s and install in ~90 s.
 COMPAT_PY ?= $(or $(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/3.12.*/bin/python3.12))),python3.12)
 COMPAT_VENV ?= .venv-compat
 COMPAT_WHEELS := build/compat-wheel
-# A named subset (the whole suite takes ~15 min on 2 free cores, the OpInfo sweeps most of
-# it): tracing, ops, grad, runtime (DLPack, XLA, compile cache), models (GPT-2, Llama,
-# MiniLM), generate, modules, higher-order ops, dynamic shapes, autocast, random, fallback,
-# the idiom catalogues, the layer check and the CUDA-only tests (collected, skipped here).
-# `make compat COMPAT_TESTS=tests` runs everything.
-COMPAT_TESTS ?= tests/test_ops.py tests/test_grad.py tests/test_runtime.py tests/test_models.py \
-	tests/test_generate.py tests/test_module.py tests/test_higher_order.py \
-	tests/test_dynamic_shapes.py tests/test_autocast.py tests/test_random.py \
-	tests/test_fallback.py tests/test_cache.py tests/test_compile_cache.py tests/test_layers.py \
-	tests/test_idioms_aliasing.py tests/test_idioms_autograd.py tests/test_idioms_modules.py \
-	tests/test_idioms_autocast.py tests/test_idioms_guards.py tests/test_pytree.py \
-	tests/test_distributed.py tests/test_cuda.py tests/test_compat.py
+# The subset CI runs (.ci/run, after `make test`), chosen to fit CI's 30 minutes on 2 cores
+# with the venv built from a cold pip cache (docs/compat.md, "What CI runs"). Per-file times
+# measured on this stack (2026-12-02, 2 cores at load average 4-7: about twice a quiet
+# machine's), summed over xdist workers:
+#   the required part (issue 45): models forward (test_models 67 s) and training
+#   (test_train_step 65 s), generate (269 s), the dynamo backend (100 s), autocast (61 s
+#   without its two OpInfo sweeps), the idiom catalogues (test_idioms_*: 314 s);
+#   the stack's version-specific code, cheap: torch/jaxlib internals (test_compat 3 s),
+#   higher-order ops (24 s), fallback backward (28 s), DLPack/runtime (42 s), resident
+#   buffers (95 s), XLA scheduling by thunder.after (test_recomputation 172 s,
+#   test_computed_once 5 s), caches (6 s), layers, the CUDA tests (collected, skipped here).
+# Not run: the OpInfo sweeps, whose cost is tracing every op (test_autocast's two: 486 s
+# and 476 s here; test_opinfo*, test_written_after 436 s, test_region_reads 369 s),
+# test_moe (915 s), test_fuzz, test_distributed (a subprocess over 600 s on a loaded
+# machine). The autocast tables they would check per version are checked directly against
+# the installed dispatcher (test_op_lists_are_the_ones_the_installed_torch_registers).
+# `make compat COMPAT_TESTS=tests COMPAT_DESELECT=` runs everything (~45 min here).
+COMPAT_TESTS ?= tests/test_models.py tests/test_train_step.py tests/test_generate.py \
+	tests/test_dynamo_backend.py tests/test_autocast.py tests/test_idioms_aliasing.py \
+	tests/test_idioms_autocast.py tests/test_idioms_autograd.py tests/test_idioms_errors.py \
+	tests/test_idioms_gradnum.py tests/test_idioms_guards.py tests/test_idioms_modules.py \
+	tests/test_idioms_mutation.py tests/test_compat.py tests/test_higher_order.py \
+	tests/test_fallback.py tests/test_runtime.py tests/test_resident.py \
+	tests/test_recomputation.py tests/test_computed_once.py tests/test_cache.py \
+	tests/test_layers.py tests/test_cuda.py
+COMPAT_DESELECT ?= --deselect tests/test_autocast.py::test_opinfo_cpu_autocast_matches_eager \
+	--deselect tests/test_autocast.py::test_opinfo_cuda_autocast_dtypes_match_fake_eager
 COMPAT_JOBS ?= 2
 
 $(COMPAT_VENV)/bin/python:
@@ -74,8 +92,9 @@ $(COMPAT_VENV)/.installed: pyproject.toml constraints/compat.txt $(SOURCES) | $(
 	touch $@
 
 compat: $(COMPAT_VENV)/.installed
+	$(COMPAT_VENV)/bin/python -c "import sys, torch, jax, jaxlib, transformers; print('make compat: Python', sys.version.split()[0], '| torch', torch.__version__, '| jax', jax.__version__, '| jaxlib', jaxlib.__version__, '| transformers', transformers.__version__)"
 	HF_HUB_OFFLINE=1 THUNDER_TEST_SUBPROCESS_TIMEOUT=1800 $(COMPAT_VENV)/bin/python -m pytest -n $(COMPAT_JOBS) --dist loadfile \
-		$(COMPAT_TESTS)
+		$(COMPAT_DESELECT) $(COMPAT_TESTS)
 
 # --- make gpu-bundle: what tools/gpu_check.sh installs on the lent GPU machine -------------
 # The device's image (Python 3.12, torch 2.11.0+cu130, jax 0.11.2 with its CUDA plugin,

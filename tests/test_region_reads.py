@@ -352,10 +352,13 @@ def _loss_case():
 STALE = "thunder_mlir's backward does not reproduce this"
 
 
-@pytest.mark.parametrize("fn,make", [(_ckpt_index_written, _index_case),
-                                     (_ckpt_index_written_in_range, _index_case),
-                                     (_ckpt_chunked_loss_written, _loss_case)],
-                         ids=["index-check", "index-check-in-range", "ctx-tensor"])
+@pytest.mark.parametrize("fn,make", [
+    (_ckpt_index_written, _index_case), (_ckpt_index_written_in_range, _index_case),
+    pytest.param(_ckpt_chunked_loss_written, _loss_case, marks=pytest.mark.skipif(
+        not hasattr(torch.nn.functional, "linear_cross_entropy"),
+        reason=f"torch {torch.__version__} has no F.linear_cross_entropy (torch 2.13 has): "
+               "the torch op keeping tensors on its autograd ctx is its chunked path"))],
+    ids=["index-check", "index-check-in-range", "ctx-tensor"])
 def test_checkpoint_redoing_what_recomputation_skips_is_refused(fn, make):
     """Inside a checkpoint, a value check (eager's recomputation checks the written index
     again, and raises in the backward for one out of range) or an op keeping tensors on its

@@ -750,6 +750,30 @@ func.func @after(%x: tensor<4x3xf32>, %a: tensor<2xi64>) -> tensor<4x3xf32> {
   return %0 : tensor<4x3xf32>
 }
 
+// after(splat constant, anchor): the constant made from the anchor's bits m alone,
+// ((m ^ bits(c)) ^ ~m) ^ -1, broadcast. XLA 0.11 folds (0 ^ m) ^ m back to the constant 0
+// (x ^ 0 -> x, m ^ m -> 0), which XLA then schedules anywhere; it keeps m ^ ~m.
+// CHECK-LABEL: func.func @after_splat(
+// CHECK-SAME:    %[[A:[a-z0-9]+]]: tensor<2xi64>
+// CHECK:         %[[S:.*]] = stablehlo.slice %[[A]] [0:1] : (tensor<2xi64>) -> tensor<1xi64>
+// CHECK-NEXT:    %[[R:.*]] = stablehlo.reshape %[[S]] : (tensor<1xi64>) -> tensor<i64>
+// CHECK-NEXT:    %[[M:.*]] = stablehlo.convert %[[R]] : (tensor<i64>) -> tensor<i32>
+// CHECK-NEXT:    %[[C:.*]] = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+// CHECK-NEXT:    %[[B:.*]] = stablehlo.bitcast_convert %[[C]] : (tensor<f32>) -> tensor<i32>
+// CHECK-NEXT:    %[[X1:.*]] = stablehlo.xor %[[M]], %[[B]] : tensor<i32>
+// CHECK-NEXT:    %[[N:.*]] = stablehlo.not %[[M]] : tensor<i32>
+// CHECK-NEXT:    %[[X2:.*]] = stablehlo.xor %[[X1]], %[[N]] : tensor<i32>
+// CHECK-NEXT:    %[[ONES:.*]] = stablehlo.constant dense<-1> : tensor<i32>
+// CHECK-NEXT:    %[[X3:.*]] = stablehlo.xor %[[X2]], %[[ONES]] : tensor<i32>
+// CHECK-NEXT:    %[[F:.*]] = stablehlo.bitcast_convert %[[X3]] : (tensor<i32>) -> tensor<f32>
+// CHECK-NEXT:    %[[Y:.*]] = stablehlo.broadcast_in_dim %[[F]], dims = [] : (tensor<f32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    return %[[Y]]
+func.func @after_splat(%a: tensor<2xi64>) -> tensor<4x3xf32> {
+  %c = "thunder.full"() {value = 0.000000e+00 : f64} : () -> tensor<4x3xf32>
+  %0 = "thunder.after"(%c, %a) : (tensor<4x3xf32>, tensor<2xi64>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
 // A complex x has no integer view: the optimization barrier, its first result.
 // CHECK-LABEL: func.func @after_complex(
 // CHECK-SAME:    %[[X:[a-z0-9]+]]: tensor<3xcomplex<f32>>, %[[A:[a-z0-9]+]]: tensor<f32>

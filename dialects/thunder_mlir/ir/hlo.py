@@ -803,6 +803,45 @@ def _bit_type(e: ir.Type) -> ir.Type | None:
     return None if w is None else ir.IntegerType.get_signless(w)
 
 
+def _splat_value(x: ir.Value) -> ir.Attribute | None:
+    """The element attribute of ``x`` when it is a splat constant (a ``thunder.full``,
+    lowered or not), else None."""
+    owner = x.owner
+    name = owner.name if hasattr(owner, "name") else None
+    if name == "thunder.full":
+        et = ir.RankedTensorType(x.type).element_type
+        v = owner.attributes["value"]
+        value = ir.FloatAttr(v).value if isinstance(v, ir.FloatAttr) else ir.IntegerAttr(v).value
+        return scalar_attr(et, value)
+    if name == "stablehlo.constant":
+        attr = owner.attributes["value"]
+        if isinstance(attr, ir.DenseElementsAttr) and attr.is_splat:
+            return attr.get_splat_value()
+    return None
+
+
+def _splat_after(c: ir.Attribute, m: ir.Value, xt: ir.RankedTensorType, xbits: ir.Type,
+                 loc) -> ir.Value:
+    """The splat constant ``c`` of type ``xt`` as a value XLA computes from ``m`` (a 0-d
+    tensor of the integer type ``xbits``): ``broadcast(bitcast(((m ^ bits(c)) ^ ~m) ^ -1))``.
+    With ``bits(c)`` zero, XLA's simplifier folds ``m ^ 0`` to ``m`` and stops at
+    ``m ^ ~m`` (checked on jaxlib 0.10.2 and 0.11.2: both keep two xors and a not)."""
+    scalar = ir.RankedTensorType.get([], xt.element_type)
+    st = ir.RankedTensorType.get([], xbits)
+    cst = hlo("stablehlo.constant", [], [scalar],
+              {"value": ir.DenseElementsAttr.get_splat(scalar, c)}, loc).result
+    bits = cst if xbits == xt.element_type else \
+        hlo("stablehlo.bitcast_convert", [cst], [st], loc=loc).result
+    s = hlo("stablehlo.xor", [m, bits], [st], loc=loc).result
+    s = hlo("stablehlo.xor", [s, hlo("stablehlo.not", [m], [st], loc=loc).result], [st],
+            loc=loc).result
+    s = hlo("stablehlo.xor", [s, splat(st, -1, loc)], [st], loc=loc).result
+    if xbits != xt.element_type:
+        s = hlo("stablehlo.bitcast_convert", [s], [scalar], loc=loc).result
+    return hlo("stablehlo.broadcast_in_dim", [s], [xt],
+               {"broadcast_dimensions": ir.DenseI64ArrayAttr.get([])}, loc).result
+
+
 def _first_bits(anchor: ir.Value, bits: ir.Type, loc) -> ir.Value:
     """The first element of ``anchor`` (static, non-empty), its bits as a 0-d tensor of
     the integer type ``bits`` (converted when the widths differ)."""
@@ -849,9 +888,9 @@ def lowering_options(**options):
 def lower_computed_once(base_op: str) -> Lowering:
     """``base_op(x)`` (``stablehlo.sine``, ``stablehlo.cosine``) for real floating ``x``,
     divided elementwise by ones that XLA cannot see are ones: ``bitcast((bits(1.0) ^ m) ^
-    m)``, ``m`` the bits of ``x`` (no simplifier of XLA folds ``(a ^ m) ^ m``:
-    ``lower_after``). The quotient is the value bit for bit (IEEE 754 division by one is
-    exact, NaN and signed zeros included). The divisor is not a broadcast: XLA rewrites
+    m)``, ``m`` the bits of ``x`` (no simplifier of XLA folds ``(a ^ m) ^ m`` for ``a``
+    not zero: ``lower_after``). The quotient is the value bit for bit (IEEE 754 division by
+    one is exact, NaN and signed zeros included). The divisor is not a broadcast: XLA rewrites
     ``a / broadcast(b)`` as ``a * broadcast(1 / b)``, and a product is cheap again.
 
     Why: XLA's fusion (jaxlib 0.10.2, ``InstructionFusion::IsExpensive``) counts sine and
@@ -888,9 +927,14 @@ def lower_after(op, operands, rw):
     the job of ``stablehlo.optimization_barrier`` (what ``jax.checkpoint`` emits), but
     XLA's CPU compiler erases barriers before its last CSE and before scheduling
     (``OptimizationBarrierExpander`` in xla/service/cpu/cpu_compiler.cc); no simplifier of
-    XLA folds ``(a ^ m) ^ m``, and the two xors fuse into the ops that read the result.
-    Operands without an integer view (complex, fp8), with dynamic sizes or an empty
-    ``anchor`` take the barrier."""
+    XLA folds ``(a ^ m) ^ m`` for an unknown ``a``, and the two xors fuse into the ops that
+    read the result. A splat constant ``x`` (``thunder.full``: ``joint._late_constants``
+    anchors the zeros a gradient scatters into) is made from ``m`` alone,
+    ``broadcast(((m ^ bits(c)) ^ ~m) ^ -1)``: XLA 0.11's simplifier (jaxlib 0.11.2; not
+    0.10.2) folds ``x ^ 0`` to ``x`` and ``m ^ m`` to 0, so ``(0 ^ m) ^ m`` became the
+    constant 0 again, made wherever XLA liked (``_splat_after``). Operands without an
+    integer view (complex, fp8), with dynamic sizes or an empty ``anchor`` take the
+    barrier."""
     x, anchor = operands
     xt, at = ir.RankedTensorType(x.type), ir.RankedTensorType(anchor.type)
     loc = op.location
@@ -902,6 +946,10 @@ def lower_after(op, operands, rw):
             rw.replace_op(op, [r.results[0]])
             return
         m = _first_bits(anchor, xbits, loc)
+        c = _splat_value(x)
+        if c is not None:
+            rw.replace_op(op, [_splat_after(c, m, xt, xbits, loc)])
+            return
         it = ir.RankedTensorType.get(list(xt.shape), xbits)
         m = hlo("stablehlo.broadcast_in_dim", [m], [it],
                 {"broadcast_dimensions": ir.DenseI64ArrayAttr.get([])}, loc).result
