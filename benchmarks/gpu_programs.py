@@ -77,6 +77,47 @@ def meta_model(kind: str):
     return model
 
 
+def eager_saved_bytes(kind: str, batch: int, seq: int) -> int:
+    """Bytes autograd saves in one eager training forward of the model (the loss of
+    ``labels=input_ids``), parameters excluded: every tensor ``saved_tensors_hooks`` packs,
+    counted once per storage, on the meta device, with attention as eager runs it on a GPU
+    (the flash kernel: q, k, v, the output and its log-sum-exp; grouped key/value heads
+    repeated first, which counts their copies)."""
+    import torch.nn.functional as F
+
+    model = meta_model(kind)
+    ids = torch.zeros((batch, seq), dtype=torch.int64, device="meta")
+    params = {p.untyped_storage()._cdata for p in model.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        st = t.untyped_storage()
+        if st._cdata not in params:
+            saved[st._cdata] = st.nbytes()
+        return t
+
+    plain = F.scaled_dot_product_attention
+
+    def flash(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+              enable_gqa=False):
+        if attn_mask is not None or dropout_p:
+            return plain(q, k, v, attn_mask, dropout_p, is_causal, scale=scale,
+                         enable_gqa=enable_gqa)
+        if k.shape[1] != q.shape[1]:
+            rep = q.shape[1] // k.shape[1]
+            k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+        return torch.ops.aten._scaled_dot_product_flash_attention(
+            q, k, v, 0.0, is_causal, scale=scale)[0]
+
+    F.scaled_dot_product_attention = flash
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            model(input_ids=ids, labels=ids)
+    finally:
+        F.scaled_dot_product_attention = plain
+    return sum(saved.values())
+
+
 def reference_of(name: str, batch: int, seq: int) -> dict:
     model = "llama" if name.startswith("llama") else "gpt2"
     program = {"train-model": "loss_and_grads", "train-step": "train_step",
@@ -91,7 +132,6 @@ def capture(name: str, target, batch_scale: float):
 
     kind = "llama" if name.startswith("llama") else "gpt2"
     model = meta_model(kind)
-    vocab = model.config.vocab_size
     section = name.split("-", 1)[1]
     if section.startswith("train"):
         batch, seq = max(1, int(8 * batch_scale)), 1024
@@ -129,7 +169,12 @@ def capture(name: str, target, batch_scale: float):
                     forward(input_ids=ids[:, :1], past_key_values=cache, use_cache=True,
                             cache_position=torch.tensor([PROMPT], device="meta"))
         except pipeline.ProgramsCaptured as c:
-            return c.programs, reference_of(name, batch, seq), c.stages
+            ref = reference_of(name, batch, seq)
+            ref["write_back_bytes"] = c.write_back_bytes
+            if section.startswith("train"):  # the forward -> backward boundary
+                ref["eager_saved_bytes"] = eager_saved_bytes(kind, batch, seq)
+                ref["thunder_residual_bytes"] = c.residual_bytes
+            return c.programs, ref, c.stages
     raise RuntimeError(f"{name}: the call returned without capturing its programs")
 
 
@@ -152,17 +197,22 @@ def _gib(b):
     return f"{b / 2**30:.2f}"
 
 
+def _references(w: dict) -> list[str]:
+    return [k for k in w if k.startswith("jax_") and not k.endswith(("_error", "_parameters"))]
+
+
 def report(results: dict) -> str:
-    """The markdown table of a gpu_compile.py result."""
+    """The markdown table of a gpu_compile.py result: per workload, thunder_mlir and each
+    plain-jax reference, with thunder_mlir's roofline time and memory beyond its arguments
+    as ratios to each reference's."""
     lines = [f"Target: {results['device']} (compiled without a device, jax {results['jax']})",
              "", "| workload | system | kernels | HBM GiB | matmul TFLOP | roofline ms | "
              "beyond args GiB | roofline / ref | memory / ref |",
              "|---|---|---|---|---|---|---|---|---|"]
     for w in results["workloads"]:
-        systems = [("thunder_mlir", "thunder")] + [(f"jax ({i})", f"jax_{i}")
-                                                   for i in ("xla", "cudnn")]
-        ref = w.get("jax_xla")
-        for label, key in systems:
+        refs = _references(w)
+        for key in ["thunder"] + refs:
+            label = "thunder_mlir" if key == "thunder" else f"jax ({key[4:]})"
             progs = w.get(key)
             if progs is None:
                 err = w.get(f"{key}_error", "missing")
@@ -176,16 +226,25 @@ def report(results: dict) -> str:
             mem = w.get(f"{key}_beyond_parameters", 0)
             r1 = r2 = ""
             if key == "thunder":
-                for rk in ("jax_xla", "jax_cudnn"):
-                    if w.get(rk):
-                        rs = sum(p["seconds"] for p in w[rk])
-                        rm = w.get(f"{rk}_beyond_parameters", 0) or 1
-                        r1 += f"{sec / rs:.2f}x ({rk[4:]}) "
-                        r2 += f"{mem / rm:.2f}x ({rk[4:]}) "
+                for rk in refs:
+                    rs = sum(p["seconds"] for p in w[rk])
+                    rm = w.get(f"{rk}_beyond_parameters", 0)
+                    r1 += f"{sec / rs:.2f}x ({rk[4:]}) "
+                    r2 += f"{mem / rm:.2f}x ({rk[4:]}) " if rm else f"- ({rk[4:]}) "
             lines.append(f"| {w['name']} | {label} | {n} | {_gib(by)} | {fl / 1e12:.2f} | "
                          f"{sec * 1e3:.2f} | {_gib(mem)} | {r1.strip()} | {r2.strip()} |")
-        del ref
     lines.append("")
+    for w in results["workloads"]:
+        ref = w["reference"]
+        if ref.get("thunder_residual_bytes"):
+            lines.append(f"{w['name']}: residuals {_gib(ref['thunder_residual_bytes'])} GiB "
+                         f"(parameters excluded); eager saves "
+                         f"{_gib(ref['eager_saved_bytes'])} GiB (saved_tensors_hooks, flash "
+                         f"attention): {ref['thunder_residual_bytes'] / ref['eager_saved_bytes']:.2f}x")
+        if ref.get("write_back_bytes"):
+            lines.append(f"{w['name']}: written inputs copied back by torch after the run: "
+                         f"{_gib(ref['write_back_bytes'])} GiB (counted, read and written, as "
+                         "a kernel of thunder_mlir's)")
     for w in results["workloads"]:
         for p in w.get("thunder", []):
             lines.append(f"{w['name']}, thunder_mlir's {p['name']} ({p['regions']} region(s), "
@@ -198,8 +257,8 @@ def report(results: dict) -> str:
                 lines.append(f"    {k['seconds'] * 1e6:8.1f} us  {k['kind']:<22} "
                              f"{k['bytes'] / 2**20:9.1f} MiB {k['flops'] / 1e9:9.1f} GFLOP  "
                              f"{k['source'] or '?'}  {k['op'][:60]}")
-        for rk in ("jax_xla", "jax_cudnn"):
-            for p in w.get(rk, []):
+        for rk in _references(w):
+            for p in w[rk]:
                 lines.append(f"{w['name']}, {rk}: kernels by kind {p['kinds']}; temp "
                              f"{_gib(p['memory'].get('temp', 0))} GiB")
     return "\n".join(lines)
@@ -215,7 +274,9 @@ def main(argv=None) -> int:
     p.add_argument("--capture-only", action="store_true")
     p.add_argument("--skip-capture", action="store_true",
                    help="compile the programs an earlier run captured in --dir")
-    p.add_argument("--references", default="xla,cudnn")
+    p.add_argument("--references", default="xla,cudnn,cudnn-opmath",
+                   help="the plain-jax references' attention (jax_models.py); cudnn-opmath: "
+                        "cuDNN attention and torch's rounding of biased linear layers")
     args = p.parse_args(argv)
     from thunder_mlir.pipeline import Target
 

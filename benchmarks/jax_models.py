@@ -6,7 +6,9 @@ way a jax user would write it for a GPU: bfloat16 parameters and activations, fl
 layer norms, softmax and loss, matmuls accumulating in float32 (XLA's default for
 bfloat16 dots). Attention is either the plain formula (``attention="xla"``: scores in
 float32, softmax, probabilities rounded to bfloat16 for the second matmul) or
-``jax.nn.dot_product_attention(implementation="cudnn")`` (cuDNN's flash attention).
+``jax.nn.dot_product_attention(implementation="cudnn")`` (cuDNN's flash attention);
+``"cudnn-opmath"`` also computes GPT-2's biased linear layers as PyTorch does on a GPU
+(``_affine``: one rounding after the bias), the arithmetic thunder_mlir reproduces.
 
 * ``gpt2``: GPT-2 (``GPT2LMHeadModel``: learned positions, pre-LN blocks, GELU (tanh),
   tied embeddings), 124M parameters at the default configuration.
@@ -101,11 +103,22 @@ def _rms_norm(x, g, eps):
     return g * y.astype(x.dtype)
 
 
+def _affine(h, w, b, impl: str):
+    """h @ w + b. With ``impl`` ending in "-opmath", as PyTorch's 16-bit addmm computes it on
+    a GPU (cuBLASLt's bias epilogue; Inductor keeps it: ``keep_addmm_fused_for_half_dtypes``):
+    the bias added to the float32 product and one rounding; otherwise as jax computes
+    ``h @ w + b``: the product rounded, then the bias added."""
+    if impl.endswith("-opmath"):
+        y = jnp.dot(h, w, preferred_element_type=F32) + b.astype(F32)
+        return y.astype(h.dtype)
+    return h @ w + b
+
+
 def attention(q, k, v, impl: str, causal: bool = True, mask=None):
     """softmax(q k^T / sqrt(D) + mask) v for [B, T, N, D] q and [B, S, K, D] k, v (K
     divides N: grouped heads); ``mask``: bool [B, 1, T, S] or None."""
     scale = 1.0 / math.sqrt(q.shape[-1])
-    if impl == "cudnn":
+    if impl.startswith("cudnn"):
         return jax.nn.dot_product_attention(q, k, v, mask=mask, is_causal=causal,
                                             implementation="cudnn")
     n, kv = q.shape[2], k.shape[2]
@@ -134,7 +147,7 @@ def gpt2_forward(c: GPT2Config, params, ids, impl: str, cache=None, position=Non
     for i in range(c.layers):
         p = f"h{i}."
         h = _layer_norm(x, params[p + "ln1.g"], params[p + "ln1.b"], c.eps)
-        qkv = h @ params[p + "attn.w"] + params[p + "attn.b"]
+        qkv = _affine(h, params[p + "attn.w"], params[p + "attn.b"], impl)
         q, k, v = (a.reshape(b, t, n, hd) for a in jnp.split(qkv, 3, axis=-1))
         if cache is not None:
             ck, cv = cache[i]
@@ -146,10 +159,12 @@ def gpt2_forward(c: GPT2Config, params, ids, impl: str, cache=None, position=Non
         else:
             a = attention(q, k, v, impl)
         kvs.append((k, v))
-        x = x + a.reshape(b, t, c.hidden) @ params[p + "proj.w"] + params[p + "proj.b"]
+        x = x + _affine(a.reshape(b, t, c.hidden), params[p + "proj.w"], params[p + "proj.b"],
+                        impl)
         h = _layer_norm(x, params[p + "ln2.g"], params[p + "ln2.b"], c.eps)
-        h = jax.nn.gelu(h @ params[p + "fc.w"] + params[p + "fc.b"], approximate=True)
-        x = x + h @ params[p + "fc2.w"] + params[p + "fc2.b"]
+        h = jax.nn.gelu(_affine(h, params[p + "fc.w"], params[p + "fc.b"], impl),
+                        approximate=True)
+        x = x + _affine(h, params[p + "fc2.w"], params[p + "fc2.b"], impl)
     x = _layer_norm(x, params["ln_f.g"], params["ln_f.b"], c.eps)
     return x @ params["wte"].T, kvs
 

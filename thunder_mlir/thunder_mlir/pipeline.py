@@ -22,7 +22,9 @@ call traces and transforms its program for ``target`` (a GPU's, on a machine wit
 meta tensors stand for the inputs, and the program's device is the target's) and stops
 before XLA: ``ProgramsCaptured`` carries the StableHLO of every region of each program
 (forward, backward, or the one program), for XLA's compiler of that device to compile
-without it (benchmarks/gpu_programs.py, toolchain.md section 11).
+without it (benchmarks/gpu_programs.py, toolchain.md section 11). The programs are the
+runtime's own for that device: on a GPU, written inputs are not donated (torch copies their
+new values back after each run: ``ProgramsCaptured.write_back_bytes``).
 """
 
 from __future__ import annotations
@@ -226,9 +228,13 @@ class ProgramsCaptured(BaseException):
     ``last_traces`` gives them. A ``BaseException``, so that no ``except Exception`` of the
     call path takes it for a failure."""
 
-    def __init__(self, programs: list[CapturedProgram], stages: list):
+    def __init__(self, programs: list[CapturedProgram], stages: list,
+                 residual_bytes: int = 0, write_back_bytes: int = 0):
         super().__init__(f"{len(programs)} program(s) captured")
         self.programs, self.stages = programs, stages
+        self.residual_bytes = residual_bytes  # saved for the backward, inputs excluded
+        # the written inputs the runtime copies back after each run (not aliased)
+        self.write_back_bytes = write_back_bytes
 
 
 @contextlib.contextmanager
@@ -298,6 +304,27 @@ def _captured_program(name: str, plan, module: ir.Module) -> CapturedProgram:
         else:
             prog.torch_steps.append(step.name)
     return prog
+
+def _computed_residual_bytes(module: ir.Module) -> int:
+    """Bytes of the residuals ``@forward`` computes for ``@backward``: its results past the
+    program's outputs that are not its arguments (parameters and inputs saved as they
+    are)."""
+    from thunder_mlir.ir.dtypes import nbytes
+
+    with module.context:
+        fwd = next(op.operation for op in module.body.operations
+                   if op.operation.name == "func.func"
+                   and ir.StringAttr(op.operation.attributes["sym_name"]).value == "forward")
+        n = ir.IntegerAttr(fwd.attributes["thunder.num_outputs"]).value
+        ret = list(fwd.regions[0].blocks[0].operations)[-1].operation
+        seen, total = set(), 0
+        for v in list(ret.operands)[n:]:
+            if isinstance(v.owner, ir.Block) or v in seen:
+                continue
+            seen.add(v)
+            total += nbytes(v.type)
+        return total
+
 
 def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                    grad_inputs: list[bool] | None = None, watch=(), dynamic_dims=None,
@@ -656,8 +683,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     else:
         if donate_writes and trace.mutated_inputs and \
                 (not trace.checks or getattr(trace, "writes_guarded", False)) \
-                and not trace.value_sites and (trace.device.type == "cpu" or capture) \
-                and not joint:
+                and not trace.value_sites and trace.device.type == "cpu" and not joint:
             from thunder_mlir.runtime.resident import mark_aliased_writes
 
             aliased = mark_aliased_writes(module, sorted(trace.mutated_inputs),
@@ -667,10 +693,15 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     if capture:  # (pipeline.compile_only: no XLA here)
         stages.append(Stage("xla-compile", f"{target.describe()}\n// {len(texts)} region(s) "
                             "captured, not compiled", 0.0))
+        # the written inputs not aliased with their new values: copied back by torch after
+        # each run (runtime/write_back.py), each byte read and written
+        copied = sum(t.element_size() * t.numel() for i, t in enumerate(tensors)
+                     if i in trace.mutated_inputs and i not in aliased)
         raise ProgramsCaptured(
             [_captured_program(n, p, module) for n, p in
              ([("forward", plan), ("backward", bwd)] if needs_grad and not joint
-              else [("program", plan)])], stages)
+              else [("program", plan)])], stages,
+            _computed_residual_bytes(module) if needs_grad and not joint else 0, copied)
     compiled = f"{target.describe()}\n// {len(texts)} region(s) compiled"
     # inference programs only: a training step's forward and backward stay on the main pool
     # (runtime/plan.py place_small_programs says why)
