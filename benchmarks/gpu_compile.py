@@ -235,7 +235,7 @@ def main(argv=None) -> int:
             row["thunder_beyond_parameters"] = beyond_parameters(row["thunder"])
         except Exception as e:  # noqa: BLE001 - one failing workload must not end the run
             row["thunder_error"] = f"{type(e).__name__}: {e}"[:2000]
-        for impl in args.references.split(","):
+        for impl in [r for r in args.references.split(",") if r]:
             if impl.endswith("-opmath") and (w["reference"]["model"] != "gpt2" or
                                              w["reference"]["program"] != "prefill"):
                 # (Llama has no biased linear layers; in a training step jax differentiates

@@ -274,6 +274,9 @@ def main(argv=None) -> int:
     p.add_argument("--capture-only", action="store_true")
     p.add_argument("--skip-capture", action="store_true",
                    help="compile the programs an earlier run captured in --dir")
+    p.add_argument("--reuse-references", action="store_true",
+                   help="keep the plain-jax rows of the last run (same shapes) instead of "
+                        "compiling them again")
     p.add_argument("--references", default="xla,cudnn,cudnn-opmath",
                    help="the plain-jax references' attention (jax_models.py); cudnn-opmath: "
                         "cuDNN attention and torch's rounding of biased linear layers")
@@ -311,14 +314,26 @@ def main(argv=None) -> int:
     out = os.path.join(args.dir, f"results-{args.target}.json")
     fresh = os.path.join(args.dir, "results-new.json")
     subprocess.run([AOT_PYTHON, os.path.join(HERE, "gpu_compile.py"), "--target", args.target,
-                    "--programs", args.dir, "--out", fresh, "--references", args.references,
+                    "--programs", args.dir, "--out", fresh, "--references",
+                    "" if args.reuse_references else args.references,
                     "--workloads", ",".join(names)], check=True)
     with open(fresh) as f:
         results = json.load(f)
     if os.path.exists(out):  # (the workloads of earlier runs, not compiled again, are kept)
         with open(out) as f:
-            kept = [w for w in json.load(f)["workloads"]
-                    if w["name"] not in {r["name"] for r in results["workloads"]}]
+            old = {w["name"]: w for w in json.load(f)["workloads"]}
+        if args.reuse_references:  # the plain-jax rows of the last run, same programs
+            for w in results["workloads"]:
+                prev = old.get(w["name"], {})
+                same = {k: v for k, v in prev.get("reference", {}).items()
+                        if k in ("model", "program", "batch", "seq")} == \
+                    {k: v for k, v in w["reference"].items()
+                     if k in ("model", "program", "batch", "seq")}
+                for k, v in prev.items():
+                    if k.startswith("jax_") and same:
+                        w[k] = v
+        kept = [w for n, w in old.items()
+                if n not in {r["name"] for r in results["workloads"]}]
         results["workloads"] = sorted(
             kept + results["workloads"],
             key=lambda w: WORKLOADS.index(w["name"]) if w["name"] in WORKLOADS else 99)

@@ -90,6 +90,68 @@ def test_training_step_with_donation_matches_eager():
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4)
 
 
+def test_whole_step_keeps_parameters_and_state_resident_on_cuda():
+    """``jit(step)`` on a GPU: parameters and AdamW state are resident in XLA's memory and
+    donated (runtime/resident.py): after the first step their addresses stay, their values
+    follow eager's step for step (bf16 tolerance), and a torch kernel reading a parameter
+    right after a step sees the new values (stream order)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(),
+                                torch.nn.Linear(128, 8)).cuda().to(torch.bfloat16)
+    ref = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(),
+                              torch.nn.Linear(128, 8)).cuda().to(torch.bfloat16)
+    ref.load_state_dict(model.state_dict())
+    opt, opt_ref = (torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (model, ref))
+
+    def step(m, o, x):
+        loss = m(x).float().square().mean()
+        loss.backward()
+        o.step()
+        o.zero_grad(set_to_none=True)
+        return loss
+
+    jstep = thunder_mlir.jit(step)
+    addresses = None
+    for i in range(4):
+        x = torch.randn(32, 64, device="cuda", dtype=torch.bfloat16)
+        got, want = jstep(model, opt, x), step(ref, opt_ref, x)
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
+        sums = [p.float().sum().item() for p in model.parameters()]  # read right after
+        for p, q, s in zip(model.parameters(), ref.parameters(), sums):
+            torch.testing.assert_close(p, q, rtol=2e-2, atol=2e-2)
+            assert s == p.float().sum().item()
+        now = [p.data_ptr() for p in model.parameters()]
+        if i == 1:
+            addresses = now
+        elif i > 1:
+            assert now == addresses  # resident from the first step: no new memory
+    stage = thunder_mlir.last_traces(jstep)[-1].text
+    assert "resident, donated" in stage, stage[-400:]
+
+
+def test_static_cache_decode_step_writes_the_cache_in_place_on_cuda():
+    """A decode step writing a static KV cache (``index_copy_``) on a GPU: the cache is
+    resident and donated, so its address stays across steps, and its values are eager's."""
+    torch.manual_seed(0)
+    cache = torch.zeros(2, 4, 16, 8, device="cuda", dtype=torch.bfloat16)
+    ref = cache.clone()
+
+    def decode(cache, k, pos):
+        cache.index_copy_(2, pos, k)
+        return cache.float().sum(-1)
+
+    jdecode = thunder_mlir.jit(decode)
+    for t in range(5):
+        k = torch.randn(2, 4, 1, 8, device="cuda", dtype=torch.bfloat16)
+        pos = torch.tensor([t], device="cuda")
+        torch.testing.assert_close(jdecode(cache, k, pos), decode(ref, k, pos))
+        torch.testing.assert_close(cache, ref, rtol=0, atol=0)
+        if t == 1:
+            address = cache.data_ptr()
+        elif t > 1:
+            assert cache.data_ptr() == address
+
+
 def test_autocast_cuda_bf16_matches_eager():
     lin = torch.nn.Linear(64, 32).cuda()
     x = torch.randn(8, 64, device="cuda")

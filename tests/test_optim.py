@@ -133,7 +133,13 @@ def test_16bit_parameters_step_matches_eager(name, flags, dtype):
     for bit (ATen's FMA contractions aside; a fused step has a formula of its own)."""
     cls, options = CONFIGS[name]
     m, o = _make(cls, options, flags, dtype)
-    m_ref, o_ref = _make(cls, options, flags, dtype)
+    # eager's CPU `_fused_sgd_` on 16-bit parameters with momentum reads memory it never
+    # wrote after the first step (torch 2.13: of 15 pairs of identical eager runs of this
+    # case, 21 of 60 momentum buffers differed, by up to 1e35 or NaN): no oracle. Ours, one
+    # rounding per update, is checked against the per-op formula (foreach), within the
+    # dtype's tolerance or no farther from float64 (``_close``).
+    ref_flags = {"foreach": True} if name == "SGD" and flags.get("fused") else flags
+    m_ref, o_ref = _make(cls, options, ref_flags, dtype)
     m64, o64 = _make(cls, options, {}, torch.float64)
     _train(m, o, thunder_mlir.jit(o.step), 3)
     _train(m_ref, o_ref, o_ref.step, 3)

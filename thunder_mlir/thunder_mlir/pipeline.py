@@ -87,15 +87,17 @@ class Target:
     """The device a program is compiled for, and the pipeline's choices that depend on it.
 
     ``device``: the torch device the program runs on (``cpu``, ``cuda:N``); ``name``: the
-    device's description for the ``target`` stage ("cpu", "NVIDIA H100 80GB HBM3");
-    ``compile_only``: the program is captured before XLA compiles it (``compile_only``).
+    device's description, listed by the ``xla-compile`` stage ("cpu", "NVIDIA H100 80GB
+    HBM3"); ``compile_only``: the program is captured before XLA compiles it
+    (``compile_only``); ``attention``: the fused-attention pass on (True) or off (False)
+    whatever the device (None: the device decides).
 
     Choices (each a pass or a pass option of the pipeline, so thunder-opt reproduces it):
 
     * ``fused_attention`` (GPU): ``scaled_dot_product_attention`` calls cuDNN can take become
-      ``thunder.fused_attention`` (cuDNN's flash attention custom call, forward and
-      backward; passes/fused_attention.py); the others keep the decomposed form, and the
-      pass records why.
+      ``flash_attention`` composites before ``grad`` (passes/fused_attention.py), which
+      ``cudnn-attention`` turns into cuDNN's flash attention custom calls, forward and
+      backward; the others keep the decomposed form, and the pass records why.
     * ``merge_dots`` (CPU): the horizontal fusion of dots sharing an operand
       (passes/merge_dots.py). Measured for XLA:CPU's layout copies of transposed
       gradients; on a GPU the dots are cuBLAS/Triton gemms that take transposed operands.
@@ -108,6 +110,9 @@ class Target:
     * ``narrow_dots`` (GPU): a float32 dot of values converted from 16 bits (ATen's opmath
       rule for addmm) reads the 16-bit values, with a float32 result: the same products
       and sums, on tensor cores (``hlo._widened_16bit``).
+    * ``resident_writes`` (GPU): every program's written inputs are resident in XLA's
+      memory and donated (runtime/resident.py); on the CPU only a training step's are
+      (``donate_writes``), where residency was measured to pay.
     * ``small_program_pool`` (CPU): inference programs with little work per kernel move to
       the one-thread CPU client (runtime/plan.py ``place_small_programs``).
     """
@@ -121,8 +126,9 @@ class Target:
 
     @staticmethod
     def of(device: torch.device) -> "Target":
-        """The target of a program whose inputs are on ``device``: the ``compile_only``
-        target while one is active, else the device itself."""
+        """The target of a program whose inputs are on ``device``: the one ``compile_only``
+        sets while it is active, or the one ``targeting`` sets for a device of this type,
+        else the device's own choices."""
         active = getattr(_override, "target", None)
         if active is not None and (active.compile_only or active.device.type == device.type):
             return active
@@ -150,6 +156,14 @@ class Target:
 
     @property
     def narrow_dots(self) -> bool:
+        return self.on_gpu
+
+    @property
+    def resident_writes(self) -> bool:
+        """Written inputs resident in XLA's memory and donated to every program that writes
+        them, not only to training steps (runtime/resident.py): on a GPU, where PJRT does
+        not donate memory torch owns, so that a written input (a KV cache, a parameter)
+        would otherwise be written whole into a new buffer and copied back by torch."""
         return self.on_gpu
 
     @property
@@ -199,6 +213,8 @@ class Target:
             f"// lower-to-stablehlo accumulate-f32 (16-bit dots): {on(self.accumulate_f32)}",
             f"// lower-to-stablehlo narrow-dots (float32 dots of 16-bit values): "
             f"{on(self.narrow_dots)}",
+            f"// written inputs resident and donated in every program: "
+            f"{on(self.resident_writes)}",
             f"// small programs on the one-thread CPU client: {on(self.small_program_pool)}",
         ])
 
@@ -541,6 +557,9 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     stages: list[Stage] = []
     t0 = time.perf_counter()
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    # written inputs kept resident and donated: a training step's, and every program's
+    # on a GPU (Target.resident_writes); their writes are then guarded by the checks
+    donate_writes = donate_writes or Target.of(_program_device(tensors)[0]).resident_writes
     floats = [t.is_floating_point() or t.is_complex() for t in tensors]
     # joint: the gradient of every floating-point input (thunder_mlir.grad)
     wrt = floats if joint else [t.requires_grad and f for t, f in zip(tensors, floats)]
@@ -683,7 +702,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     else:
         if donate_writes and trace.mutated_inputs and \
                 (not trace.checks or getattr(trace, "writes_guarded", False)) \
-                and not trace.value_sites and trace.device.type == "cpu" and not joint:
+                and not trace.value_sites and not joint:
             from thunder_mlir.runtime.resident import mark_aliased_writes
 
             aliased = mark_aliased_writes(module, sorted(trace.mutated_inputs),

@@ -35,9 +35,20 @@ the tensor before its first step holds its old memory in its import cache, so th
 does not become resident and its steps copy (correct, without the saving). A run that
 fails after its inputs were donated loses their memory (``_lost``: a warning says so).
 
-Only CPU programs of one XLA region without value guards or a backward (the shape of a
-training step's program) use it, index checks only where the program keeps the old values
-on a failure (``runtime_checks.unless_failed``); elsewhere the write-backs copy.
+Programs of one XLA region without value guards or a backward use it (a training step's
+program on the CPU; every such program on a GPU, pipeline.Target.resident_writes), index
+checks only where the program keeps the old values on a failure
+(``runtime_checks.unless_failed``); elsewhere the write-backs copy.
+
+**On a GPU** the storage is made through ``__cuda_array_interface__`` (``torch.as_tensor``
+keeps the interface object, and so the entry, alive) instead of numpy's interface, and
+PJRT's GPU client, which refuses to donate memory torch owns, donates this memory of its
+own. torch and XLA run on different streams, and a resident tensor reaches XLA without a
+DLPack import (whose stream protocol orders the others): a run with resident arguments
+first waits on the host for torch's current stream (torch's writes and reads of the
+memory are done), and after it waits for the resident results (XLA's writes are done
+before torch reads them). Checked without a GPU for the CPU path only; tests/test_cuda.py
+checks the GPU path on a device.
 """
 
 from __future__ import annotations
@@ -161,7 +172,7 @@ def mark_aliased_writes(module: ir.Module, written: Sequence[int], trailing: int
 
 
 class ResidentWrites:
-    """The run of a single-region CPU ``plan`` whose written inputs ``written`` (program
+    """The run of a single-region ``plan`` (CPU or GPU) whose written inputs ``written`` (program
     input indices, in the order of their new values, which end the plan's outputs but for
     ``trailing`` more) are kept resident where ``marked`` (``mark_aliased_writes``'s
     result) aliases them (module docstring). ``run(tensors)`` returns what ``plan.run``
@@ -171,8 +182,8 @@ class ResidentWrites:
 
     def __init__(self, plan: Plan, written: Sequence[int], marked: dict[int, tuple[int, int]],
                  trailing: int = 0):
-        if not plan._single or not plan._on_cpu:
-            raise ValueError("internal: resident writes need a single-region CPU plan")
+        if not plan._single:
+            raise ValueError("internal: resident writes need a single-region plan")
         self.plan = plan
         self.written = list(written)
         self.trailing = trailing  # outputs after the new values (the checks' code)
@@ -191,8 +202,31 @@ class ResidentWrites:
         # each call, ~65 us of BERT tiny's step.)
         step = plan._step
         self._imports = dlpack.ArgumentImports(
-            plan._jax_device, len(step.inputs), True,
+            plan._jax_device, len(step.inputs), plan._on_cpu,
             fixed_shapes=plan._imports._fixed, uncached=step.donated)
+        self._gpu = None if plan._on_cpu else plan.device  # (stream ordering, module doc)
+        self._gpu_failed = False
+
+    def _resident(self, t: torch.Tensor):
+        """``_make_resident`` for this plan's device. On a GPU, where the path has not run
+        in CI, a failure to make the memory (``__cuda_array_interface__``, PJRT's buffer
+        pointer) turns residency off for this program with a warning: its writes are then
+        copied back, as before residency (the values are the same)."""
+        if self._gpu is None:
+            return _make_resident(t, self.plan._jax_device, self.plan.device)
+        if self._gpu_failed:
+            return None
+        try:
+            return _make_resident(t, self.plan._jax_device, self.plan.device)
+        except Exception as e:  # noqa: BLE001 (any failure: the copying path is kept)
+            import warnings
+
+            self._gpu_failed = True
+            warnings.warn(f"thunder_mlir: written inputs are not kept resident on "
+                          f"{self.plan.device} ({type(e).__name__}: {e}); their new values "
+                          "are copied back after each call instead", RuntimeWarning,
+                          stacklevel=3)
+            return None
 
     def run(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         plan, marked = self.plan, self.marked
@@ -207,11 +241,14 @@ class ResidentWrites:
             held = get(t)
             if held is None or held[2] != t.data_ptr() or held[3] != t.shape \
                     or held[4] != t.stride() or held[1].is_deleted():
-                held = _make_resident(t, plan._jax_device)
+                held = self._resident(t)
                 if held is None:
                     continue
             held_by[i] = held
+        gpu = self._gpu
         try:
+            if held_by and gpu is not None:  # torch's work on the memory is done
+                torch.cuda.current_stream(gpu).synchronize()
             args = self._imports.buffers(region_inputs) if not held_by else \
                 self._arguments(region_inputs, held_by)
             outs = step.execute(args, plan._jax_device)
@@ -219,14 +256,18 @@ class ResidentWrites:
             _lost(tensors, held_by)
             raise
         del args
+        if held_by and gpu is not None:  # XLA's writes are done before torch reads them
+            for i in held_by:
+                outs[self.marked[i][1]].block_until_ready()
         # the results computed into resident memory are not exported: the written tensor
         # already is that memory (the caller drops these outputs)
+        on_cpu = gpu is None
         exported = [None] * len(outs)
         for r, x in zip(self._others,
-                        dlpack.to_torch_many([outs[r] for r in self._others], True)):
+                        dlpack.to_torch_many([outs[r] for r in self._others], on_cpu)):
             exported[r] = x
         for r, i in self._into.items():
-            exported[r] = tensors[i] if i in held_by else dlpack.to_torch(outs[r], True)
+            exported[r] = tensors[i] if i in held_by else dlpack.to_torch(outs[r], on_cpu)
         pick = plan._pick
         result = exported if pick is None else \
             [exported[j] if j >= 0 else inputs[~j] for j in pick]
@@ -269,7 +310,7 @@ class ResidentWrites:
                     held[1] = out
                     bumped.append(t)
                     continue
-                copies.append(dlpack.to_torch(out, True))  # a copy ran: copy it back
+                copies.append(dlpack.to_torch(out, self._gpu is None))  # a copy ran
             else:
                 copies.append(result[first + w])
             dsts.append(t)
@@ -278,6 +319,19 @@ class ResidentWrites:
         if dsts:
             with torch.no_grad():
                 write_back(dsts, range(len(dsts)), copies)
+
+
+class _CudaMemory:
+    """``_Memory`` on a GPU: the memory as ``__cuda_array_interface__`` (version 3, no
+    stream: the callers order it, module docstring); ``torch.as_tensor`` keeps this object
+    alive as long as the storage it makes."""
+
+    __slots__ = ("entry", "__cuda_array_interface__")
+
+    def __init__(self, entry: list, address: int, nbytes: int):
+        self.entry = entry
+        self.__cuda_array_interface__ = {"data": (address, False), "shape": (nbytes,),
+                                         "typestr": "|u1", "version": 3, "stream": None}
 
 
 class _Memory:
@@ -296,14 +350,18 @@ class _Memory:
                                     "typestr": "|u1", "version": 3}
 
 
-def _make_resident(t: torch.Tensor, device):
-    """Move ``t`` into a new XLA buffer of jax's own on ``device`` (its values copied;
+def _make_resident(t: torch.Tensor, device, torch_device: torch.device):
+    """Move ``t`` into a new XLA buffer of jax's own on ``device``, the jax device of the
+    program's ``torch_device`` (its values copied;
     ``t.data`` = a tensor on that memory, ``_Memory``) and return its new residency
     entry, if nothing but ``t`` holds ``t``'s storage: the old storage must be freed by
     the swap (a weak reference says), else ``t`` gets it back and None. None also for a
-    tensor that is not a plain dense contiguous one filling its storage."""
+    tensor that is not a plain dense contiguous one filling its storage, or not on the
+    program's device (a CPU scalar beside a GPU's tensors, frontend/cpu_scalars.py)."""
     if t.grad_fn is not None or not t.is_contiguous() or t.numel() == 0 \
-            or t.storage_offset() != 0 or t.is_conj() or t.is_neg() or not t.is_cpu:
+            or t.storage_offset() != 0 or t.is_conj() or t.is_neg() \
+            or t.device.type != torch_device.type \
+            or (t.is_cuda and t.device.index != torch_device.index):
         return None
     storage = t.untyped_storage()
     nbytes = t.numel() * t.element_size()
@@ -314,13 +372,18 @@ def _make_resident(t: torch.Tensor, device):
 
     # a buffer of jax's own, copied from a scratch tensor's import (never an import of
     # t's memory, which PJRT could hold past the run)
-    scratch = dlpack.to_xla(torch.empty(t.shape, dtype=t.dtype), device)
+    scratch = dlpack.to_xla(torch.empty(t.shape, dtype=t.dtype, device=t.device), device)
     array = jax.device_put(scratch, device, may_alias=False)
     del scratch
     array.block_until_ready()
     entry = [None, array, None, None, None]
-    memory = np.asarray(_Memory(entry, array.unsafe_buffer_pointer(), nbytes))
-    new = torch.from_numpy(memory).view(t.dtype).view(t.shape)
+    if t.is_cpu:
+        memory = torch.from_numpy(np.asarray(_Memory(entry, array.unsafe_buffer_pointer(),
+                                                     nbytes)))
+    else:
+        memory = torch.as_tensor(_CudaMemory(entry, array.unsafe_buffer_pointer(), nbytes),
+                                 device=t.device)
+    new = memory.view(t.dtype).view(t.shape)
     with torch.no_grad():
         new.copy_(t)
     weak = storage._weak_ref()
@@ -330,7 +393,8 @@ def _make_resident(t: torch.Tensor, device):
         if torch.UntypedStorage._expired(weak):
             return _RESIDENT.set(t, entry)
         old = torch.UntypedStorage._new_with_weak_ptr(weak)
-        t.data = torch.empty(0, dtype=t.dtype).set_(old, 0, new.shape, new.stride())
+        t.data = torch.empty(0, dtype=t.dtype, device=t.device).set_(old, 0, new.shape,
+                                                                     new.stride())
         return None
     finally:
         torch.UntypedStorage._free_weak_ref(weak)
@@ -345,7 +409,7 @@ def _lost(tensors, held_by) -> None:
         if held[1].is_deleted():
             lost.append(i)
             _RESIDENT.pop(tensors[i])
-            tensors[i].data = torch.empty(0, dtype=tensors[i].dtype)
+            tensors[i].data = torch.empty(0, dtype=tensors[i].dtype, device=tensors[i].device)
     if lost:
         import warnings
 
