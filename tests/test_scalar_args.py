@@ -70,10 +70,24 @@ def test_a_value_of_an_input_needs_no_prefix_program(monkeypatch):
     assert len(built) == 1  # the program itself only
 
 
-def test_the_python_type_of_a_read_tensor_is_eagers_reading():
+@pytest.mark.parametrize("shape,flag", [((5, 5), True), ((5,), False)], ids=["2d", "1d"])
+def test_the_python_type_of_a_read_tensor_is_eagers_reading(shape, flag):
     """A bool 0-d tensor given where ``std`` has an int-list ``dim`` and a bool
-    ``unbiased`` overload: eager's parser reads it as ``dim=1``."""
-    _same(lambda x, t: torch.std(x, t), torch.randn(5, 5), torch.tensor(True))
+    ``unbiased`` overload: eager's parser reads it as ``dim=int(t)`` (on a 1-d input the
+    two readings have the same shape, not the same value)."""
+    _same(lambda x, t: torch.std(x, t), torch.randn(*shape), torch.tensor(flag))
+    _same(lambda x, t: torch.full((2,), t), torch.randn(1), torch.tensor(flag))  # bool
+
+
+@pytest.mark.filterwarnings("ignore:Using a non-tuple sequence")
+def test_a_tensor_inside_an_index_list_stays_a_tensor():
+    """``x[([t, 2, 3], [1, 3, 3], [0, 0, 2])]``: the list is stacked into an index tensor
+    (no specialization), as ``torch.tensor([t, 2])`` is."""
+    x = torch.randn(5, 5, 5)
+    jfn = _same(lambda x, t: x[([t, 2, 3], [1, 3, 3], [0, 0, 2])], x, torch.tensor(1))
+    _same(jfn, x, torch.tensor(4))
+    assert thunder_mlir.cache_misses(jfn) == 1
+    _same(lambda t: torch.tensor([t, 2]), torch.tensor(7))
 
 
 def test_a_symbol_computing_with_the_tensor_keeps_it():

@@ -240,14 +240,17 @@ def _kept(symbol: Symbol | None, args: tuple, kwargs: dict) -> set[int]:
 
 
 def _candidates(v) -> list:
-    """``v``, then ``v`` as each other Python scalar type that holds it exactly."""
-    out = [v]
+    """The Python values to try for a tensor torch read as ``v``, in order: ``v``, then ``v``
+    as each other Python scalar type that holds it exactly. A bool comes last: torch's
+    parser never takes a tensor for a ``bool`` parameter, so a bool tensor read as a number
+    was read as an int, a float or a ``Scalar`` (``x.std(t)`` is ``dim=int(t)``, which a
+    meta run cannot tell from ``unbiased=t`` on a 1-d ``x``)."""
     if type(v) not in _SCALARS or type(v) is float and not v.is_integer():
-        return out  # (inf, nan and 0.5 are floats alone)
-    for t in (int, float, bool):
-        if t is not type(v) and t(v) == v:
-            out.append(t(v))
-    return out
+        return [v]  # (inf, nan and 0.5 are floats alone)
+    others = [t(v) for t in (int, float) if t is not type(v) and t(v) == v]
+    if type(v) is bool:
+        return others + [v]
+    return [v] + others + ([bool(v)] if v in (0, 1) else [])
 
 
 def _cpu_scalar(p: TensorProxy, value) -> torch.Tensor:
