@@ -110,3 +110,43 @@ def test_python_scalar_types_promote_as_eagers(scalar):
 def test_a_list_index_of_floats_is_eagers_int64_index():
     """``x[[1.7, 2]]`` is ``x[[1, 2]]`` in eager (indexing_tensor_from_data)."""
     _same(lambda x: x[[1.7, 2]], torch.arange(25.0).reshape(5, 5))
+
+
+def test_user_executor_sees_the_scalars_as_written():
+    """A user executor claiming attention gets ``dropout_p=0`` as the int the user wrote,
+    in its checker and its implementation (as eager's call has it), and the program's
+    outputs are eager's. (Under grad mode the grad pass inlines a composite whose rule does
+    not apply before executors claim ops.)"""
+    from thunder_mlir.extend import OperatorExecutor
+
+    seen = []
+
+    def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+             enable_gqa=False):
+        seen.append(("fn", type(dropout_p)))
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p,
+                                              is_causal=is_causal)
+
+    def like(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+             enable_gqa=False):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
+                                              dropout_p=dropout_p, is_causal=is_causal)
+
+    ex = OperatorExecutor("scalar_types_ex")
+    op = ex.register_operator("sdpa", like=like, fn=sdpa)
+
+    def checker(q, k, v, attn_mask=None, dropout_p=0.0, **kwargs):
+        seen.append(("checker", type(dropout_p)))
+        return True
+
+    ex.register_implementation(F.scaled_dot_product_attention, op, checker=checker)
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=0, is_causal=True)
+
+    ins = [torch.randn(2, 2, 8, 4, generator=torch.Generator().manual_seed(i))
+           for i in range(3)]
+    jfn = thunder_mlir.jit(f, executors=[ex])
+    torch.testing.assert_close(jfn(*ins), f(*ins))
+    assert thunder_mlir.fallback_ops(jfn) == []
+    assert ("checker", int) in seen and ("fn", int) in seen, seen
