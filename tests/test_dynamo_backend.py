@@ -88,6 +88,32 @@ def test_hf_model_forward_and_training_step_match_eager(make):
     assert stages[0] == "initial" and "grad" in stages and "stablehlo" in stages
 
 
+def test_gpt2_integer_dropout_training_step_matches_eager():
+    """Issue 45: ``GPT2Config(attn_pdrop=0, resid_pdrop=0, embd_pdrop=0)`` keeps the
+    dropout probabilities Python ints, so attention gets ``dropout_p=0`` (an int) in
+    training mode; its backward raised ``Cannot cast attribute to FloatAttr`` through the
+    backend. Loss and every parameter's gradient against eager."""
+    cfg = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64,
+                                  n_positions=32, attn_pdrop=0, resid_pdrop=0, embd_pdrop=0)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg).train()
+    assert type(model.transformer.h[0].attn.attn_dropout.p) is int
+    ref = copy.deepcopy(model)
+    ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(1))
+    backend = dynamo_backend.ThunderMLIRBackend()
+    out = torch.compile(model, backend=backend)(ids, labels=ids, use_cache=False)
+    expected = ref(ids, labels=ids, use_cache=False)
+    torch.testing.assert_close(out.loss, expected.loss, atol=1e-5, rtol=1e-5)
+    out.loss.backward()
+    expected.loss.backward()
+    for (name, p), q in zip(ref.named_parameters(), model.parameters()):
+        assert (p.grad is None) == (q.grad is None), name
+        if p.grad is not None:
+            torch.testing.assert_close(q.grad, p.grad, atol=1e-5, rtol=1e-4, msg=name)
+    assert backend.graphs, "the backend compiled no graph"
+    assert "grad" in [s.name for s in thunder_mlir.last_traces(backend.graphs[0].jitted)]
+
+
 _MOE = ["mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "deepseek_v3"]
 
 

@@ -358,6 +358,69 @@ def test_tiny_decoder_float64(family):
     assert thunder_mlir.cache_misses(jstep) == 1
 
 
+def _gpt2_integer_dropout():
+    """A tiny GPT-2 whose dropout probabilities are Python ints, as ``GPT2Config(
+    attn_pdrop=0)`` gives them: the attention passes ``dropout_p=0`` (an int) to
+    ``scaled_dot_product_attention`` in training mode (issue 45)."""
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    cfg = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64,
+                                  n_positions=16, attn_pdrop=0, resid_pdrop=0, embd_pdrop=0)
+    torch.manual_seed(0)
+    m = transformers.GPT2LMHeadModel(cfg).train()
+    assert type(m.transformer.h[0].attn.attn_dropout.p) is int
+    return m
+
+
+def _gpt2_loss(model, ids):
+    logits = model(ids, use_cache=False).logits
+    return F.cross_entropy(logits[:, :-1].reshape(-1, 64), ids[:, 1:].reshape(-1))
+
+
+def test_gpt2_integer_dropout_training_matches_eager():
+    """GPT-2 with ``attn_pdrop=0, resid_pdrop=0, embd_pdrop=0`` (ints), trained through
+    ``jit(model)``: the forward and backward give eager's loss and every parameter's
+    gradient. Before issue 45's fix the backward raised ``Cannot cast attribute to
+    FloatAttr`` (the attention rule read the int ``dropout_p`` as a float attribute)."""
+    m = _gpt2_integer_dropout()
+    m2 = copy.deepcopy(m)
+    ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(1))
+    expected = _gpt2_loss(m, ids)
+    expected.backward()
+    loss = _gpt2_loss(thunder_mlir.jit(m2), ids)
+    loss.backward()
+    torch.testing.assert_close(loss, expected, atol=1e-5, rtol=1e-5)
+    for (n, p), q in zip(m.named_parameters(), m2.parameters()):
+        assert (p.grad is None) == (q.grad is None), n
+        if p.grad is not None:
+            torch.testing.assert_close(q.grad, p.grad, atol=1e-5, rtol=1e-4, msg=n)
+
+
+@pytest.mark.skipif(not os.environ.get("THUNDER_MLIR_SLOW_TESTS"),
+                    reason="~10 s (one XLA compile of the whole step on 2 busy cores); "
+                           "set THUNDER_MLIR_SLOW_TESTS=1 to run it")
+def test_gpt2_integer_dropout_whole_step_matches_eager():
+    """The same GPT-2 (int dropout probabilities) as one compiled step, ``jit(step)``
+    with SGD: eager's loss, parameters and gradients after two steps."""
+    m = _gpt2_integer_dropout()
+    m2 = copy.deepcopy(m)
+    o, o2 = (torch.optim.SGD(x.parameters(), lr=0.1) for x in (m, m2))
+
+    def step(model, opt, ids):
+        loss = _gpt2_loss(model, ids)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    jstep = thunder_mlir.jit(step)
+    for i in range(2):
+        ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(i))
+        torch.testing.assert_close(jstep(m2, o2, ids), step(m, o, ids).detach(),
+                                   atol=1e-5, rtol=1e-5)
+    _check(m, m2, o, o2, 1e-5)
+
+
 def _freed_through_a_new_loss(model, opt, x):
     loss = model(x).sum()
     loss.backward()

@@ -40,6 +40,13 @@ def prefix_value(need: ValueNeeded, ext, tensors: list[torch.Tensor]):
     from thunder_mlir.transforms.registry import PassContext, parse_element
 
     trace = need.trace
+    # a value of the inputs themselves (``dim=torch.tensor(1)``, frontend/scalar_args.py;
+    # ``n.item()`` of an input n): computed from them, without compiling a prefix
+    args = list(trace.entry.arguments)[:len(tensors)]  # (then the seed, if any)
+    if need.tensors and all(p.value in args for p in need.tensors):
+        with torch.no_grad():
+            return need.compute(*[tensors[args.index(p.value)].detach()
+                                  for p in need.tensors])
     ctx = PassContext(compile_state=ext, device=trace.device)
     for element in ("decompose", "partition", "lower-to-stablehlo"):
         parse_element(element)(trace.module, ctx)

@@ -18,6 +18,7 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo as shlo
 
+from thunder_mlir.ir import attrs
 from thunder_mlir.ir.dialect import RNG_STREAM_SHIFT
 from thunder_mlir.ir.dtypes import complex_splat
 
@@ -105,7 +106,7 @@ def _arr(op, name) -> list[int]:
 
 
 def _int(op, name) -> int:
-    return ir.IntegerAttr(op.attributes[name]).value
+    return attrs.get_int(op, name)
 
 
 # ------------------------------------------------------------------ elementwise
@@ -190,8 +191,7 @@ def lower_with_attrs(target: str, renames: dict[str, str]) -> Lowering:
 
 def lower_full(op, operands, rw):
     """full: a splat stablehlo.constant of the result type."""
-    v = op.attributes["value"]
-    value = ir.FloatAttr(v).value if isinstance(v, ir.FloatAttr) else ir.IntegerAttr(v).value
+    value = attrs.get_value(op, "value")  # (float or int, as the prim recorded it)
     with rw.ip:
         r = splat(op.result.type, value, op.location)
     rw.replace_op(op, [r])

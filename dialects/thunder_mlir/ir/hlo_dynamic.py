@@ -21,7 +21,7 @@ from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo as shlo
 
 from thunder_mlir.errors import DynamicShapeFallback
-from thunder_mlir.ir import symbolic
+from thunder_mlir.ir import attrs, symbolic
 from thunder_mlir.ir.hlo import _i64s, _int, hlo
 
 def _i64():
@@ -209,9 +209,7 @@ def lower_full(op, operands, rw, scope):
                 r = hlo("stablehlo.dynamic_broadcast_in_dim", [scalar, _result_shape(op, scope)],
                         [t], {"broadcast_dimensions": _i64s([])}, loc).result
         else:
-            v = op.attributes["value"]
-            value = ir.FloatAttr(v).value if isinstance(v, ir.FloatAttr) else \
-                ir.IntegerAttr(v).value
+            value = attrs.get_value(op, "value")  # (float or int, as recorded)
             r = splat(t, value, _result_shape(op, scope), loc)
     rw.replace_op(op, [r])
 

@@ -34,7 +34,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import ext
 from torch_mlir.dialects.ext import Operand, Result
 
-from thunder_mlir.ir import dtypes
+from thunder_mlir.ir import attrs, dtypes
 from thunder_mlir.ir.dialect import SEGMENTS, I64Array, Tensor, Thunder, bind_directly
 
 
@@ -137,10 +137,8 @@ class PrimDef:
                 out[name] = list(ir.DenseI64ArrayAttr(a))
             elif kind == STR:
                 out[name] = ir.StringAttr(a).value
-            elif isinstance(a, ir.FloatAttr):
-                out[name] = ir.FloatAttr(a).value
             else:
-                out[name] = ir.IntegerAttr(a).value
+                out[name] = attrs.to_python(a)  # (NUMBER: float or int, as recorded)
         return out
 
     # -------------------------------------------------------------- inference

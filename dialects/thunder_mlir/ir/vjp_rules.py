@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from thunder_mlir.ir import dtypes, prims
+from thunder_mlir.ir import attrs, dtypes, prims
 from thunder_mlir.ir.primdef import GradNotImplemented
 from thunder_mlir.ir.proxy import TensorProxy
 
@@ -34,9 +34,7 @@ def _attr_ints(op, name) -> list[int]:
 
 
 def _attr_int(op, name) -> int:
-    from torch_mlir import ir
-
-    return ir.IntegerAttr(op.attributes[name]).value
+    return attrs.get_int(op, name)
 
 
 # ----------------------------------------------------------------- elementwise

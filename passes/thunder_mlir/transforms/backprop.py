@@ -30,7 +30,7 @@ from torch_mlir import ir
 
 from thunder_mlir.errors import GradError
 from thunder_mlir.frontend.torch_fallback import DIFFERENTIABLE
-from thunder_mlir.ir import prims
+from thunder_mlir.ir import attrs, prims
 from thunder_mlir.ir.dialect import CondOp, YieldOp, fits_in_runs, segment_kwargs
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 from thunder_mlir.ir.prim_defs import PRIMS
@@ -140,7 +140,7 @@ def differentiable_results(op: ir.Operation) -> list[ir.Value]:
         return []
     flags = None
     if DIFFERENTIABLE in op.attributes:
-        flags = [ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes[DIFFERENTIABLE])]
+        flags = attrs.get_bools(op, DIFFERENTIABLE)
     return [r for i, r in enumerate(op.results)
             if is_inexact(torch_dtype(r.type)) and (flags is None or flags[i])]
 

@@ -34,7 +34,7 @@ from torch_mlir.dialects import func as func_d
 from thunder_mlir.errors import PassError
 from thunder_mlir.frontend.functionalization import UNVERSIONED_READ
 from thunder_mlir.frontend.region_reads import RECOMPUTE_READ
-from thunder_mlir.ir import dtypes, prim_defs
+from thunder_mlir.ir import attrs, dtypes, prim_defs
 from thunder_mlir.ir.dtypes import is_inexact, nbytes, torch_dtype
 from thunder_mlir.ir.dialect import REGION_OPS
 from thunder_mlir.ir.regions import (
@@ -101,18 +101,17 @@ def _differentiate(module: ir.Module, fwd, remat: bool) -> None:
     body = ops[:-1]
     args = list(block.arguments)
     if "thunder.requires_grad" in fwd.attributes:
-        wrt = [bool(ir.BoolAttr(a).value) for a in ir.ArrayAttr(fwd.attributes["thunder.requires_grad"])]
+        wrt = attrs.get_bools(fwd, "thunder.requires_grad")
     else:
         wrt = [is_inexact(torch_dtype(a.type)) for a in args]
     outputs = list(ret.operands)
     active = {a for a, w in zip(args, wrt) if w}
     if DIFF_OUTPUTS in fwd.attributes:  # set by jit: the outputs eager's autograd tracks
-        diff_out = [bool(ir.BoolAttr(a).value) for a in ir.ArrayAttr(fwd.attributes[DIFF_OUTPUTS])]
+        diff_out = attrs.get_bools(fwd, DIFF_OUTPUTS)
     else:
         # outputs that depend on a differentiated input get a cotangent, except the trailing
         # write-backs (inputs updated in place, e.g. running statistics)
-        n_diff = len(outputs) - (ir.IntegerAttr(fwd.attributes[WRITE_BACKS]).value
-                                 if WRITE_BACKS in fwd.attributes else 0)
+        n_diff = len(outputs) - attrs.get_int(fwd, WRITE_BACKS, 0)
         mark_active(body, active)
         diff_out = [is_inexact(torch_dtype(v.type)) and i < n_diff and v in active
                     for i, v in enumerate(outputs)]
@@ -453,16 +452,14 @@ def output_reach(module: ir.Module) -> list[frozenset[int]] | None:
         bwd = _func(module, "backward")
         if bwd is None or OUTPUT_REACH not in bwd.attributes:
             return None
-        return [frozenset(ir.IntegerAttr(i).value for i in ir.ArrayAttr(r))
-                for r in ir.ArrayAttr(bwd.attributes[OUTPUT_REACH])]
+        return [frozenset(r) for r in attrs.get_value(bwd, OUTPUT_REACH)]
 
 
 def reached_inputs(module: ir.Module) -> list[bool]:
     """Per differentiated input of ``@forward``, whether ``@backward`` returns its gradient
     (False: no output depends on it)."""
     with module.context:
-        return [bool(ir.BoolAttr(a).value)
-                for a in ir.ArrayAttr(_func(module, "backward").attributes[REACHED])]
+        return attrs.get_bools(_func(module, "backward"), REACHED)
 
 
 def backward_error(module: ir.Module) -> str | None:
@@ -480,13 +477,13 @@ def differentiable_outputs(module: ir.Module) -> list[bool]:
     whether it is differentiable: it gets a cotangent in ``@backward``."""
     with module.context:
         fwd = _func(module, "forward")
-        return [ir.BoolAttr(a).value for a in ir.ArrayAttr(fwd.attributes[DIFF_OUTPUTS])]
+        return attrs.get_bools(fwd, DIFF_OUTPUTS)
 
 
 def residual_bytes(module: ir.Module) -> int:
     """Bytes of the residuals ``@forward`` saves for ``@backward`` (for reports)."""
     with module.context:
         fwd = _func(module, "forward")
-        n = ir.IntegerAttr(fwd.attributes["thunder.num_outputs"]).value
+        n = attrs.get_int(fwd, "thunder.num_outputs")
         ret = list(fwd.regions[0].blocks[0].operations)[-1].operation
         return sum(nbytes(v.type) for v in list(ret.operands)[n:])

@@ -21,6 +21,7 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import func as func_d
 
+from thunder_mlir.ir import attrs
 from thunder_mlir.ir.dtypes import nbytes
 from thunder_mlir.ir.primdef import PRIM_OPS, PRIMS
 from thunder_mlir.ir.prim_defs import CHEAP
@@ -65,10 +66,9 @@ def _fuse(module: ir.Module, fwd, bwd, keep_outputs: bool) -> None:
     fblock, bblock = fwd.regions[0].blocks[0], bwd.regions[0].blocks[0]
     fret = list(fblock.operations)[-1].operation
     bret = list(bblock.operations)[-1].operation
-    n_out = ir.IntegerAttr(fwd.attributes["thunder.num_outputs"]).value
-    n_wb = ir.IntegerAttr(fwd.attributes[WRITE_BACKS]).value \
-        if WRITE_BACKS in fwd.attributes else 0
-    diff = [bool(ir.BoolAttr(a).value) for a in ir.ArrayAttr(fwd.attributes[DIFF_OUTPUTS])]
+    n_out = attrs.get_int(fwd, "thunder.num_outputs")
+    n_wb = attrs.get_int(fwd, WRITE_BACKS, 0)
+    diff = attrs.get_bools(fwd, DIFF_OUTPUTS)
     cot_types = [v.type for v, d in zip(list(fret.operands)[:n_out], diff) if d]
     _separate_recomputation(bwd, list(bblock.arguments)[len(cot_types):])
     _late_constants(bwd)
@@ -94,15 +94,13 @@ def _fuse(module: ir.Module, fwd, bwd, keep_outputs: bool) -> None:
     for op in [o.operation for o in bblock.operations][:-1]:
         op.move_before(end)
     # zeros for the differentiated inputs no output depends on (thunder_mlir.grad's contract)
-    wrt = [a for a, w in zip(block.arguments,
-                             ir.ArrayAttr(fwd.attributes["thunder.requires_grad"]))
-           if ir.BoolAttr(w).value]
+    wrt = [a for a, w in zip(block.arguments, attrs.get_bools(fwd, "thunder.requires_grad"))
+           if w]
     reached = iter(bret.operands)
     zero = ir.FloatAttr.get_f64(0.0)
     with ir.InsertionPoint(end):
-        grads = [next(reached) if ir.BoolAttr(r).value else
-                 PRIM_OPS["full"](zero, result=a.type).result
-                 for a, r in zip(wrt, ir.ArrayAttr(bwd.attributes[REACHED]))]
+        grads = [next(reached) if r else PRIM_OPS["full"](zero, result=a.type).result
+                 for a, r in zip(wrt, attrs.get_bools(bwd, REACHED))]
     kept = outputs[:n_out - n_wb] if keep_outputs else []
     results = kept + grads + outputs[n_out - n_wb:]
     with ir.InsertionPoint(end):

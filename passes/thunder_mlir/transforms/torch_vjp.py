@@ -13,7 +13,7 @@ from torch_mlir import ir
 from thunder_mlir.errors import GradError
 from thunder_mlir.frontend.torch_fallback import CALL_ATTR, CONNECTED, DIFFERENTIABLE, \
     RNG_STATE_ATTR, TRIAL_ATTR, implementation_of
-from thunder_mlir.ir import dtypes, implementations
+from thunder_mlir.ir import attrs, dtypes, implementations
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 
 CUSTOM_VJP_ATTR = "vjp"  # on a composite: the symbol of its VJP rule
@@ -32,8 +32,7 @@ def executor_call_vjp(bt, active, op, x, y, g):
     forward = implementation_of(op)
     # an operand eager's autograd graph does not reach (torch_fallback.CONNECTED) gets no
     # cotangent: eager leaves its .grad None
-    connected = [ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes[CONNECTED])] \
-        if CONNECTED in op.attributes else [True] * len(op.operands)
+    connected = attrs.get_bools(op, CONNECTED, [True] * len(op.operands))
     float_in = [is_inexact(torch_dtype(v.type)) and v in active and c
                 for v, c in zip(op.operands, connected)]
     float_out = [is_inexact(torch_dtype(r.type)) for r in op.results]
@@ -170,7 +169,7 @@ def _capture_rng_state(op, forward) -> ir.Value | None:
         new.operation.attributes[CONNECTED] = op.attributes[CONNECTED]
     flags = [True] * len(op.results)
     if DIFFERENTIABLE in op.attributes:
-        flags = [ir.BoolAttr(a).value for a in ir.ArrayAttr(op.attributes[DIFFERENTIABLE])]
+        flags = attrs.get_bools(op, DIFFERENTIABLE)
     new.operation.attributes[DIFFERENTIABLE] = ir.ArrayAttr.get(
         [ir.BoolAttr.get(f) for f in flags + [False]])
     results = list(new.operation.results)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch_mlir import ir
 
-from thunder_mlir.ir import prims
+from thunder_mlir.ir import attrs, prims
 from thunder_mlir.ir.dtypes import nbytes
 
 COMPOSITE_VJP: dict = {}
@@ -35,7 +35,7 @@ def _names(op) -> list[str]:
 
 
 def _int_attr(op, name, default=None):
-    return ir.IntegerAttr(op.attributes[name]).value if name in op.attributes else default
+    return attrs.get_int(op, name, default)
 
 
 def _f32_or_f64(op) -> bool:
@@ -139,8 +139,8 @@ def _layer_norm_applies(op) -> bool:
 def _layer_norm(op, x, y, g):
     named = dict(zip(_names(op), x))
     inp, w = _recomputed_from(named["input"], g[0]), named.get("weight")
-    k = len(ir.ArrayAttr(op.attributes["normalized_shape"]))
-    eps = ir.FloatAttr(op.attributes["eps"]).value if "eps" in op.attributes else 1e-5
+    k = len(attrs.get_ints(op, "normalized_shape"))
+    eps = attrs.get_float(op, "eps", 1e-5)
     r = len(inp.tshape)
     dims = list(range(r - k, r))
     lead = list(range(r - k))
@@ -223,9 +223,9 @@ def _rms_norm(op, x, y, g):
 
     named = dict(zip(_names(op), x))
     inp, w = _recomputed_from(named["input"], g[0]), named.get("weight")
-    k = len(ir.ArrayAttr(op.attributes["normalized_shape"]))
-    eps = ir.FloatAttr(op.attributes["eps"]).value if "eps" in op.attributes else \
-        torch.finfo(inp.tdtype).eps
+    k = len(attrs.get_ints(op, "normalized_shape"))
+    eps = attrs.get_float(op, "eps", None)
+    eps = torch.finfo(inp.tdtype).eps if eps is None else eps
     r = len(inp.tshape)
     dims, lead = list(range(r - k, r)), list(range(r - k))
     n = 1
@@ -276,8 +276,7 @@ def _cross_entropy_applies(op) -> bool:
     if names != ["input", "target"] or not _f32_or_f64(op):
         return False
     t = ir.RankedTensorType(op.operands[1].type).element_type
-    smoothing = ir.FloatAttr(op.attributes["label_smoothing"]).value \
-        if "label_smoothing" in op.attributes else 0.0
+    smoothing = attrs.get_float(op, "label_smoothing", 0.0)
     reduction = ir.StringAttr(op.attributes["reduction"]).value \
         if "reduction" in op.attributes else "mean"
     legacy = "size_average" in op.attributes or "reduce" in op.attributes
@@ -319,7 +318,7 @@ def _cross_entropy(op, x, y, g):
 
 
 def _attr_bool(op, name) -> bool:
-    return name in op.attributes and ir.BoolAttr(op.attributes[name]).value
+    return attrs.get_bool(op, name, False)
 
 
 # attention probabilities of at most this many bytes are saved for the backward (the
@@ -339,7 +338,7 @@ def _sdpa_applies(op) -> bool:
         return False
     if not _f32_or_f64(op):
         return False
-    if "dropout_p" in op.attributes and ir.FloatAttr(op.attributes["dropout_p"]).value > 0:
+    if attrs.get_float(op, "dropout_p", 0.0) > 0:  # (an int 0 from GPT2Config(attn_pdrop=0))
         return False
     q, k, v = (ir.RankedTensorType(op.operands[i].type).shape for i in range(3))
     if len(q) < 2 or not (q[:-2] == k[:-2] == v[:-2]):  # no batch broadcasting or GQA
@@ -368,8 +367,8 @@ def _sdpa(op, x, y, g):
 
     named = dict(zip(_names(op), x))
     q, k, v, mask = named["query"], named["key"], named["value"], named.get("attn_mask")
-    scale = ir.FloatAttr(op.attributes["scale"]).value if "scale" in op.attributes else \
-        1.0 / math.sqrt(q.tshape[-1])
+    scale = attrs.get_float(op, "scale", None)
+    scale = 1.0 / math.sqrt(q.tshape[-1]) if scale is None else scale
     p = attention_probs(q, k, mask, _attr_bool(op, "is_causal"), scale)
     nb = len(q.tshape) - 2
     batch = list(range(nb))
@@ -395,18 +394,9 @@ def _sdpa(op, x, y, g):
 
 
 def _py_attr(op, name, default=None):
-    """A composite's attribute as a Python value (int, float, bool, str or list), or
-    ``default`` when the call left the argument out."""
-    if name not in op.attributes:
-        return default
-
-    def conv(a):  # (the bindings return attributes as their concrete classes)
-        if isinstance(a, (ir.BoolAttr, ir.IntegerAttr, ir.FloatAttr, ir.StringAttr)):
-            return a.value
-        if isinstance(a, ir.ArrayAttr):
-            return [conv(b) for b in a]
-        raise TypeError(f"attribute {name} = {a} has no Python value")
-    return conv(op.attributes[name])
+    """A composite's attribute as a Python value as recorded (int, float, bool, str or
+    list), or ``default`` when the call left the argument out."""
+    return attrs.get_value(op, name, default)
 
 
 def _real_float_operand(op, i: int = 0) -> bool:
@@ -858,12 +848,7 @@ composite_rule("ltorch.xlogy", applies=_xlogy_applies)(_xlogy_rule(False))
 composite_rule("ltorch.xlog1py", applies=_xlogy_applies)(_xlogy_rule(True))
 def _conv_ints(op, name, default: int, n: int = 3) -> tuple[int, ...]:
     """A convolution composite's int-or-list attribute as n ints (``default`` if absent)."""
-    if name not in op.attributes:
-        return (default,) * n
-    a = op.attributes[name]
-    if isinstance(a, ir.IntegerAttr):
-        return (a.value,) * n
-    vals = tuple(ir.IntegerAttr(v).value for v in ir.ArrayAttr(a))
+    vals = tuple(attrs.get_ints(op, name, [default]))
     return vals * n if len(vals) == 1 else vals
 
 

@@ -17,7 +17,7 @@ import torch
 
 from thunder_mlir.errors import DataDependentControlFlowError, DynamicShapeFallback, \
     Fallback, SharpEdgeError
-from thunder_mlir.frontend import autocast, cpu_scalars, value_guards
+from thunder_mlir.frontend import autocast, cpu_scalars, scalar_args, value_guards
 from thunder_mlir.frontend.aliasing import record_view, separate_returned_inputs
 from thunder_mlir.frontend.autograd_attributes import handle as handle_autograd_attribute
 from thunder_mlir.frontend.differentiability import user_op
@@ -159,6 +159,8 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
         return torch_fallback.emit_fallback(trace, func, a, k)
 
     with trace.location_of_user_line():
+        # scalars as torch's parser reads them: eager's TypeError, 0-d tensors' values
+        args, kwargs = scalar_args.checked(func, args, kwargs, SYMBOLS.get(func))
         out = user_op(func, args, kwargs, run)
     out = separate_returned_inputs(func, args, kwargs, out)  # (an input as a new tensor)
     if trace.cpu_scalars:  # results eager keeps on the CPU

@@ -25,7 +25,10 @@ from thunder_mlir.frontend.value_guards import COMPOSITE_HOLDER, ValueNeeded
 
 
 def to_attribute(value: Any) -> ir.Attribute | None:
-    """A readable MLIR attribute for a non-tensor argument (None for ``None``)."""
+    """A readable MLIR attribute for a non-tensor argument (None for ``None``), typed by
+    the Python value as the user passed it: ``0`` is an i64 where the schema may say float,
+    since the type is part of what eager computes (``x_int + 1`` vs ``x_int + 1.0``).
+    Readers convert to the type they need through ``thunder_mlir.ir.attrs``."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -65,10 +68,14 @@ class Symbol:
     ``impl``: the decomposition; takes the torch call's arguments (proxies for tensors)
     and returns its outputs. ``inplace_of``: for ``Tensor.add_`` and friends, the
     functional symbol whose result is written back into the first argument.
+    ``tensor_scalars``: the parameters where the decomposition computes with a 0-d tensor
+    given for a number that torch reads (``narrow``'s start, an index): the tracer keeps it
+    a tensor there instead of specializing on its value (frontend/scalar_args.py).
     """
 
     name: str
     impl: Callable
+    tensor_scalars: frozenset[str] = frozenset()
     signature: inspect.Signature = field(init=False)
 
     def __post_init__(self):

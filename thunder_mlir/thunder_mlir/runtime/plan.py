@@ -18,6 +18,7 @@ from torch_mlir import ir
 
 from thunder_mlir.errors import ExecutionError, ThunderError
 from thunder_mlir.frontend.torch_fallback import implementation_of
+from thunder_mlir.ir import attrs
 from thunder_mlir.ir.dialect import SEED_ATTR
 from thunder_mlir.runtime import dlpack, jax_internals, xla
 from thunder_mlir.runtime.refine import ShapeSpecializedExecutable, has_symbolic_sizes
@@ -382,7 +383,7 @@ def donated_arguments(func) -> tuple[int, ...]:
         return ()
     return tuple(k for k, d in enumerate(ir.ArrayAttr(func.attributes["arg_attrs"]))
                  if ALIAS_ATTR in ir.DictAttr(d) or (DONOR_ATTR in ir.DictAttr(d)
-                 and ir.BoolAttr(ir.DictAttr(d)[DONOR_ATTR]).value))
+                 and attrs.to_bool(ir.DictAttr(d)[DONOR_ATTR])))
 
 
 def region_module_text(module: ir.Module, name: str, locations: bool = False) -> str:
@@ -414,8 +415,7 @@ def build_plan(module: ir.Module, device: torch.device, func_name: str = "comput
                     and ir.StringAttr(op.operation.attributes["sym_name"]).value == func_name)
         block = comp.regions[0].blocks[0]
         seeded = SEED_ATTR in comp.attributes
-        if seeded and ir.IntegerAttr(comp.attributes[SEED_ATTR]).value != \
-                len(block.arguments) - 1:
+        if seeded and attrs.get_int(comp, SEED_ATTR) != len(block.arguments) - 1:
             raise RuntimeError(f"plan: the seed must be the last argument of @{func_name}")
         slot: dict[ir.Value, int] = {}
         for a in block.arguments:

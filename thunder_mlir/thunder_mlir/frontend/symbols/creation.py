@@ -174,7 +174,7 @@ def _literal(data, dtype=None):
     if any(type(x) is TensorProxy for x in _flatten(data)):
         if type(data) is TensorProxy:
             return data if dtype is None else prims.convert_element_type(data, dtype)
-        stack = BY_NAME["stack"]  # shape.py's symbol (shape.py builds on this module)
+        stack = BY_NAME["ltorch.stack"]  # shape.py's symbol (shape.py builds on this one)
         return stack([_literal(d, dtype) for d in data])
     with torch._C.DisableTorchFunction():
         t = torch.tensor(data, dtype=dtype)

@@ -12,6 +12,7 @@ refused.
 from __future__ import annotations
 
 import math
+import optree
 import torch
 
 from thunder_mlir.ir import prims
@@ -35,6 +36,9 @@ def _as_index_tensor(ix, size: int, dim: int | str = "?", negative: bool = True)
     one without ``negative`` (``index_select``)."""
     if not (type(ix) is TensorProxy):
         from thunder_mlir.frontend.symbols.creation import _literal
+        if isinstance(ix, (list, tuple)):  # eager makes a list of numbers int64 indices,
+            # floats truncated (indexing_tensor_from_data): x[[1.7, 2]] is x[[1, 2]]
+            ix = optree.tree_map(lambda v: int(v) if type(v) is float else v, ix)
         ix = _literal(ix)
     if ix.tdtype is torch.bool:
         raise NotImplementedError(
@@ -125,7 +129,7 @@ def unsqueezed(x: TensorProxy, new_dims: list[int]) -> TensorProxy:
     return prims.reshape(x, tuple(shape))
 
 
-@register("getitem", T.__getitem__, view=True)
+@register("getitem", T.__getitem__, view=True, tensor_scalars=("index",))
 def getitem(input, index):
     if _sequence_as_tuple(index):
         index = tuple(index)

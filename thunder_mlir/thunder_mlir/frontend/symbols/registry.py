@@ -26,7 +26,8 @@ BY_NAME: dict[str, Symbol] = {}
 
 
 def register(name: str, *torch_fns: Callable, composite: bool = True, view: bool = False,
-             inplace_flag: bool = False, opmath: bool = False):
+             inplace_flag: bool = False, opmath: bool = False,
+             tensor_scalars: tuple[str, ...] = ()):
     """Decorator: make ``impl`` the Symbol ``ltorch.<name>`` for ``torch_fns``.
 
     With ``composite=False`` the impl runs inline (no composite op): for pure metadata or
@@ -40,6 +41,8 @@ def register(name: str, *torch_fns: Callable, composite: bool = True, view: bool
     ``opmath=True``: ATen computes the op in one CPU kernel whose arithmetic is in float32
     for float16/bfloat16 inputs (``at::opmath_type``), rounding once at the output; the
     decomposition then does the same (``with_opmath``).
+    ``tensor_scalars``: the parameters where the impl computes with 0-d tensors given for
+    numbers (``Symbol.tensor_scalars``).
     """
     def deco(impl: Callable):
         if opmath:
@@ -49,7 +52,7 @@ def register(name: str, *torch_fns: Callable, composite: bool = True, view: bool
             cls = _ViewSymbol if composite else _InlineView
         if inplace_flag or "inplace" in inspect.signature(impl).parameters:
             cls = _InplaceFlagSymbol  # (F.relu(x, inplace=True) writes x)
-        sym = cls(f"ltorch.{name}", impl)
+        sym = cls(f"ltorch.{name}", impl, frozenset(tensor_scalars))
         BY_NAME[sym.name] = sym
         for fn in torch_fns:
             if fn in SYMBOLS and SYMBOLS[fn] is not sym:

@@ -601,7 +601,8 @@ def _masks_as_indices(index: tuple) -> tuple:
     return tuple(out)
 
 
-SYMBOLS[T.__setitem__] = _Inline("ltorch.setitem", _setitem)
+SYMBOLS[T.__setitem__] = _Inline("ltorch.setitem", _setitem,
+                                  tensor_scalars=frozenset({"index"}))
 
 
 def _write_back_getitem(base, args: tuple, kwargs: dict, new):

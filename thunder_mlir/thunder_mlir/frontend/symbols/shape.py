@@ -268,7 +268,7 @@ def unbind(input, dim=0):
                  for i in range(input.tshape[d]))
 
 
-@register("narrow", torch.narrow, T.narrow, view=True)
+@register("narrow", torch.narrow, T.narrow, view=True, tensor_scalars=("start",))
 def narrow(input, dim, start, length):
     d = canonical_dim(dim, len(input.tshape))
     if type(start) is TensorProxy:  # a 0-d tensor start: gather start + arange(length)
