@@ -325,13 +325,14 @@ def _computed_residual_bytes(module: ir.Module) -> int:
     """Bytes of the residuals ``@forward`` computes for ``@backward``: its results past the
     program's outputs that are not its arguments (parameters and inputs saved as they
     are)."""
+    from thunder_mlir.ir import attrs
     from thunder_mlir.ir.dtypes import nbytes
 
     with module.context:
         fwd = next(op.operation for op in module.body.operations
                    if op.operation.name == "func.func"
                    and ir.StringAttr(op.operation.attributes["sym_name"]).value == "forward")
-        n = ir.IntegerAttr(fwd.attributes["thunder.num_outputs"]).value
+        n = attrs.get_int(fwd, "thunder.num_outputs")
         ret = list(fwd.regions[0].blocks[0].operations)[-1].operation
         seen, total = set(), 0
         for v in list(ret.operands)[n:]:

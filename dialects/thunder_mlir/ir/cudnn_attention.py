@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch_mlir import ir
 
+from thunder_mlir.ir import attrs
 from thunder_mlir.ir.hlo import hlo
 from thunder_mlir.ir.primdef import INT, NUMBER, TensorSpec, check, define
 
@@ -138,10 +139,7 @@ def _custom_call(target: str, operands, result_types, config: str, loc) -> ir.Op
 
 
 def _scale_causal(op) -> tuple[float, bool]:
-    scale = op.attributes["scale"]
-    scale = ir.FloatAttr(scale).value if isinstance(scale, ir.FloatAttr) else \
-        float(ir.IntegerAttr(scale).value)
-    return scale, bool(ir.IntegerAttr(op.attributes["causal"]).value)
+    return attrs.get_float(op, "scale"), attrs.get_bool(op, "causal")
 
 
 def lower_forward(op, operands, rw) -> None:

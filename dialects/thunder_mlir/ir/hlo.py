@@ -810,9 +810,7 @@ def _splat_value(x: ir.Value) -> ir.Attribute | None:
     name = owner.name if hasattr(owner, "name") else None
     if name == "thunder.full":
         et = ir.RankedTensorType(x.type).element_type
-        v = owner.attributes["value"]
-        value = ir.FloatAttr(v).value if isinstance(v, ir.FloatAttr) else ir.IntegerAttr(v).value
-        return scalar_attr(et, value)
+        return scalar_attr(et, attrs.get_value(owner, "value"))
     if name == "stablehlo.constant":
         attr = owner.attributes["value"]
         if isinstance(attr, ir.DenseElementsAttr) and attr.is_splat:

@@ -12,18 +12,13 @@ from __future__ import annotations
 import torch
 from torch_mlir import ir
 
-from thunder_mlir.ir import dtypes, prims
+from thunder_mlir.ir import attrs, dtypes, prims
 from thunder_mlir.ir.cudnn_attention import supported
 from thunder_mlir.ir.regions import nested_ops
 
 NAME = "cudnn-attention"
 _PRIMS = {"thunder.flash_attention": "cudnn_attention",
           "thunder.flash_attention_backward": "cudnn_attention_backward"}
-
-
-def _scalar(attr):
-    return attr.value if isinstance(attr, (ir.BoolAttr, ir.FloatAttr, ir.IntegerAttr)) \
-        else None
 
 
 def run(module: ir.Module, device: torch.device | None = None) -> None:
@@ -41,8 +36,8 @@ def run(module: ir.Module, device: torch.device | None = None) -> None:
             for op in ops:
                 name = _PRIMS[ir.StringAttr(op.attributes["name"]).value]
                 q, k, v = (ir.RankedTensorType(op.operands[i].type) for i in range(3))
-                scale = float(_scalar(op.attributes["scale"]))
-                causal = bool(_scalar(op.attributes["causal"]))
+                scale = attrs.get_float(op, "scale")
+                causal = attrs.get_bool(op, "causal")
                 if supported(list(q.shape), list(k.shape), list(v.shape),
                              dtypes.torch_dtype(q.element_type), causal) is not None:
                     continue

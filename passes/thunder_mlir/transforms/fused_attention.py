@@ -31,7 +31,7 @@ import math
 import torch
 from torch_mlir import ir
 
-from thunder_mlir.ir import prims
+from thunder_mlir.ir import attrs, prims
 from thunder_mlir.ir.cudnn_attention import supported
 from thunder_mlir.ir.regions import nested_ops
 
@@ -149,17 +149,6 @@ def flash_attention_backward(q, k, v, out, lse, dout, scale: float, causal: bool
                           {}, required=True)
 
 
-def _value(attr):
-    """A scalar attribute's Python value (an int where the user passed an int)."""
-    if isinstance(attr, ir.BoolAttr):
-        return attr.value
-    if isinstance(attr, ir.FloatAttr):
-        return attr.value
-    if isinstance(attr, ir.IntegerAttr):
-        return attr.value
-    return None
-
-
 def _names(op) -> list[str]:
     return [ir.StringAttr(a).value for a in ir.ArrayAttr(op.attributes["operand_names"])]
 
@@ -170,11 +159,10 @@ def why_not(op) -> str | None:
     if names != ["query", "key", "value"]:
         extra = [n for n in names if n not in ("query", "key", "value")]
         return f"an {extra[0]} operand" if extra else "operands other than query, key, value"
-    attrs = op.attributes
-    dropout = _value(attrs["dropout_p"]) if "dropout_p" in attrs else 0
+    dropout = attrs.get_value(op, "dropout_p", 0)
     if dropout:
         return f"dropout_p={dropout}"
-    causal = bool(_value(attrs["is_causal"])) if "is_causal" in attrs else False
+    causal = attrs.get_bool(op, "is_causal", False)
     q, k, v = (ir.RankedTensorType(op.operands[i].type) for i in range(3))
     if not all(t.has_static_shape for t in (q, k, v)):
         return "symbolic sizes"
@@ -204,11 +192,9 @@ def run(module: ir.Module, device: torch.device | None = None) -> None:
                 if why is not None:
                     op.attributes[REASON_ATTR] = ir.StringAttr.get(f"not taken: {why}")
                     continue
-                attrs = op.attributes
                 q, k, v = (trace.make_proxy(op.operands[i]) for i in range(3))
-                scale = float(_value(attrs["scale"])) if "scale" in attrs else \
-                    1.0 / math.sqrt(q.tshape[-1])
-                causal = bool(_value(attrs["is_causal"])) if "is_causal" in attrs else False
+                scale = attrs.get_float(op, "scale", 1.0 / math.sqrt(q.tshape[-1]))
+                causal = attrs.get_bool(op, "is_causal", False)
                 trace.loc = op.location
                 with op.location, trace.insertion_point(ir.InsertionPoint(op)):
                     out, _ = flash_attention(q, k, v, scale, causal)
@@ -218,7 +204,7 @@ def run(module: ir.Module, device: torch.device | None = None) -> None:
 
 # ------------------------------------------------------------------ VJP rules
 def _scale_causal(op) -> tuple[float, bool]:
-    return float(_value(op.attributes["scale"])), bool(_value(op.attributes["causal"]))
+    return attrs.get_float(op, "scale"), attrs.get_bool(op, "causal")
 
 
 def _flash_attention_vjp(op, x, y, g):
