@@ -219,16 +219,25 @@ def eager_meta(p: TensorProxy) -> torch.Tensor | None:
 
 
 def _chain(p: TensorProxy, roots: dict[int, tuple[str, int]]):
-    """The view steps from a root (input or earlier output) to ``p``, outermost last, and
-    the root; None when ``p`` is not a view of one."""
+    """The view steps from the nearest proper ancestor of ``p`` among ``roots`` (an input
+    or another output) to ``p``, outermost last, and that root; None when ``p`` is not a
+    view of one."""
     steps = []
-    while id(p) not in roots:
+    while True:
         made = getattr(p, _VIEW_OF, None)
         if made is None:
             return None
         steps.append(made)
         p = made[1][0]
-    return roots[id(p)], list(reversed(steps))
+        if id(p) in roots:
+            return roots[id(p)], list(reversed(steps))
+
+
+def _top(p: TensorProxy) -> TensorProxy:
+    """The tensor at the top of ``p``'s chain of views (``p`` when it is no view)."""
+    while (made := getattr(p, _VIEW_OF, None)) is not None:
+        p = made[1][0]
+    return p
 
 
 class _Input:
@@ -252,33 +261,95 @@ class _Like:
         self.shape, self.dtype = shape, dtype
 
 
-def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy]) -> list[tuple]:
-    """Recipes ``(output position, ("input" | "output", index), steps)`` for the outputs
-    that are, or are views of, an input or an earlier output; a step is ``(func, args,
-    kwargs, output index)`` with its tensors replaced by markers (no proxy is kept). Raises
-    NotImplementedError for a view eager makes with a computed tensor as an argument."""
+def shared_bases(inputs: list[TensorProxy], outputs: list[TensorProxy]) -> list[TensorProxy]:
+    """The tensors computed in the program, neither inputs nor outputs, of which two or more
+    outputs are views (``out = a * 3; return out[0], out[1:]``, ``*out.unbind(0)``): eager's
+    outputs share that tensor's memory, so a write into one after the call shows through the
+    others. Each becomes a hidden program output (a synthetic base, as AOTAutograd's
+    "output aliases an intermediate"), from which ``output_views`` regenerates the views.
+    An output that is the only view of its base stays a value of its own (torch.compile
+    returns it so too)."""
+    known = {id(p) for p in inputs} | {id(o) for o in outputs}
+    by_top: dict[int, tuple[TensorProxy, set]] = {}
+    for o in outputs:
+        q, direct = o, True
+        while (made := getattr(q, _VIEW_OF, None)) is not None:
+            q = made[1][0]
+            if id(q) in known:  # a view of an input or of another output: a recipe of it
+                direct = False
+                break
+        if direct and q is not o:
+            by_top.setdefault(id(q), (q, set()))[1].add(id(o))
+    return [q for q, views in by_top.values() if len(views) > 1]
+
+
+def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy],
+                 hidden: list[TensorProxy] = (), restrides: list[tuple] = ()) -> list[tuple]:
+    """Recipes ``(output position, ("input" | "restrided" | "output", index), steps)`` for
+    the outputs that are, or are views of, an input or another output (``hidden``: the
+    shared bases, program outputs after ``outputs`` that the user does not get:
+    ``shared_bases``); a step is ``(func, args, kwargs, output index)`` with its tensors
+    replaced by markers (no proxy is kept). ``restrides``: the in-place view ops on inputs
+    (``Trace.input_restrides``, metadata_writes.py), each a recipe ``(None, ("restride",
+    input index), [(op, args, kwargs, grad mode)])`` run on the caller's tensor after the
+    recipes that read the input as it was and before those that read it restrided (root
+    kind "restrided"). The list is in the order ``apply`` runs it (a recipe after the one
+    of its root), and ends with ``(None, ("drop", n), [])`` when there are ``n`` hidden
+    outputs. Raises NotImplementedError for a view eager makes with a computed tensor as an
+    argument."""
+    outs = list(outputs) + list(hidden)
     roots = {id(p): ("input", i) for i, p in enumerate(inputs)}
+    for i, *_, x in restrides:
+        roots[id(x)] = ("restrided", i)
+    for pos, o in enumerate(outs):
+        roots.setdefault(id(o), ("output", pos))
     inputs_by_id = {id(p): i for i, p in enumerate(inputs)}
     # SSA values of the arguments and of the outputs so far: an output that is one of them
     # without being a view in eager (x.clone(), an op that folds to its input) would come
     # back from XLA as the same buffer: it is copied
     taken = set(p.value for p in inputs if type(p.value.owner) is ir.Block)
-    recipes = []
-    for pos, o in enumerate(outputs):
-        found = _chain(o, roots)
+    recipes: dict[int, tuple] = {}
+    for pos, o in enumerate(outs):
         recipe = None
-        if found is not None:
-            root, steps = found
-            templates = [_template(step, inputs_by_id) for step in steps]
-            if all(t is not None for t in templates):  # (None: a step copies, as eager)
-                recipe = (pos, root, templates)
+        if roots[id(o)] != ("output", pos):  # the same tensor returned again
+            recipe = (pos, roots[id(o)], [])
+        else:
+            found = _chain(o, roots)
+            if found is not None:
+                root, steps = found
+                templates = [_template(step, inputs_by_id) for step in steps]
+                if all(t is not None for t in templates):  # (None: a step copies, as eager)
+                    recipe = (pos, root, templates)
         if recipe is None and o.value in taken:
             recipe = (pos, ("copy", pos), [])
         if recipe is not None:
-            recipes.append(recipe)
+            recipes[pos] = recipe
         taken.add(o.value)
-        roots.setdefault(id(o), ("output", pos))
-    return recipes
+    ordered: list[tuple] = []
+    done: set[int] = set()
+
+    def restrided(pos: int) -> bool:  # reads an input after its in-place view ops
+        kind, i = recipes[pos][1]
+        return kind == "restrided" or kind == "output" and i in recipes and restrided(i)
+
+    def emit(pos: int) -> None:  # a recipe after the recipe of the output it reads
+        if pos in done:
+            return
+        done.add(pos)
+        kind, i = recipes[pos][1]
+        if kind == "output" and i in recipes:
+            emit(i)
+        ordered.append(recipes[pos])
+    for pos in sorted(recipes):
+        if not restrided(pos):
+            emit(pos)
+    for i, op, args, kwargs, grad_mode, _ in restrides:
+        ordered.append((None, ("restride", i), [(op, args, kwargs, grad_mode)]))
+    for pos in sorted(recipes):
+        emit(pos)
+    if hidden:
+        ordered.append((None, ("drop", len(hidden)), []))
+    return ordered
 
 
 def _template(step, inputs_by_id: dict[int, int]) -> tuple:
@@ -335,13 +406,22 @@ def _aliases_on_meta(func, args, kwargs, k) -> bool:
 
 def apply(recipes: list[tuple], outs: list[torch.Tensor], tensors) -> list[torch.Tensor]:
     """``outs`` (the program's output tensors) with each recipe's output replaced by eager's
-    view of its base (an input tensor of this call, or an earlier output)."""
+    view of its base (an input tensor of this call, or another output), and the hidden
+    shared bases at its end dropped (``output_views``)."""
     outs = list(outs)
     for pos, (kind, i), steps in recipes:
         if kind == "copy":  # a new tensor whose buffer XLA shares with another
             outs[pos] = outs[pos].clone()
             continue
-        value = tensors[i] if kind == "input" else outs[i]
+        if kind == "drop":  # the shared bases (``shared_bases``): not the user's
+            del outs[len(outs) - i:]
+            continue
+        if kind == "restride":  # an in-place view op on the caller's tensor
+            for op, args, kwargs, grad_mode in steps:
+                with torch.set_grad_enabled(grad_mode):
+                    op(tensors[i], *args, **kwargs)
+            continue
+        value = outs[i] if kind == "output" else tensors[i]
         for func, args, kwargs, k, grad_mode in steps:
             def real(x, base=value):
                 if x is _BASE:

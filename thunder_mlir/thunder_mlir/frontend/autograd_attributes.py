@@ -70,7 +70,9 @@ def detach_(x: TensorProxy) -> TensorProxy:
     detach); eager's RuntimeError for a view; refused for an input that requires grad."""
     from thunder_mlir.ir import prims
 
-    if getattr(x, "_alias_root", None) is not None:
+    from thunder_mlir.frontend.metadata_writes import is_eager_view
+
+    if is_eager_view(x):
         raise RuntimeError("Can't detach views in-place. Use detach() instead. If you are "
                            "using DistributedDataParallel (DDP) for training, and "
                            "gradient_as_bucket_view is set as True, gradients are views of "

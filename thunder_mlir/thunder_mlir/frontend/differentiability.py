@@ -79,8 +79,9 @@ def _meta_inputs(args, kwargs, inputs: list[TensorProxy]):
 
 def _fresh_twin(x: TensorProxy, inputs: list[TensorProxy]) -> torch.Tensor:
     """A meta tensor of ``x``'s metadata whose ``requires_grad`` is ``x``'s, starting a new
-    autograd graph: a leaf for a program input (as the caller's tensor is), a non-leaf (a
-    clone) for a value computed inside the program."""
+    autograd graph: a leaf for a program input that is a leaf (as the caller's tensor is),
+    a non-leaf (a clone) for a value computed inside the program or an input that is no
+    leaf (``_nonleaf``: eager lets it be written in place)."""
     if getattr(x, "_inference", False):  # made under inference_mode(), as eager's
         with torch.inference_mode():
             m = torch.empty(hints(x.tshape), dtype=x.tdtype, device="meta")
@@ -90,7 +91,7 @@ def _fresh_twin(x: TensorProxy, inputs: list[TensorProxy]) -> torch.Tensor:
             m = torch.empty(hints(x.tshape), dtype=x.tdtype, device="meta")
     if x.requires_grad:
         m.requires_grad_()
-        if not any(x is i for i in inputs):
+        if getattr(x, "_nonleaf", False) or not any(x is i for i in inputs):
             with torch.enable_grad(), torch.inference_mode(False):
                 m = m.clone()
     return m
@@ -201,7 +202,7 @@ def _replay_on_zeros(func: Callable, args, kwargs, inputs: list[TensorProxy]) ->
                 z = torch.zeros(shape, dtype=x.tdtype, device="cpu")
                 if x.requires_grad:
                     z.requires_grad_()
-                    if not any(x is i for i in inputs):
+                    if getattr(x, "_nonleaf", False) or not any(x is i for i in inputs):
                         with torch.enable_grad():
                             z = z.clone()
             zeros[id(x)] = z

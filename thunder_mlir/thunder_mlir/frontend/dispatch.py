@@ -38,6 +38,9 @@ _METADATA_METHODS = {
     _T.storage_offset, _T.is_signed, _T.__hash__, _T.__format__, _T.__repr__,
     _T.__str__, _T.ndimension, _T.is_inference, _T.__dir__,
 }
+# The conjugate and negative bits of eager's tensor, set by the views that make them
+# (``conj`` of a complex tensor, ``_neg_view``): read from the proxy's chain of views.
+_VIEW_BITS = {_T.is_conj, _T.is_neg}
 # Values that would need the tensor's data: an error while tracing.
 _DATA_DEPENDENT = {
     _T.__bool__: "bool(tensor)", _T.item: "tensor.item()", _T.tolist: "tensor.tolist()",
@@ -119,6 +122,11 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
         meta = _symbolic_metadata(func, args, kwargs)
         if meta is not _NOT_METADATA:
             return meta
+    if func in _VIEW_BITS:  # x.conj().is_conj(): eager's view of its root answers
+        from thunder_mlir.frontend.aliasing import eager_meta
+
+        m = eager_meta(args[0]) if type(args[0]) is TensorProxy else None
+        return False if m is None else func(m)
     if func in _METADATA_METHODS or (
             type(func).__name__ == "method-wrapper" and func not in _OP_PROPERTIES
             and func not in SYMBOLS):

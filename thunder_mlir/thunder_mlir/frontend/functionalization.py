@@ -277,6 +277,13 @@ def _into_base(base: TensorProxy, step: tuple, new: TensorProxy) -> TensorProxy:
         out = VALUE_INDEXED_WRITES[step[0]](base, step[1], step[2], new)
         if out is not None:
             return out
+    if v is not None and (v.is_conj() or v.is_neg()):
+        # a conjugate or negative view (``x.conj()`` of a complex x): eager's write stores
+        # the value's conjugate (negation) in the base's memory
+        if v.is_conj():
+            new = torch.conj_physical(new)
+        if v.is_neg():
+            new = torch.neg(new)
     if v is None or v.dtype != base.tdtype or tuple(v.shape) != tuple(new.tshape):
         raise NotImplementedError(
             f"{step[4]}\n  "

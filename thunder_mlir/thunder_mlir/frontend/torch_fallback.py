@@ -127,9 +127,16 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     proxies = [leaves[i] for i in positions]
     meta_leaves = list(leaves)
     data_dependent = value_guards.is_data_dependent(func, args, kwargs)
+    # one meta tensor per proxy: eager's call sees a tensor passed twice as one tensor
+    same_meta: dict[int, torch.Tensor] = {}
     for i in positions:  # (a data-dependent op's symbolic operands: value_guards.py)
-        meta_leaves[i] = leaves[i].meta if not data_dependent or not trace.unbacked or \
-            not symbolic.is_symbolic(leaves[i].tshape) else None
+        if not data_dependent or not trace.unbacked or not symbolic.is_symbolic(
+                leaves[i].tshape):
+            meta_leaves[i] = same_meta.get(id(leaves[i]))
+            if meta_leaves[i] is None:
+                meta_leaves[i] = same_meta[id(leaves[i])] = leaves[i].meta
+        else:
+            meta_leaves[i] = None
     m_args, m_kwargs = optree.tree_unflatten(spec, meta_leaves)
     trial = False  # metadata from a trial run or a documented rule: checked every real run
     pin = autocast.pin_state(trace.device)  # the autocast state the op runs under
@@ -183,6 +190,8 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         trial = True
     if written is None:
         written = [0] if _is_inplace(func, args) else []
+    if written:
+        _check_written_alone(proxies, written)
     written_metas = [meta_leaves[positions[j]] for j in written]
     out_leaves, out_spec = optree.tree_flatten(meta_out, none_is_leaf=True)
     # an output that is a written argument itself (``x.add_(1)`` returns x) is that argument
@@ -254,12 +263,62 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     for j, r in zip(written, results[len(out_pos):]):
         p = proxies[j]
         assign(p, TensorProxy(r, p.tshape, p.tdtype, trace.device))
+    # outputs eager returns as views of the first argument (``as_strided``, a complex
+    # ``conj``, ``diagonal`` where no symbol has them): views here too, so a write through
+    # one reaches its base and a write into the base reaches it (functionalization.py)
+    base_meta = meta_leaves[0] if positions and positions[0] == 0 and args and \
+        args[0] is leaves[0] and not trial and not written else None
+    views = []
     for k, i in enumerate(out_pos):
         m = out_leaves[i]
         out_leaves[i] = TensorProxy(fresh[k], result_shapes[k], m.dtype, trace.device)
+        if base_meta is not None and isinstance(m, torch.Tensor) and m.device.type == "meta" \
+                and torch._C._is_alias_of(m, base_meta):
+            views.append(out_leaves[i])
     for i, j in returned.items():
         out_leaves[i] = proxies[j]
+    if views:
+        from thunder_mlir.frontend.aliasing import mark_views
+
+        mark_views(leaves[0], views)
     return optree.tree_unflatten(out_spec, out_leaves)
+
+
+def _span(p: TensorProxy):
+    """(root, first element, one past the last) of eager's memory for ``p``, or None."""
+    from thunder_mlir.frontend.aliasing import eager_meta
+
+    root = getattr(p, "_alias_root", None)
+    m = eager_meta(p)
+    if m is None:
+        return None
+    last = m.storage_offset() + sum((n - 1) * st for n, st in zip(m.shape, m.stride()))
+    return (p if root is None else root), m.storage_offset(), last + 1 if m.numel() else 0
+
+
+def _check_written_alone(proxies: list, written: list[int]) -> None:
+    """Raise NotImplementedError (naming the line) where a fallback op writes an argument
+    whose memory overlaps another argument's without being the same tensor (``op_(x,
+    x[0])``): eager's kernel reads the other argument while it writes, in an order the
+    compiled call (which writes a copy) does not reproduce. The same tensor passed twice
+    is one copy, as eager's is one tensor (``_make_run``)."""
+    for j in written:
+        a = _span(proxies[j])
+        for k, q in enumerate(proxies):
+            if q is proxies[j] or a is None:
+                continue
+            b = _span(q)
+            if b is None or b[0] is not a[0] or a[1] >= a[2] or b[1] >= b[2]:
+                continue
+            if a[1] < b[2] and b[1] < a[2]:
+                from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+                raise NotImplementedError(
+                    f"{describe_frame(user_frame())}\n  this op writes an argument that shares "
+                    "memory with another of its arguments (a view of one tensor passed "
+                    "twice); eager's kernel reads one while it writes the other, which "
+                    "thunder_mlir's call on copies does not reproduce. Pass a .clone() of "
+                    "one of them.")
 
 
 def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spec, pin,
@@ -271,14 +330,23 @@ def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spe
     run's tensors are SSA values other steps of the plan may still read. An output that is
     one of those clones (an in-place op returns its argument) is not repeated. ``trial``:
     check each run's outputs against ``traced`` (metadata learned by a trial run)."""
+    # positions holding one proxy (``op_(x, x, x)``) share one copy: eager passes one
+    # tensor, and reads every argument through it
+    group = {j: [k for k, i in enumerate(positions) if leaves[i] is leaves[positions[j]]]
+             for j in written}
+
     def run(*tensors: torch.Tensor) -> list[torch.Tensor]:
         vals = list(leaves)
         for i, t in zip(positions, tensors):
             vals[i] = t
         clones = []
         for j in written:
-            vals[positions[j]] = tensors[j].clone()
-            clones.append(vals[positions[j]])
+            c = vals[positions[j]]
+            if c is tensors[j]:  # (not yet copied for another position of its group)
+                c = tensors[j].clone()
+                for k in group[j]:
+                    vals[positions[k]] = c
+            clones.append(c)
         a, k = optree.tree_unflatten(spec, vals)
         out = autocast.run_pinned(pin, func, a, k)
         flat = optree.tree_leaves(out, none_is_leaf=True)

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from thunder_mlir.frontend.functionalization import assign, check_overlap
 from thunder_mlir.frontend.lang import expand_to
+from thunder_mlir.frontend.metadata_writes import INPLACE_VIEWS, restride
 from thunder_mlir.frontend.symbols.registry import SYMBOLS, T, _Inline, register_inplace
 from thunder_mlir.ir import prims
 from thunder_mlir.ir.proxy import TensorProxy
@@ -80,4 +81,16 @@ def copy_(self, src, non_blocking=False):
 
 
 SYMBOLS[T.copy_] = _Inline("ltorch.copy_", copy_)
+
+
+def _inplace_view(op):
+    def impl(self, *args, **kwargs):
+        if type(self) is not TensorProxy:
+            raise TypeError(f"{op.__name__}: expected a tensor, got {type(self).__name__}")
+        return restride(self, op, args, kwargs)
+    return impl
+
+
+for _op in INPLACE_VIEWS:  # t_, transpose_, squeeze_, ...: metadata_writes.py
+    SYMBOLS[_op] = _Inline(f"ltorch.{_op.__name__}", _inplace_view(_op))
 INPLACE_VARIANTS = register_all()
