@@ -87,6 +87,8 @@ def record_view(func, args: tuple, kwargs: dict, out) -> None:
             if func in _MAY_COPY and _copies(step):
                 _unmark(o)
                 continue
+            if func in _STRIDE_CHECKED:
+                _check_strides(step)
             setattr(o, _VIEW_OF, step)
             note_unversioned_read(o)
     # (a `.data` read records itself in unversioned_reads when made: none yet, no walk)
@@ -170,6 +172,36 @@ def _copies(step) -> bool:
         return False
     out = replay_step(step, base)
     return out is not None and not torch._C._is_alias_of(out, base)
+
+
+# views whose eager kernel refuses strides it cannot view without a copy (``view`` of a
+# slice): dense here, the traced tensor would not raise
+_STRIDE_CHECKED = {T.view, T.view_as}
+
+
+def _check_strides(step) -> None:
+    """Eager's RuntimeError for the view step run on eager's geometry of its base
+    (``eager_meta``): "view size is not compatible with input tensor's size and stride",
+    raised at the user's line as a TorchOpRuntimeError."""
+    with torch._C.DisableTorchFunction():
+        base = eager_meta(step[1][0])
+    if base is None:
+        return
+    func, args, kwargs = step[:3]
+    try:
+        a, kw = optree.tree_map(lambda x: base if x is args[0] else
+                                x.meta if type(x) is TensorProxy else x,
+                                (args, kwargs), none_is_leaf=True)
+        with torch._C.DisableTorchFunction():
+            func(*a, **kw)
+    except RuntimeError as e:
+        if "view size is not compatible" in str(e):
+            from thunder_mlir.errors import TorchOpRuntimeError
+
+            raise TorchOpRuntimeError(f"{step[4]}\n  {e}\n  Eager PyTorch raises this "
+                                      "RuntimeError too (the view's strides).") from None
+    except Exception:  # noqa: BLE001 - not replayable on meta: not judged
+        return
 
 
 def _unmark(o: TensorProxy) -> None:
@@ -268,7 +300,7 @@ def shared_bases(inputs: list[TensorProxy], outputs: list[TensorProxy]) -> list[
     others. Each becomes a hidden program output (a synthetic base, as AOTAutograd's
     "output aliases an intermediate"), from which ``output_views`` regenerates the views.
     An output that is the only view of its base stays a value of its own (torch.compile
-    returns it so too)."""
+    returns it so too), unless its elements share memory (``_shares_elements``)."""
     known = {id(p) for p in inputs} | {id(o) for o in outputs}
     by_top: dict[int, tuple[TensorProxy, set]] = {}
     for o in outputs:
@@ -279,8 +311,17 @@ def shared_bases(inputs: list[TensorProxy], outputs: list[TensorProxy]) -> list[
                 direct = False
                 break
         if direct and q is not o:
-            by_top.setdefault(id(q), (q, set()))[1].add(id(o))
-    return [q for q, views in by_top.values() if len(views) > 1]
+            by_top.setdefault(id(q), (q, {}))[1][id(o)] = o
+    return [q for q, views in by_top.values()
+            if len(views) > 1 or any(_shares_elements(o) for o in views.values())]
+
+
+def _shares_elements(o: TensorProxy) -> bool:
+    """Whether eager's view ``o`` has elements that share memory (an ``expand``): eager's
+    in-place ops on it raise, so it is returned as a view of its base too."""
+    with torch._C.DisableTorchFunction():  # (the tracer's creation ops stay away)
+        m = eager_meta(o)
+        return m is not None and torch._debug_has_internal_overlap(m) == 1
 
 
 def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy],

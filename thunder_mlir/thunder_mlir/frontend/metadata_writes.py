@@ -46,6 +46,7 @@ def restride(x: TensorProxy, inplace, args: tuple, kwargs: dict) -> TensorProxy:
     Raises eager's errors for bad arguments (the view op's, run on the former self)."""
     trace = current_trace()
     view = INPLACE_VIEWS[inplace]
+    _eager_check(x, inplace, args, kwargs)
     former = TensorProxy(x.value, x.tshape, x.tdtype, x.tdevice)
     with torch._C.DisableTorchFunction():
         _T.requires_grad.__set__(former, x.requires_grad)
@@ -84,6 +85,43 @@ def restride(x: TensorProxy, inplace, args: tuple, kwargs: dict) -> TensorProxy:
         trace.input_restrides.append((restrided_input, inplace, args, kwargs,
                                       torch.is_grad_enabled(), x))
     return x
+
+
+def _eager_check(x: TensorProxy, inplace, args: tuple, kwargs: dict) -> None:
+    """Eager's RuntimeError for ``inplace(x, *args, **kwargs)`` (``t_()`` of a 3-D tensor,
+    a dim out of range), from the call run on a meta tensor of eager's geometry for ``x``,
+    raised at the user's line as a TorchOpRuntimeError."""
+    from thunder_mlir.errors import TorchOpRuntimeError
+    from thunder_mlir.frontend.aliasing import eager_meta
+    from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+    with torch._C.DisableTorchFunction():
+        m = eager_meta(x)
+    if m is None:
+        return
+    try:
+        with torch._C.DisableTorchFunction():
+            inplace(m, *args, **kwargs)
+        return
+    except RuntimeError as e:
+        error = e
+    except AssertionError:  # (a meta kernel's check: eager's CPU kernel gives its message)
+        size = m.storage_offset() + sum((n - 1) * st for n, st in zip(m.shape, m.stride())) + 1
+        if size > 1 << 20:
+            return
+        try:
+            with torch._C.DisableTorchFunction():
+                inplace(torch.zeros(size, dtype=m.dtype).as_strided(
+                    m.shape, m.stride(), m.storage_offset()), *args, **kwargs)
+            return
+        except RuntimeError as e:
+            error = e
+        except Exception:  # noqa: BLE001 - not judged here: the view op checks
+            return
+    except Exception:  # noqa: BLE001 - (a proxy among the arguments): the view op checks
+        return
+    raise TorchOpRuntimeError(f"{describe_frame(user_frame())}\n  {error}\n  Eager PyTorch "
+                              "raises this RuntimeError too.") from None
 
 
 def _replace(x: TensorProxy, former: TensorProxy, trace) -> None:
