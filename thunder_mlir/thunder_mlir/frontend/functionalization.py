@@ -162,12 +162,15 @@ def assign(p: TensorProxy, value: TensorProxy) -> None:
     if direct is not None:  # (a chain through a view whose elements share memory)
         root = chain[-1][1][0]
         new = update_view(root, direct, new)
-        chain = []
-    for step in chain:
-        base = step[1][0]
-        new = _into_base(base, step, new)
-        root = base
-    if root.requires_grad and not torch.is_grad_enabled():
+    else:
+        for step in chain:
+            base = step[1][0]
+            new = _into_base(base, step, new)
+            root = base
+    # a write through ``detach()`` changes the memory and not the root's autograd graph,
+    # as a write under no_grad() does
+    detached = any(step[0] in _DETACHING for step in chain)
+    if root.requires_grad and (not torch.is_grad_enabled() or detached):
         # eager writes the memory and leaves the autograd graph as it was: the gradient
         # flows to the tensor before the write (a momentum update, an EMA under no_grad)
         new = emit_composite(_NO_GRAD_WRITE, (root, new), {}, required=True)
@@ -262,6 +265,9 @@ def _chain(p: TensorProxy) -> list[tuple]:
         chain.append(made)
         q = made[1][0]
     return chain
+
+
+_DETACHING = frozenset({torch.Tensor.detach, torch.detach})
 
 
 def _direct_geometry(p: TensorProxy, chain: list[tuple]) -> torch.Tensor | None:
