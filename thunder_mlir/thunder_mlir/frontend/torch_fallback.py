@@ -214,7 +214,11 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
                          "arguments or among its outputs, the most one executor call holds")
 
     traced = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in out_pos]
-    run = _make_run(name, func, leaves, positions, spec, pin, written, trial, traced)
+    storage = None  # (an op that reads its first argument's storage: _make_run)
+    if func in _STORAGE_READERS and positions and positions[0] == 0:
+        storage = "input" if any(leaves[0] is q for q in trace.inputs) else \
+            "computed" if getattr(leaves[0], "_alias_root", None) is None else None
+    run = _make_run(name, func, leaves, positions, spec, pin, written, trial, traced, storage)
     if guarded is not None:
         run = guarded(run)
     structure = None if not any(p.requires_grad for p in proxies) else \
@@ -247,6 +251,8 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         op.operation.attributes[CALL_ATTR] = ir.StringAttr.get(call)
         if trial:
             op.operation.attributes[TRIAL_ATTR] = ir.UnitAttr.get()
+        if storage is not None:
+            op.operation.attributes[STORAGE_ATTR] = ir.StringAttr.get(storage)
     if differentiable is not None and len(differentiable) == len(result_types):
         op.operation.attributes[DIFFERENTIABLE] = ir.ArrayAttr.get(
             [ir.BoolAttr.get(differentiable[i]) for i in out_order])  # per op result
@@ -321,15 +327,26 @@ def _check_written_alone(proxies: list, written: list[int]) -> None:
                     "one of them.")
 
 
+# ops whose result depends on their first argument's storage offset and strides, which
+# eager reads from the tensor's own storage (as_strided's offset is the storage's)
+_STORAGE_READERS = frozenset({torch.Tensor.as_strided, torch.as_strided})
+
+
 def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spec, pin,
-              written: list[int], trial: bool, traced: list) -> Callable:
+              written: list[int], trial: bool, traced: list,
+              storage: str | None = None) -> Callable:
     """The runtime callable of a fallback call: ``func`` on the flattened arguments
     ``leaves`` (``spec``) with the run's tensors (in their own order) at ``positions``,
     under the autocast state ``pin``; returns its tensor outputs, then the new values of
     the tensors it writes (``written``, own positions), which it wrote into clones: the
     run's tensors are SSA values other steps of the plan may still read. An output that is
     one of those clones (an in-place op returns its argument) is not repeated. ``trial``:
-    check each run's outputs against ``traced`` (metadata learned by a trial run)."""
+    check each run's outputs against ``traced`` (metadata learned by a trial run).
+    ``storage`` (``_STORAGE_READERS``): "computed" when the first argument is a tensor the
+    program computed and no view, whose eager storage is its own, dense, at offset 0 (the run's tensor
+    may be an XLA buffer shared with an input: copied then); "input" when it is a program
+    input, traced as dense at offset 0: a caller's tensor that is not raises
+    NotImplementedError (eager reads the caller's storage around it)."""
     # positions holding one proxy (``op_(x, x, x)``) share one copy: eager passes one
     # tensor, and reads every argument through it
     group = {j: [k for k, i in enumerate(positions) if leaves[i] is leaves[positions[j]]]
@@ -339,6 +356,17 @@ def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spe
         vals = list(leaves)
         for i, t in zip(positions, tensors):
             vals[i] = t
+        if storage is not None:
+            t = vals[positions[0]]
+            if t.storage_offset() != 0 or not t.is_contiguous():
+                if storage == "input":
+                    raise NotImplementedError(
+                        f"{name} of an input that is a view with a storage offset or "
+                        "strides of its own: eager reads the caller's storage around the "
+                        "view, which the compiled program does not. Pass a contiguous "
+                        "tensor (x.clone()), or call as_strided outside the compiled "
+                        "function.")
+                vals[positions[0]] = t.clone(memory_format=torch.contiguous_format)
         clones = []
         for j in written:
             c = vals[positions[j]]
@@ -372,6 +400,10 @@ CALL_ATTR = "thunder.torch_call"
 # values are its last results, in that order (frontend/functionalization.py)
 WRITES_ATTR = "thunder.writes"
 TRIAL_ATTR = "thunder.trial_metadata"
+# ``thunder.storage = "input" | "computed"``: a ``_STORAGE_READERS`` call whose first
+# argument is a program input, or a tensor the program computed that is no view (a folded
+# copy may hand the call the input's buffer): ``_make_run``'s ``storage``
+STORAGE_ATTR = "thunder.storage"
 RNG_STATE_ATTR = "thunder.rng_state"
 _PLAIN = (type(None), bool, int, float, str, torch.dtype, torch.device)
 
@@ -536,8 +568,10 @@ def _rebuild(op) -> Callable:
     n_out = len(op.results) - (1 if RNG_STATE_ATTR in op.attributes else 0)
     traced = [(tuple(ir.RankedTensorType(r.type).shape), dtypes.torch_dtype(r.type))
               for r in list(op.results)[:n_out]]
+    storage = ir.StringAttr(op.attributes[STORAGE_ATTR]).value \
+        if STORAGE_ATTR in op.attributes else None
     run = _make_run(name, func, leaves, positions, spec, pin, written,
-                    TRIAL_ATTR in op.attributes, traced[:n_out - len(written)])
+                    TRIAL_ATTR in op.attributes, traced[:n_out - len(written)], storage)
     impl = permuted(run, in_order, list(range(n_out)))
     if not written:
         impl.generators = _generators(leaves, device)
