@@ -58,7 +58,8 @@ INPLACE = [
     ("fill", "{x}.fill_(3)"), ("copy", "{x}.copy_(torch.full_like({x}, 5))"),
     ("clamp", "{x}.clamp_(0, 1)"), ("sin", "{x}.sin_()"), ("add_y", "{x}.add_({y})"),
     ("mul_y", "{x}.mul_({y})"), ("setitem", "{x}[0] = 7"), ("iadd", "{x} += 1"),
-    ("t_", "{x}.t_()"), ("transpose_", "{x}.transpose_(0, -1)"), ("unsqueeze_", "{x}.unsqueeze_(0)"),
+    ("t_", "{x}.t_()"), ("transpose_", "{x}.transpose_(0, -1)"),
+    ("unsqueeze_", "{x}.unsqueeze_(0)"),
     ("squeeze_", "{x}.squeeze_()"), ("detach_", "{x}.detach_()"),
     ("add_out", "torch.add({x}, 1, out={x})"),
 ]

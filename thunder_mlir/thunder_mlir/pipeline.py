@@ -392,6 +392,7 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     # (read before tracing starts: inside it, tensor attributes go through the tracer)
     nonleaf = iter([grad_inputs is None and t.requires_grad and not t.is_leaf
                     for t in tensors])
+    caller_view = iter([t._base is not None for t in tensors])  # (detach_ raises: eager's)
     with trace.building():
         arg_types = [dtypes.tensor_type(s, t.dtype) for s, t in zip(shapes, tensors)]
         values = iter(trace.begin(arg_types))
@@ -411,6 +412,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                                 trace.device, next(rg))
                 if next(nonleaf):  # eager writes it in place (differentiability.py)
                     p._nonleaf = True
+                if next(caller_view):
+                    p._caller_view = True
                 trace.inputs.append(p)
                 proxy_leaves.append(p)
             else:

@@ -303,14 +303,17 @@ def shared_bases(inputs: list[TensorProxy], outputs: list[TensorProxy]) -> list[
     returns it so too), unless its elements share memory (``_shares_elements``)."""
     known = {id(p) for p in inputs} | {id(o) for o in outputs}
     by_top: dict[int, tuple[TensorProxy, set]] = {}
+    inputs_ = {id(p) for p in inputs}
     for o in outputs:
         q, direct = o, True
         while (made := getattr(q, _VIEW_OF, None)) is not None:
             q = made[1][0]
-            if id(q) in known:  # a view of an input or of another output: a recipe of it
+            if id(q) in inputs_:  # a view of an input: a recipe of it
                 direct = False
                 break
-        if direct and q is not o:
+        # (through another output too: ``v = t.t(); return v, v.as_strided(...)`` needs
+        # v as eager's view of t, with t's strides)
+        if direct and q is not o and id(q) not in known:
             by_top.setdefault(id(q), (q, {}))[1][id(o)] = o
     return [q for q, views in by_top.values()
             if len(views) > 1 or any(_shares_elements(o) for o in views.values())]

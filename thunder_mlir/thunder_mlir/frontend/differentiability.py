@@ -259,6 +259,10 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
     """
     inputs = _proxies((args, kwargs))
     trace = current_trace()
+    if torch.is_grad_enabled():  # (a view whose base was written since it was made)
+        for p in inputs:
+            if p.__dict__.get(REWRITTEN_VIEW) and p.requires_grad:
+                _raise_rebased_view_error(p)
     if trace.region_reads:  # (what a cond branch or a checkpoint reads from outside)
         trace.note_region_reads(inputs)
     if torch.is_inference_mode_enabled():  # eager's results are inference tensors
@@ -268,6 +272,71 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
                 o._inference = True
         return out
     return _track(func, args, kwargs, call, inputs)
+
+
+# proxy attribute: a view whose base (or another view of it) was written in place after
+# the view was made (``functionalization.assign``, ``metadata_writes.restride``)
+REWRITTEN_VIEW = "_rewritten_view"
+
+
+def note_base_written(root: TensorProxy, written: TensorProxy | None) -> None:
+    """After an in-place write into ``root``'s memory (through ``written``, one of its
+    views, or ``root`` itself): every other view of ``root`` made so far is marked
+    (``REWRITTEN_VIEW``), for ``_raise_rebased_view_error``."""
+    for r in getattr(root, "_views", ()):
+        v = r()
+        if v is not None and v is not written:
+            v.__dict__[REWRITTEN_VIEW] = True
+
+
+def _raise_rebased_view_error(p: TensorProxy) -> None:
+    """Raise ``rebased_view_error(p)`` (at the user's line) where there is one."""
+    from thunder_mlir.errors import TorchOpRuntimeError
+    from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+    message = rebased_view_error(p)
+    if message is not None:
+        raise TorchOpRuntimeError(f"{describe_frame(user_frame())}\n  {message}\n  Eager "
+                                  "PyTorch raises this RuntimeError too.")
+
+
+def rebased_view_error(p: TensorProxy) -> str | None:
+    """Eager's RuntimeError where an op reads the view ``p`` (which requires grad, in grad
+    mode) after its base was written in place and ``p``'s creation forbids that: an output
+    of an op that returns several views (``split``, ``unbind``, ``chunk``: "Output 1 of
+    Split is a view and its base or another view of its base has been modified inplace"),
+    and views of it. Eager raises when it rebuilds the view's ``grad_fn``
+    (``handle_view_on_rebase``, torch/csrc/autograd/variable.cpp); here the view's chain
+    is replayed on a meta base that requires grad, the base written, and the view's
+    ``grad_fn`` read, so the rule and the message are eager's. None where eager does not
+    raise (or it cannot be replayed on meta)."""
+    from thunder_mlir.frontend.aliasing import _VIEW_OF, replay_step
+
+    chain, q = [], p
+    while (made := getattr(q, _VIEW_OF, None)) is not None:
+        chain.append(made)
+        q = made[1][0]
+    if not chain or any(type(n) is not int for n in q.tshape) or not is_inexact(q.tdtype):
+        return None
+    try:
+        with torch._C.DisableTorchFunction(), torch.enable_grad():
+            base = torch.empty(q.tshape, dtype=q.tdtype, device="meta",
+                               requires_grad=True).clone()
+            m = base
+            for step in reversed(chain):
+                with torch.set_grad_enabled(step[5]):
+                    m = replay_step(step, m)
+                if m is None:
+                    return None
+            with torch.no_grad():
+                base.add_(0)
+    except Exception:  # noqa: BLE001 - not replayable on meta: not judged
+        return None
+    try:
+        m.grad_fn
+    except RuntimeError as e:
+        return str(e)
+    return None
 
 
 def _mutates_a_twin(func, args, grad: bool) -> bool:
@@ -611,6 +680,11 @@ def backward_error(outputs: list[TensorProxy]) -> str | None:
     for gradient computation has been modified by an inplace operation"), or a derivative
     eager does not implement. None when the twin graph raises nothing (or cannot tell:
     a twin is missing where an op ran without a replay)."""
+    for o in outputs:  # a view eager's backward cannot rebuild (``rebased_view_error``)
+        if o.requires_grad and o.__dict__.get(REWRITTEN_VIEW):
+            message = rebased_view_error(o)
+            if message is not None:
+                return message
     twins = [o._mirror for o in outputs
              if o.requires_grad and getattr(o, "_mirror_of", None) is not None
              and o._mirror_of == o.value and o._mirror.requires_grad]
@@ -672,7 +746,7 @@ def _saved_attributes(fn) -> list[str]:
 
 def _reachable(roots: list[torch.Tensor]) -> list:
     """The autograd nodes the ``grad_fn`` of ``roots`` reach, each once."""
-    seen, stack, nodes = set(), [r.grad_fn for r in roots if r.grad_fn is not None], []
+    seen, stack, nodes = set(), [f for r in roots if (f := _grad_fn(r)) is not None], []
     while stack:
         fn = stack.pop()
         if fn is None or fn in seen:

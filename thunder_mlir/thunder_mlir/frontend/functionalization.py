@@ -139,7 +139,12 @@ def write_inplace(self: TensorProxy, out: TensorProxy, what: str) -> TensorProxy
     if out.tdtype != self.tdtype and not torch.can_cast(out.tdtype, self.tdtype):
         raise RuntimeError(f"result type {type_name(out.tdtype)} can't be cast to the "
                            f"desired output type {type_name(self.tdtype)}")
-    assign(self, prims.convert_element_type(out, self.tdtype))
+    global _uniform_write
+    _uniform_write = what in _UNIFORM
+    try:
+        assign(self, prims.convert_element_type(out, self.tdtype))
+    finally:
+        _uniform_write = False
     return self
 
 
@@ -181,6 +186,10 @@ def assign(p: TensorProxy, value: TensorProxy) -> None:
         # ``self: zeros_like(grad)``), so the inputs behind it still get a .grad
         new = keep_edge(new, root)
     old, root.value = root.value, new.value
+    if getattr(root, "_has_views", False):  # (eager's check of views made before: later)
+        from thunder_mlir.frontend.differentiability import note_base_written
+
+        note_base_written(root, p)
     twin_of = getattr(root, "_mirror_of", None)
     if twin_of is not None and twin_of == old:  # its eager twin was written through the
         root._mirror_of = root.value  # view's (differentiability.py): it stays the twin
@@ -340,7 +349,7 @@ def update_view(base: TensorProxy, view: torch.Tensor, new: TensorProxy) -> Tens
     sizes, strides, offset = tuple(view.shape), tuple(view.stride()), view.storage_offset()
     if math.prod(sizes) == 0:
         return base
-    uniform = _is_uniform(new)
+    uniform = _uniform_write
     if torch._debug_has_internal_overlap(view) == 1 and _made_by(new) == "ltorch.index_assign":
         from thunder_mlir.frontend.locations import describe_frame, user_frame
 
@@ -369,10 +378,11 @@ def update_view(base: TensorProxy, view: torch.Tensor, new: TensorProxy) -> Tens
     return _scatter_update(base, new, sizes, strides, offset, uniform)
 
 
-# composites whose result holds one value in every element (fill_, zero_): written into a
-# view whose elements share memory, every copy of an element gets that value, as in eager
-_UNIFORM = frozenset({"ltorch.fill", "ltorch.zeros_like", "ltorch.ones_like",
-                      "ltorch.full_like"})
+# in-place ops that write one value into every element and that eager runs on a view whose
+# elements share memory (no internal-overlap check): every copy of an element gets that
+# value, as in eager. ``_uniform_write``: one of them is being written (``write_inplace``)
+_UNIFORM = frozenset({"ltorch.fill_", "ltorch.zeros_like_"})  # (fill_, zero_)
+_uniform_write = False
 
 
 def _made_by(new: TensorProxy) -> str | None:
@@ -387,10 +397,6 @@ def _made_by(new: TensorProxy) -> str | None:
         return None
     return ir.StringAttr(op.attributes["name"]).value
 
-
-def _is_uniform(new: TensorProxy) -> bool:
-    """Whether ``new`` is the result of a composite in ``_UNIFORM``."""
-    return _made_by(new) in _UNIFORM
 
 
 def _contiguous_strides(shape) -> list[int]:

@@ -47,6 +47,11 @@ def restride(x: TensorProxy, inplace, args: tuple, kwargs: dict) -> TensorProxy:
     trace = current_trace()
     view = INPLACE_VIEWS[inplace]
     _eager_check(x, inplace, args, kwargs)
+    from thunder_mlir.frontend.differentiability import note_base_written
+
+    # (an in-place op on x for eager's version counter: the views made before it)
+    root = getattr(x, "_alias_root", None)  # (no `or`: bool() of a proxy reads data)
+    note_base_written(x if root is None else root, x)
     former = TensorProxy(x.value, x.tshape, x.tdtype, x.tdevice)
     with torch._C.DisableTorchFunction():
         _T.requires_grad.__set__(former, x.requires_grad)

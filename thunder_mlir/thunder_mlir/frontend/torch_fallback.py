@@ -122,6 +122,8 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     name = qualified_name(func)
     args = tuple(_sizes_as_ints(a) for a in args)  # (each argument, not the tuple of them)
     kwargs = {k: _sizes_as_ints(v) for k, v in kwargs.items()}
+    if func in _STORAGE_READERS:
+        args, kwargs = _on_root(args, kwargs)
     leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
     positions = [i for i, leaf in enumerate(leaves) if type(leaf) is TensorProxy]
     proxies = [leaves[i] for i in positions]
@@ -332,6 +334,30 @@ def _check_written_alone(proxies: list, written: list[int]) -> None:
 _STORAGE_READERS = frozenset({torch.Tensor.as_strided, torch.as_strided})
 
 
+def _on_root(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``as_strided(view, size, stride, offset)``'s arguments with the view replaced by the
+    tensor at the top of its chain of views and the offset made explicit (the view's own
+    by default): eager's call reads the storage the view shares with that tensor, not the
+    view's elements. Unchanged where ``args[0]`` is no view or its geometry is unknown."""
+    from thunder_mlir.frontend.aliasing import _VIEW_OF, _top, eager_meta
+
+    v = args[0] if args else None
+    if type(v) is not TensorProxy or getattr(v, _VIEW_OF, None) is None:
+        return args, kwargs
+    with torch._C.DisableTorchFunction():
+        m = eager_meta(v)
+    root = _top(v)
+    if m is None or root.tdtype != v.tdtype or m.is_conj() or m.is_neg():
+        return args, kwargs
+    names = ("size", "stride", "storage_offset")
+    given = dict(zip(names, args[1:]), **kwargs)
+    if "size" not in given or "stride" not in given:
+        return args, kwargs
+    offset = given.get("storage_offset")
+    return (root, given["size"], given["stride"],
+            m.storage_offset() if offset is None else offset), {}
+
+
 def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spec, pin,
               written: list[int], trial: bool, traced: list,
               storage: str | None = None) -> Callable:
@@ -343,9 +369,9 @@ def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spe
     one of those clones (an in-place op returns its argument) is not repeated. ``trial``:
     check each run's outputs against ``traced`` (metadata learned by a trial run).
     ``storage`` (``_STORAGE_READERS``): "computed" when the first argument is a tensor the
-    program computed and no view, whose eager storage is its own, dense, at offset 0 (the run's tensor
-    may be an XLA buffer shared with an input: copied then); "input" when it is a program
-    input, traced as dense at offset 0: a caller's tensor that is not raises
+    program computed and no view, whose eager storage is its own, dense, at offset 0 (the
+    run's tensor may be an XLA buffer shared with an input: copied); "input" when it is a
+    program input, traced as dense at offset 0: a caller's tensor that is not raises
     NotImplementedError (eager reads the caller's storage around it)."""
     # positions holding one proxy (``op_(x, x, x)``) share one copy: eager passes one
     # tensor, and reads every argument through it
@@ -358,7 +384,9 @@ def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spe
             vals[i] = t
         if storage is not None:
             t = vals[positions[0]]
-            if t.storage_offset() != 0 or not t.is_contiguous():
+            if storage == "computed":  # (its own storage: never an input's buffer)
+                vals[positions[0]] = t.clone(memory_format=torch.contiguous_format)
+            elif t.storage_offset() != 0 or not t.is_contiguous():
                 if storage == "input":
                     raise NotImplementedError(
                         f"{name} of an input that is a view with a storage offset or "
@@ -366,7 +394,6 @@ def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spe
                         "view, which the compiled program does not. Pass a contiguous "
                         "tensor (x.clone()), or call as_strided outside the compiled "
                         "function.")
-                vals[positions[0]] = t.clone(memory_format=torch.contiguous_format)
         clones = []
         for j in written:
             c = vals[positions[j]]
