@@ -251,3 +251,33 @@ def test_detach_of_a_base_keeps_its_views_and_of_a_caller_view_raises():
         g(base[1:3])
     with pytest.raises(RuntimeError, match="Can't detach views in-place"):
         J(g)(base[1:3])
+
+
+def test_eager_shape_errors_found_by_the_generator():
+    """``t()`` of a 3-D view made by ``unfold``, ``unfold`` wider than its dim: eager's
+    RuntimeErrors (``x.T`` still reverses every dim); an op's own argument error comes
+    before the error of a view rebased by an in-place write."""
+    def f(x):
+        return (x * 2).unfold(0, 2, 2).t()
+
+    def g(x):
+        return (x * 2).unsqueeze(0).unfold(0, 2, 2)
+
+    def h(x):
+        t = x.clone()
+        v = t.unbind(0)[1]
+        t.mul_(2)
+        return v.chunk(2, 1)[0]
+    x = torch.ones(4, 6)
+    with pytest.raises(RuntimeError, match=r"t\(\) expects a tensor with <= 2 dimensions"):
+        J(f)(x)
+    with pytest.raises(RuntimeError, match="maximum size for tensor at dimension 0 is 1"):
+        J(g)(x)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        h(x.requires_grad_())
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        J(h)(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = torch.randn(2, 3, 4)
+        assert torch.equal(J(lambda y: y.T * 1)(y), y.T)

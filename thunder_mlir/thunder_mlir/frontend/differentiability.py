@@ -259,10 +259,18 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
     """
     inputs = _proxies((args, kwargs))
     trace = current_trace()
-    if torch.is_grad_enabled():  # (a view whose base was written since it was made)
-        for p in inputs:
-            if p.__dict__.get(REWRITTEN_VIEW) and p.requires_grad:
+    # a view whose base was written since it was made: eager's error, after the op's own
+    # argument checks (``_raise_rebased_view_error``)
+    rebased = [p for p in inputs if p.__dict__.get(REWRITTEN_VIEW) and p.requires_grad] \
+        if torch.is_grad_enabled() else ()
+    if rebased:
+        call_ = call
+
+        def call():
+            out = call_()
+            for p in rebased:
                 _raise_rebased_view_error(p)
+            return out
     if trace.region_reads:  # (what a cond branch or a checkpoint reads from outside)
         trace.note_region_reads(inputs)
     if torch.is_inference_mode_enabled():  # eager's results are inference tensors
