@@ -281,3 +281,36 @@ def test_eager_shape_errors_found_by_the_generator():
         warnings.simplefilter("ignore")
         y = torch.randn(2, 3, 4)
         assert torch.equal(J(lambda y: y.T * 1)(y), y.T)
+
+
+def test_out_argument_computes_then_writes():
+    """``out=``: computed, then written into ``out`` (refused in issue 46's survey)."""
+    def f(x, y, z):
+        torch.add(x, y, out=z)
+        return z * 2
+
+    def g(x):
+        a, b = torch.empty(()), torch.empty(())
+        r = torch.aminmax(x, out=(a, b))
+        return a, b, r.min
+
+    def h(x):
+        t = x.clone()
+        v = t[0]
+        torch.add(t, 1, out=t)
+        o = torch.empty(8)
+        torch.cat([x.flatten(), x.flatten()], out=o)
+        return v, o
+    ze, za = torch.zeros(2), torch.zeros(2)
+    assert _same(J(f)(torch.ones(2), torch.ones(2), za), f(torch.ones(2), torch.ones(2), ze))
+    assert _same(za, ze)
+    x = torch.arange(4.)
+    for a, e in zip(J(g)(x), g(x)):
+        assert _same(a, e)
+    x = torch.arange(4.).reshape(2, 2)
+    for a, e in zip(J(h)(x), h(x)):
+        assert _same(a, e)
+    with pytest.raises(RuntimeError, match="functions with out=... arguments don't support"):
+        J(f)(torch.ones(2, requires_grad=True), torch.ones(2), torch.zeros(2))
+    with pytest.raises(NotImplementedError, match="eager resizes"):
+        J(f)(torch.ones(2), torch.ones(2), torch.zeros(3))
