@@ -314,3 +314,18 @@ def test_out_argument_computes_then_writes():
         J(f)(torch.ones(2, requires_grad=True), torch.ones(2), torch.zeros(2))
     with pytest.raises(NotImplementedError, match="eager resizes"):
         J(f)(torch.ones(2), torch.ones(2), torch.zeros(3))
+
+
+def test_resize_runs_where_eager_is_defined_and_is_refused_elsewhere():
+    def smaller(x):
+        return (x * 2).resize_(2)
+
+    def same(x):
+        return x.resize_(3) + 1
+    x = torch.arange(3.)
+    assert _same(J(smaller)(x), smaller(x.clone()))
+    assert _same(J(same)(x.clone()), same(x.clone()))
+    with pytest.raises(NotImplementedError, match="resize_ of an input"):
+        J(lambda x: x.resize_(6))(torch.ones(3))
+    with pytest.raises(NotImplementedError, match="resize_ to more elements"):
+        J(lambda x: (x * 1).resize_as_(torch.ones(5)))(torch.ones(3))
