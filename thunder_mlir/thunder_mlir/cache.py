@@ -101,6 +101,10 @@ class CacheEntry:
     num_outputs: int = 0
     diff_outputs: list[bool] = field(default_factory=list)
     wrt: list[int] = field(default_factory=list)  # tensor-input indices that get gradients
+    # the tensor-input indices of the inputs written in place with a value that requires
+    # grad: written back by a ``copy_`` that autograd records (function.py ``_write_back``),
+    # so the caller's tensor gets a grad_fn, eager's leaf errors and version bump
+    dirty_writes: frozenset = frozenset()
     residual_bytes: int = 0
     # the inputs (identities, data pointers) of the last call whose written inputs were
     # found apart from the other inputs (runtime/write_back.py ``check_separate``)

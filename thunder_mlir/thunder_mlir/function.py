@@ -322,7 +322,9 @@ class ThunderFunction:
         if entry.mutated_inputs:
             k = len(entry.mutated_inputs)
             if entry.resident is None:  # (a resident entry's run wrote them)
-                if torch.is_grad_enabled():
+                if entry.dirty_writes:  # (values that require grad: _write_dirty)
+                    _write_dirty(entry, tensors, outs[-k:])
+                elif torch.is_grad_enabled():
                     with torch.no_grad():
                         write_back(tensors, entry.mutated_inputs, outs[-k:])
                 else:  # (generate's decode loop: the context manager is ~1.5 us a call)
@@ -442,6 +444,26 @@ class ThunderFunction:
                                   for k, ((i, d), why) in
                                   enumerate(zip(entry.sym_sources, entry.sym_reasons))}
         return entry
+
+
+def _write_dirty(entry: CacheEntry, tensors: list, values: list) -> None:
+    """Write the program's new values of its written inputs (``values``, in
+    ``entry.mutated_inputs`` order) into the caller's tensors. Those written with a value that
+    requires grad (``entry.dirty_writes``) are written first, by a ``copy_`` that autograd
+    records, as eager's in-place op: the caller's tensor gets a ``grad_fn`` (a view's base a
+    ``CopySlices``), its old value's gradient flows through the program's node, its version
+    goes up, and eager's RuntimeErrors are raised before anything is written for a leaf that
+    requires grad ("a leaf Variable that requires grad is being used in an in-place
+    operation") or a view of one. The others are written without grad."""
+    dirty = entry.dirty_writes
+    with torch.enable_grad():
+        for i, v in zip(entry.mutated_inputs, values):
+            if i in dirty:
+                tensors[i].copy_(v)
+    rest = [(i, v) for i, v in zip(entry.mutated_inputs, values) if i not in dirty]
+    if rest:
+        with torch.no_grad():
+            write_back(tensors, [i for i, _ in rest], [v for _, v in rest])
 
 
 def _dynamic_entry(entry, leaves):

@@ -347,7 +347,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                    grad_inputs: list[bool] | None = None, watch=(), dynamic_dims=None,
                    known_values=None, unbacked: bool = False, recompile_limit: int = 8,
                    guessed: set | None = None, no_guess=frozenset(),
-                   index_checks: bool = False, guard_writes: bool = False):
+                   index_checks: bool = False, guard_writes: bool = False,
+                   output_bases: bool = False):
     """Trace ``fn`` on proxies for the tensor leaves (requiring grad as the tensors do, or
     as ``grad_inputs`` says per tensor).
 
@@ -366,6 +367,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     queries in ``no_guess``, whose values are computed. ``guard_writes``: with index
     checks, the written inputs' new values keep the old ones unless every check held
     (``runtime_checks.unless_failed``; ``trace.writes_guarded`` says whether it could).
+    ``output_bases``: intermediates two outputs are views of are hidden outputs after the
+    state outputs (``trace.shared_bases``; aliasing.shared_bases).
     """
     compat.install()
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
@@ -387,6 +390,10 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     for i, ds in sorted((dynamic_dims or {}).items()):  # (dynamic shapes: dynamic.py)
         shapes[i] = tuple(env.new_symbol((i, d), n, ds[d]) if d in ds else n
                           for d, n in enumerate(shapes[i]))
+    # (read before tracing starts: inside it, tensor attributes go through the tracer)
+    nonleaf = iter([grad_inputs is None and t.requires_grad and not t.is_leaf
+                    for t in tensors])
+    caller_view = iter([t._base is not None for t in tensors])  # (detach_ raises: eager's)
     with trace.building():
         arg_types = [dtypes.tensor_type(s, t.dtype) for s, t in zip(shapes, tensors)]
         values = iter(trace.begin(arg_types))
@@ -404,6 +411,10 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                 p = TensorProxy(v, next(shape_of),
                                 dtypes.torch_dtype(ir.RankedTensorType(v.type).element_type),
                                 trace.device, next(rg))
+                if next(nonleaf):  # eager writes it in place (differentiability.py)
+                    p._nonleaf = True
+                if next(caller_view):
+                    p._caller_view = True
                 trace.inputs.append(p)
                 proxy_leaves.append(p)
             else:
@@ -459,6 +470,11 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
         results += [p.value for p in objects.tensors]
         trace.objects = (writes, out_objects, objects.tensors) \
             if writes or out_objects else None
+        # intermediates two outputs are views of: hidden outputs, the views regenerated
+        # from them after the run (aliasing.shared_bases)
+        trace.shared_bases = [] if not output_bases else aliasing.shared_bases(
+            trace.inputs, [x for x in out_leaves if type(x) is TensorProxy] + objects.tensors)
+        results += [p.value for p in trace.shared_bases]
         written = sorted(trace.mutated_inputs.items())
         news = [p for _, p in written]
         code_ = runtime_checks.code(trace) if trace.checks else None
@@ -575,7 +591,8 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                 fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None,
                 watch=watch, dynamic_dims=dynamic_dims, known_values=known,
                 unbacked=unbacked, recompile_limit=recompile_limit, guessed=guessed,
-                no_guess=no_guess, index_checks=True, guard_writes=donate_writes)
+                no_guess=no_guess, index_checks=True, guard_writes=donate_writes,
+                output_bases=not joint)
             # (unbacked sizes: a guard relating two of them)
             trace.shape_env.check_unbacked_guards(trace.unbacked_groups)
             pinned = {k for sym, k in trace.guessed_symbols.items()
@@ -602,12 +619,14 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     # (before the passes rewrite the values the proxies hold)
     output_views = [] if joint else aliasing.output_views(
         trace.inputs, [x for x in out_leaves if type(x) is TensorProxy] +
-        (trace.objects[2] if trace.objects else []))
+        (trace.objects[2] if trace.objects else []), trace.shared_bases,
+        trace.input_restrides)
     eager_backward_error = differentiability.backward_error(
         [x for x in out_leaves if type(x) is TensorProxy])
     # the outputs eager's autograd would track (differentiability.py): grad mode at the
     # call and inside the program (no_grad/enable_grad regions), detach, op derivatives
-    state_outs = trace.objects[2] if trace.objects else []  # (pytrees.py)
+    # (pytrees.py; then the hidden shared bases of outputs, aliasing.shared_bases)
+    state_outs = (trace.objects[2] if trace.objects else []) + trace.shared_bases
     diff_outputs = [x.requires_grad for x in out_leaves if type(x) is TensorProxy] + \
         [x.requires_grad for x in state_outs]
     needs_grad = any(diff_outputs) or joint is not None
@@ -620,9 +639,12 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                                    "shapes")
     # (an input that requires grad written under no_grad() keeps its gradient path, as
     # eager's: frontend/functionalization.py; one written otherwise is eager's leaf error)
-    refused = [i for i, p in trace.mutated_inputs.items()
-               if tensors[i].requires_grad and not getattr(p, "_no_grad_written", False)
-               and not getattr(p, "_eager_accepted_write", False)]
+    # (inputs written with a value that requires grad: the new value is a differentiable
+    # output, copied into the caller's tensor by a copy_ autograd records: function.py)
+    written_grad = [i for i, p in sorted(trace.mutated_inputs.items())
+                    if p.requires_grad and not getattr(p, "_no_grad_written", False)
+                    and not getattr(p, "_eager_accepted_write", False)]
+    refused = [i for i in written_grad if tensors[i].requires_grad] if joint else []
     if needs_grad and refused:
         names = [_paths_of_tensors(leaves, spec)[i] for i in sorted(refused)]
         raise NotImplementedError(
@@ -661,14 +683,18 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
             "Eager's backward reads that memory as written; thunder_mlir pairs such reads "
             "with their final value only outside cond/while regions. Read a copy "
             "(`x.clone()`), or write the memory after the backward.")
-    n_tail = len(trace.mutated_inputs) + (1 if trace.checks else 0)  # (not differentiated)
+    n_tail = len(trace.mutated_inputs) + (1 if trace.checks else 0)
+    # the trailing results: the written inputs' new values (differentiated where they
+    # require grad, not in a gradient program), the checks' code
+    tail_diff = [i in written_grad and not joint for i in sorted(trace.mutated_inputs)] + \
+        [False] * (1 if trace.checks else 0)
     if needs_grad:  # grad sees composites, so composite-level VJP rules can apply
         extra = len(trace.entry.arguments) - len(tensors)  # the seed: not differentiated
         trace.func_op.attributes["thunder.requires_grad"] = ir.ArrayAttr.get(
             [ir.BoolAttr.get(w, trace.ctx) for w in wrt + [False] * extra], trace.ctx)
         trace.func_op.attributes[DIFF_OUTPUTS] = ir.ArrayAttr.get(
             [ir.BoolAttr.get(d, trace.ctx)
-             for d in diff_outputs + [False] * n_tail], trace.ctx)
+             for d in diff_outputs + tail_diff], trace.ctx)
     # (the grad attributes are part of the initial stage: thunder-opt's grad reads them)
     stages.append(Stage("initial", _asm(module), time.perf_counter() - t0))
     # Each stage is one pass of the registry thunder-opt uses, built from its pipeline
@@ -758,11 +784,16 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         entry.value_accepts = dict(trace.value_accepts)  # (queries of unbacked sizes)
     if env.unbacked:  # data-dependent sizes kept symbolic: cache_info lists them
         entry.unbacked_sizes = {f"s{k}": env.reasons[k] for k in env.unbacked}
+    if joint and trace.input_restrides:
+        raise UnsupportedError("thunder_mlir.grad of a function that changes the shape or "
+                               "strides of an input in place (t_, transpose_, squeeze_, "
+                               "unsqueeze_, as_strided_) is not supported: use the "
+                               "out-of-place view (x = x.t())")
     if trace.objects:
         if joint:
             raise UnsupportedError("thunder_mlir.grad of a function that writes tensors to "
                                    "its input objects or returns objects is not supported")
-        entry.object_state = (trace.objects[0], trace.objects[1], len(state_outs))
+        entry.object_state = (trace.objects[0], trace.objects[1], len(trace.objects[2]))
     if env.input_sources:  # dynamic shapes (ir/symbolic.py): guards checked at every call
         n = len(env.input_sources)
         entry.sym_sources, entry.sym_reasons = list(env.input_sources), env.reasons[:n]
@@ -775,7 +806,9 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         entry.backward_plan = bwd
         # the forward's outputs: the program's, then the write-backs (not differentiable)
         entry.num_outputs = len(positions) + len(state_outs) + n_tail
-        entry.diff_outputs = diff_outputs + [False] * n_tail
+        entry.diff_outputs = diff_outputs + tail_diff
+        entry.dirty_writes = frozenset(i for k, i in enumerate(sorted(trace.mutated_inputs))
+                                       if tail_diff[k])
         entry.backward_error = backward_error(module) or eager_backward_error
         entry.reentrant_checkpoint = trace.reentrant_checkpoint
         entry.unversioned_inputs = tuple(region_reads.inputs_read_unversioned(trace))

@@ -87,6 +87,8 @@ def record_view(func, args: tuple, kwargs: dict, out) -> None:
             if func in _MAY_COPY and _copies(step):
                 _unmark(o)
                 continue
+            if func in _STRIDE_CHECKED:
+                _check_strides(step)
             setattr(o, _VIEW_OF, step)
             note_unversioned_read(o)
     # (a `.data` read records itself in unversioned_reads when made: none yet, no walk)
@@ -172,6 +174,36 @@ def _copies(step) -> bool:
     return out is not None and not torch._C._is_alias_of(out, base)
 
 
+# views whose eager kernel refuses strides it cannot view without a copy (``view`` of a
+# slice): dense here, the traced tensor would not raise
+_STRIDE_CHECKED = {T.view, T.view_as}
+
+
+def _check_strides(step) -> None:
+    """Eager's RuntimeError for the view step run on eager's geometry of its base
+    (``eager_meta``): "view size is not compatible with input tensor's size and stride",
+    raised at the user's line as a TorchOpRuntimeError."""
+    with torch._C.DisableTorchFunction():
+        base = eager_meta(step[1][0])
+    if base is None:
+        return
+    func, args, kwargs = step[:3]
+    try:
+        a, kw = optree.tree_map(lambda x: base if x is args[0] else
+                                x.meta if type(x) is TensorProxy else x,
+                                (args, kwargs), none_is_leaf=True)
+        with torch._C.DisableTorchFunction():
+            func(*a, **kw)
+    except RuntimeError as e:
+        if "view size is not compatible" in str(e):
+            from thunder_mlir.errors import TorchOpRuntimeError
+
+            raise TorchOpRuntimeError(f"{step[4]}\n  {e}\n  Eager PyTorch raises this "
+                                      "RuntimeError too (the view's strides).") from None
+    except Exception:  # noqa: BLE001 - not replayable on meta: not judged
+        return
+
+
 def _unmark(o: TensorProxy) -> None:
     root = o._alias_root
     del o._alias_root
@@ -219,16 +251,25 @@ def eager_meta(p: TensorProxy) -> torch.Tensor | None:
 
 
 def _chain(p: TensorProxy, roots: dict[int, tuple[str, int]]):
-    """The view steps from a root (input or earlier output) to ``p``, outermost last, and
-    the root; None when ``p`` is not a view of one."""
+    """The view steps from the nearest proper ancestor of ``p`` among ``roots`` (an input
+    or another output) to ``p``, outermost last, and that root; None when ``p`` is not a
+    view of one."""
     steps = []
-    while id(p) not in roots:
+    while True:
         made = getattr(p, _VIEW_OF, None)
         if made is None:
             return None
         steps.append(made)
         p = made[1][0]
-    return roots[id(p)], list(reversed(steps))
+        if id(p) in roots:
+            return roots[id(p)], list(reversed(steps))
+
+
+def _top(p: TensorProxy) -> TensorProxy:
+    """The tensor at the top of ``p``'s chain of views (``p`` when it is no view)."""
+    while (made := getattr(p, _VIEW_OF, None)) is not None:
+        p = made[1][0]
+    return p
 
 
 class _Input:
@@ -252,33 +293,107 @@ class _Like:
         self.shape, self.dtype = shape, dtype
 
 
-def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy]) -> list[tuple]:
-    """Recipes ``(output position, ("input" | "output", index), steps)`` for the outputs
-    that are, or are views of, an input or an earlier output; a step is ``(func, args,
-    kwargs, output index)`` with its tensors replaced by markers (no proxy is kept). Raises
-    NotImplementedError for a view eager makes with a computed tensor as an argument."""
+def shared_bases(inputs: list[TensorProxy], outputs: list[TensorProxy]) -> list[TensorProxy]:
+    """The tensors computed in the program, neither inputs nor outputs, of which two or more
+    outputs are views (``out = a * 3; return out[0], out[1:]``, ``*out.unbind(0)``): eager's
+    outputs share that tensor's memory, so a write into one after the call shows through the
+    others. Each becomes a hidden program output (a synthetic base, as AOTAutograd's
+    "output aliases an intermediate"), from which ``output_views`` regenerates the views.
+    An output that is the only view of its base stays a value of its own (torch.compile
+    returns it so too), unless its elements share memory (``_shares_elements``)."""
+    known = {id(p) for p in inputs} | {id(o) for o in outputs}
+    by_top: dict[int, tuple[TensorProxy, set]] = {}
+    inputs_ = {id(p) for p in inputs}
+    for o in outputs:
+        q, direct = o, True
+        while (made := getattr(q, _VIEW_OF, None)) is not None:
+            q = made[1][0]
+            if id(q) in inputs_:  # a view of an input: a recipe of it
+                direct = False
+                break
+        # (through another output too: ``v = t.t(); return v, v.as_strided(...)`` needs
+        # v as eager's view of t, with t's strides)
+        if direct and q is not o and id(q) not in known:
+            by_top.setdefault(id(q), (q, {}))[1][id(o)] = o
+    return [q for q, views in by_top.values()
+            if len(views) > 1 or any(_shares_elements(o) for o in views.values())]
+
+
+def _shares_elements(o: TensorProxy) -> bool:
+    """Whether eager's view ``o`` has elements that share memory (an ``expand``): eager's
+    in-place ops on it raise, so it is returned as a view of its base too."""
+    with torch._C.DisableTorchFunction():  # (the tracer's creation ops stay away)
+        m = eager_meta(o)
+        return m is not None and torch._debug_has_internal_overlap(m) == 1
+
+
+def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy],
+                 hidden: list[TensorProxy] = (), restrides: list[tuple] = ()) -> list[tuple]:
+    """Recipes ``(output position, ("input" | "restrided" | "output", index), steps)`` for
+    the outputs that are, or are views of, an input or another output (``hidden``: the
+    shared bases, program outputs after ``outputs`` that the user does not get:
+    ``shared_bases``); a step is ``(func, args, kwargs, output index)`` with its tensors
+    replaced by markers (no proxy is kept). ``restrides``: the in-place view ops on inputs
+    (``Trace.input_restrides``, metadata_writes.py), each a recipe ``(None, ("restride",
+    input index), [(op, args, kwargs, grad mode)])`` run on the caller's tensor after the
+    recipes that read the input as it was and before those that read it restrided (root
+    kind "restrided"). The list is in the order ``apply`` runs it (a recipe after the one
+    of its root), and ends with ``(None, ("drop", n), [])`` when there are ``n`` hidden
+    outputs. Raises NotImplementedError for a view eager makes with a computed tensor as an
+    argument."""
+    outs = list(outputs) + list(hidden)
     roots = {id(p): ("input", i) for i, p in enumerate(inputs)}
+    for i, *_, x in restrides:
+        roots[id(x)] = ("restrided", i)
+    for pos, o in enumerate(outs):
+        roots.setdefault(id(o), ("output", pos))
     inputs_by_id = {id(p): i for i, p in enumerate(inputs)}
     # SSA values of the arguments and of the outputs so far: an output that is one of them
     # without being a view in eager (x.clone(), an op that folds to its input) would come
     # back from XLA as the same buffer: it is copied
     taken = set(p.value for p in inputs if type(p.value.owner) is ir.Block)
-    recipes = []
-    for pos, o in enumerate(outputs):
-        found = _chain(o, roots)
+    recipes: dict[int, tuple] = {}
+    for pos, o in enumerate(outs):
         recipe = None
-        if found is not None:
-            root, steps = found
-            templates = [_template(step, inputs_by_id) for step in steps]
-            if all(t is not None for t in templates):  # (None: a step copies, as eager)
-                recipe = (pos, root, templates)
+        if roots[id(o)] != ("output", pos):  # the same tensor returned again
+            recipe = (pos, roots[id(o)], [])
+        else:
+            found = _chain(o, roots)
+            if found is not None:
+                root, steps = found
+                templates = [_template(step, inputs_by_id) for step in steps]
+                if all(t is not None for t in templates):  # (None: a step copies, as eager)
+                    recipe = (pos, root, templates)
         if recipe is None and o.value in taken:
             recipe = (pos, ("copy", pos), [])
         if recipe is not None:
-            recipes.append(recipe)
+            recipes[pos] = recipe
         taken.add(o.value)
-        roots.setdefault(id(o), ("output", pos))
-    return recipes
+    ordered: list[tuple] = []
+    done: set[int] = set()
+
+    def restrided(pos: int) -> bool:  # reads an input after its in-place view ops
+        kind, i = recipes[pos][1]
+        return kind == "restrided" or kind == "output" and i in recipes and restrided(i)
+
+    def emit(pos: int) -> None:  # a recipe after the recipe of the output it reads
+        if pos in done:
+            return
+        done.add(pos)
+        kind, i = recipes[pos][1]
+        if kind == "output" and i in recipes:
+            emit(i)
+        ordered.append(recipes[pos])
+    for pos in sorted(recipes):
+        if not restrided(pos):
+            emit(pos)
+    for i, op, args, kwargs, grad_mode, _ in restrides:
+        ordered.append((None, ("restride", i), [(op, args, kwargs, grad_mode)]))
+    for pos in sorted(recipes):
+        emit(pos)
+    if hidden:
+        ordered.append((None, ("drop", len(hidden)), []))
+    return ordered
 
 
 def _template(step, inputs_by_id: dict[int, int]) -> tuple:
@@ -335,13 +450,22 @@ def _aliases_on_meta(func, args, kwargs, k) -> bool:
 
 def apply(recipes: list[tuple], outs: list[torch.Tensor], tensors) -> list[torch.Tensor]:
     """``outs`` (the program's output tensors) with each recipe's output replaced by eager's
-    view of its base (an input tensor of this call, or an earlier output)."""
+    view of its base (an input tensor of this call, or another output), and the hidden
+    shared bases at its end dropped (``output_views``)."""
     outs = list(outs)
     for pos, (kind, i), steps in recipes:
         if kind == "copy":  # a new tensor whose buffer XLA shares with another
             outs[pos] = outs[pos].clone()
             continue
-        value = tensors[i] if kind == "input" else outs[i]
+        if kind == "drop":  # the shared bases (``shared_bases``): not the user's
+            del outs[len(outs) - i:]
+            continue
+        if kind == "restride":  # an in-place view op on the caller's tensor
+            for op, args, kwargs, grad_mode in steps:
+                with torch.set_grad_enabled(grad_mode):
+                    op(tensors[i], *args, **kwargs)
+            continue
+        value = outs[i] if kind == "output" else tensors[i]
         for func, args, kwargs, k, grad_mode in steps:
             def real(x, base=value):
                 if x is _BASE:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import torch
 
+from thunder_mlir.ir.dtypes import is_inexact
+
 from thunder_mlir.ir.proxy import TensorProxy
 
 _T = torch.Tensor
@@ -70,7 +72,9 @@ def detach_(x: TensorProxy) -> TensorProxy:
     detach); eager's RuntimeError for a view; refused for an input that requires grad."""
     from thunder_mlir.ir import prims
 
-    if getattr(x, "_alias_root", None) is not None:
+    from thunder_mlir.frontend.metadata_writes import is_eager_view
+
+    if is_eager_view(x) or x.__dict__.get("_caller_view", False):
         raise RuntimeError("Can't detach views in-place. Use detach() instead. If you are "
                            "using DistributedDataParallel (DDP) for training, and "
                            "gradient_as_bucket_view is set as True, gradients are views of "
@@ -82,6 +86,18 @@ def detach_(x: TensorProxy) -> TensorProxy:
     if _is_input(x):
         _refuse("detach_() of an input that requires grad",
                 "it would detach the caller's tensor. Use x = x.detach().")
+    # its views made so far keep eager's autograd state (they still require grad): each
+    # gets its eager twin now, from x's before the detach
+    from thunder_mlir.frontend.differentiability import _fresh_twin, _is_current, _twin_of_view
+    from thunder_mlir.frontend.tracing import current_trace
+
+    views = [v for r in getattr(x, "_views", ()) if (v := r()) is not None]
+    if views and is_inexact(x.tdtype):
+        if not _is_current(x):
+            x._mirror, x._mirror_of = _fresh_twin(x, current_trace().inputs), x.value
+        for v in views:
+            if not _is_current(v):
+                _twin_of_view(v)
     x.value = prims.stop_gradient(x).value
     _set_flag(x, False)
     return x

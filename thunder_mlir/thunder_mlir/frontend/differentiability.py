@@ -79,8 +79,9 @@ def _meta_inputs(args, kwargs, inputs: list[TensorProxy]):
 
 def _fresh_twin(x: TensorProxy, inputs: list[TensorProxy]) -> torch.Tensor:
     """A meta tensor of ``x``'s metadata whose ``requires_grad`` is ``x``'s, starting a new
-    autograd graph: a leaf for a program input (as the caller's tensor is), a non-leaf (a
-    clone) for a value computed inside the program."""
+    autograd graph: a leaf for a program input that is a leaf (as the caller's tensor is),
+    a non-leaf (a clone) for a value computed inside the program or an input that is no
+    leaf (``_nonleaf``: eager lets it be written in place)."""
     if getattr(x, "_inference", False):  # made under inference_mode(), as eager's
         with torch.inference_mode():
             m = torch.empty(hints(x.tshape), dtype=x.tdtype, device="meta")
@@ -90,7 +91,7 @@ def _fresh_twin(x: TensorProxy, inputs: list[TensorProxy]) -> torch.Tensor:
             m = torch.empty(hints(x.tshape), dtype=x.tdtype, device="meta")
     if x.requires_grad:
         m.requires_grad_()
-        if not any(x is i for i in inputs):
+        if getattr(x, "_nonleaf", False) or not any(x is i for i in inputs):
             with torch.enable_grad(), torch.inference_mode(False):
                 m = m.clone()
     return m
@@ -201,7 +202,7 @@ def _replay_on_zeros(func: Callable, args, kwargs, inputs: list[TensorProxy]) ->
                 z = torch.zeros(shape, dtype=x.tdtype, device="cpu")
                 if x.requires_grad:
                     z.requires_grad_()
-                    if not any(x is i for i in inputs):
+                    if getattr(x, "_nonleaf", False) or not any(x is i for i in inputs):
                         with torch.enable_grad():
                             z = z.clone()
             zeros[id(x)] = z
@@ -258,6 +259,18 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
     """
     inputs = _proxies((args, kwargs))
     trace = current_trace()
+    # a view whose base was written since it was made: eager's error, after the op's own
+    # argument checks (``_raise_rebased_view_error``)
+    rebased = [p for p in inputs if p.__dict__.get(REWRITTEN_VIEW) and p.requires_grad] \
+        if torch.is_grad_enabled() else ()
+    if rebased:
+        call_ = call
+
+        def call():
+            out = call_()
+            for p in rebased:
+                _raise_rebased_view_error(p)
+            return out
     if trace.region_reads:  # (what a cond branch or a checkpoint reads from outside)
         trace.note_region_reads(inputs)
     if torch.is_inference_mode_enabled():  # eager's results are inference tensors
@@ -267,6 +280,71 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
                 o._inference = True
         return out
     return _track(func, args, kwargs, call, inputs)
+
+
+# proxy attribute: a view whose base (or another view of it) was written in place after
+# the view was made (``functionalization.assign``, ``metadata_writes.restride``)
+REWRITTEN_VIEW = "_rewritten_view"
+
+
+def note_base_written(root: TensorProxy, written: TensorProxy | None) -> None:
+    """After an in-place write into ``root``'s memory (through ``written``, one of its
+    views, or ``root`` itself): every other view of ``root`` made so far is marked
+    (``REWRITTEN_VIEW``), for ``_raise_rebased_view_error``."""
+    for r in getattr(root, "_views", ()):
+        v = r()
+        if v is not None and v is not written:
+            v.__dict__[REWRITTEN_VIEW] = True
+
+
+def _raise_rebased_view_error(p: TensorProxy) -> None:
+    """Raise ``rebased_view_error(p)`` (at the user's line) where there is one."""
+    from thunder_mlir.errors import TorchOpRuntimeError
+    from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+    message = rebased_view_error(p)
+    if message is not None:
+        raise TorchOpRuntimeError(f"{describe_frame(user_frame())}\n  {message}\n  Eager "
+                                  "PyTorch raises this RuntimeError too.")
+
+
+def rebased_view_error(p: TensorProxy) -> str | None:
+    """Eager's RuntimeError where an op reads the view ``p`` (which requires grad, in grad
+    mode) after its base was written in place and ``p``'s creation forbids that: an output
+    of an op that returns several views (``split``, ``unbind``, ``chunk``: "Output 1 of
+    Split is a view and its base or another view of its base has been modified inplace"),
+    and views of it. Eager raises when it rebuilds the view's ``grad_fn``
+    (``handle_view_on_rebase``, torch/csrc/autograd/variable.cpp); here the view's chain
+    is replayed on a meta base that requires grad, the base written, and the view's
+    ``grad_fn`` read, so the rule and the message are eager's. None where eager does not
+    raise (or it cannot be replayed on meta)."""
+    from thunder_mlir.frontend.aliasing import _VIEW_OF, replay_step
+
+    chain, q = [], p
+    while (made := getattr(q, _VIEW_OF, None)) is not None:
+        chain.append(made)
+        q = made[1][0]
+    if not chain or any(type(n) is not int for n in q.tshape) or not is_inexact(q.tdtype):
+        return None
+    try:
+        with torch._C.DisableTorchFunction(), torch.enable_grad():
+            base = torch.empty(q.tshape, dtype=q.tdtype, device="meta",
+                               requires_grad=True).clone()
+            m = base
+            for step in reversed(chain):
+                with torch.set_grad_enabled(step[5]):
+                    m = replay_step(step, m)
+                if m is None:
+                    return None
+            with torch.no_grad():
+                base.add_(0)
+    except Exception:  # noqa: BLE001 - not replayable on meta: not judged
+        return None
+    try:
+        m.grad_fn
+    except RuntimeError as e:
+        return str(e)
+    return None
 
 
 def _mutates_a_twin(func, args, grad: bool) -> bool:
@@ -610,6 +688,11 @@ def backward_error(outputs: list[TensorProxy]) -> str | None:
     for gradient computation has been modified by an inplace operation"), or a derivative
     eager does not implement. None when the twin graph raises nothing (or cannot tell:
     a twin is missing where an op ran without a replay)."""
+    for o in outputs:  # a view eager's backward cannot rebuild (``rebased_view_error``)
+        if o.requires_grad and o.__dict__.get(REWRITTEN_VIEW):
+            message = rebased_view_error(o)
+            if message is not None:
+                return message
     twins = [o._mirror for o in outputs
              if o.requires_grad and getattr(o, "_mirror_of", None) is not None
              and o._mirror_of == o.value and o._mirror.requires_grad]
@@ -671,7 +754,7 @@ def _saved_attributes(fn) -> list[str]:
 
 def _reachable(roots: list[torch.Tensor]) -> list:
     """The autograd nodes the ``grad_fn`` of ``roots`` reach, each once."""
-    seen, stack, nodes = set(), [r.grad_fn for r in roots if r.grad_fn is not None], []
+    seen, stack, nodes = set(), [f for r in roots if (f := _grad_fn(r)) is not None], []
     while stack:
         fn = stack.pop()
         if fn is None or fn in seen:

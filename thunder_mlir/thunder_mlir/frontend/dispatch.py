@@ -38,6 +38,9 @@ _METADATA_METHODS = {
     _T.storage_offset, _T.is_signed, _T.__hash__, _T.__format__, _T.__repr__,
     _T.__str__, _T.ndimension, _T.is_inference, _T.__dir__,
 }
+# The conjugate and negative bits of eager's tensor, set by the views that make them
+# (``conj`` of a complex tensor, ``_neg_view``): read from the proxy's chain of views.
+_VIEW_BITS = {_T.is_conj, _T.is_neg}
 # Values that would need the tensor's data: an error while tracing.
 _DATA_DEPENDENT = {
     _T.__bool__: "bool(tensor)", _T.item: "tensor.item()", _T.tolist: "tensor.tolist()",
@@ -111,6 +114,61 @@ def _is_tensor_leaf(x) -> bool:
     return isinstance(x, torch.Tensor)
 
 
+def _is_out_argument(out) -> bool:
+    """Whether ``out`` is an ``out=`` argument of traced tensors (one, or a tuple/list)."""
+    if type(out) is TensorProxy:
+        return True
+    return isinstance(out, (tuple, list)) and bool(out) and \
+        all(type(o) is TensorProxy for o in out)
+
+
+def _with_out(func: Callable, args: tuple, kwargs: dict) -> Any:
+    """``func(*args, **kwargs, out=out)`` as eager defines it (issue 46): the call computed
+    without ``out``, then each result written into its ``out`` tensor in place
+    (``functionalization.write_inplace``: converted to its dtype, eager's RuntimeError where
+    the result type cannot be cast), and ``out`` returned (a tuple of them as the call's
+    own tuple type). Raises eager's RuntimeError where grad mode is on and an argument
+    requires grad ("functions with out=... arguments don't support automatic
+    differentiation"), and NotImplementedError (naming the line) where eager would resize
+    an ``out`` tensor of another shape, or the call does not return one tensor per
+    ``out`` tensor."""
+    import optree
+
+    from thunder_mlir.errors import TorchOpRuntimeError
+    from thunder_mlir.frontend.functionalization import write_inplace
+    from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+    name = getattr(func, "__name__", str(func))
+    out = kwargs["out"]
+    rest = {k: v for k, v in kwargs.items() if k != "out"}
+    where = describe_frame(user_frame())
+    if torch.is_grad_enabled() and any(
+            type(t) is TensorProxy and t.requires_grad
+            for t in optree.tree_leaves((args, rest, out), none_is_leaf=True)):
+        raise TorchOpRuntimeError(
+            f"{where}\n  {name}(): functions with out=... arguments don't support automatic "
+            "differentiation, but one of the arguments requires grad.\n  Eager PyTorch "
+            "raises this RuntimeError too.")
+    result = dispatch(func, args, rest)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    results = list(result) if isinstance(result, (tuple, list)) else [result]
+    if len(outs) != len(results) or any(type(r) is not TensorProxy for r in results):
+        raise NotImplementedError(f"{where}\n  {name}(..., out=...): the call's results do "
+                                  "not match its out= tensors one to one. Assign the "
+                                  "result instead (y = op(...)).")
+    for o, r in zip(outs, results):
+        if tuple(o.tshape) != tuple(r.tshape):
+            raise NotImplementedError(
+                f"{where}\n  {name}(..., out=...) with an out tensor of shape "
+                f"{tuple(o.tshape)} for a result of shape {tuple(r.tshape)}: eager resizes "
+                "the out tensor, which thunder_mlir does not model. Pass an out tensor of "
+                "the result's shape, or assign the result instead (y = op(...)).")
+        write_inplace(o, r, f"{name}(out=)")
+    if type(out) is TensorProxy:
+        return out
+    return type(result)(outs) if not hasattr(result, "_fields") else type(result)(*outs)
+
+
 def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
     """Handle one torch call during tracing (see module docstring)."""
     if func in AUTOGRAD_ATTRIBUTES:
@@ -119,11 +177,18 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
         meta = _symbolic_metadata(func, args, kwargs)
         if meta is not _NOT_METADATA:
             return meta
+    if func in _VIEW_BITS:  # x.conj().is_conj(): eager's view of its root answers
+        from thunder_mlir.frontend.aliasing import eager_meta
+
+        m = eager_meta(args[0]) if type(args[0]) is TensorProxy else None
+        return False if m is None else func(m)
     if func in _METADATA_METHODS or (
             type(func).__name__ == "method-wrapper" and func not in _OP_PROPERTIES
             and func not in SYMBOLS):
         with torch._C.DisableTorchFunctionSubclass():
             return func(*args, **kwargs)
+    if kwargs and _is_out_argument(kwargs.get("out")):
+        return _with_out(func, args, kwargs)
     trace = current_trace()
     if func in value_guards.PYTHON_VALUES and args and type(args[0]) is TensorProxy:
         with trace.location_of_user_line():  # specialized, with a value guard

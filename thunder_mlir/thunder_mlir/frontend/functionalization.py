@@ -139,7 +139,12 @@ def write_inplace(self: TensorProxy, out: TensorProxy, what: str) -> TensorProxy
     if out.tdtype != self.tdtype and not torch.can_cast(out.tdtype, self.tdtype):
         raise RuntimeError(f"result type {type_name(out.tdtype)} can't be cast to the "
                            f"desired output type {type_name(self.tdtype)}")
-    assign(self, prims.convert_element_type(out, self.tdtype))
+    global _uniform_write
+    _uniform_write = what in _UNIFORM
+    try:
+        assign(self, prims.convert_element_type(out, self.tdtype))
+    finally:
+        _uniform_write = False
     return self
 
 
@@ -157,11 +162,20 @@ def assign(p: TensorProxy, value: TensorProxy) -> None:
     from thunder_mlir.frontend.tracing import current_trace
 
     root, new = p, value
-    for step in _chain(p):
-        base = step[1][0]
-        new = _into_base(base, step, new)
-        root = base
-    if root.requires_grad and not torch.is_grad_enabled():
+    chain = _chain(p)
+    direct = _direct_geometry(p, chain)
+    if direct is not None:  # (a chain through a view whose elements share memory)
+        root = chain[-1][1][0]
+        new = update_view(root, direct, new)
+    else:
+        for step in chain:
+            base = step[1][0]
+            new = _into_base(base, step, new)
+            root = base
+    # a write through ``detach()`` changes the memory and not the root's autograd graph,
+    # as a write under no_grad() does
+    detached = any(step[0] in _DETACHING for step in chain)
+    if root.requires_grad and (not torch.is_grad_enabled() or detached):
         # eager writes the memory and leaves the autograd graph as it was: the gradient
         # flows to the tensor before the write (a momentum update, an EMA under no_grad)
         new = emit_composite(_NO_GRAD_WRITE, (root, new), {}, required=True)
@@ -172,6 +186,10 @@ def assign(p: TensorProxy, value: TensorProxy) -> None:
         # ``self: zeros_like(grad)``), so the inputs behind it still get a .grad
         new = keep_edge(new, root)
     old, root.value = root.value, new.value
+    if getattr(root, "_has_views", False):  # (eager's check of views made before: later)
+        from thunder_mlir.frontend.differentiability import note_base_written
+
+        note_base_written(root, p)
     twin_of = getattr(root, "_mirror_of", None)
     if twin_of is not None and twin_of == old:  # its eager twin was written through the
         root._mirror_of = root.value  # view's (differentiability.py): it stays the twin
@@ -258,6 +276,33 @@ def _chain(p: TensorProxy) -> list[tuple]:
     return chain
 
 
+_DETACHING = frozenset({torch.Tensor.detach, torch.detach})
+
+
+def _direct_geometry(p: TensorProxy, chain: list[tuple]) -> torch.Tensor | None:
+    """Eager's geometry of ``p`` over its root (``aliasing.eager_meta``) where the write
+    must go there in one step: a chain through an intermediate view whose elements share
+    memory (``t[0].expand(2, -1)[0] = 7``). Step by step, the intermediate view's new value
+    would hold the written row and the old one for the same memory; eager writes only the
+    elements of ``p``. None otherwise (the steps are taken one by one), and where the
+    geometry is not a plain one of the root's elements (a dtype view, a conjugate)."""
+    if len(chain) < 2:
+        return None
+    from thunder_mlir.frontend.aliasing import eager_meta
+
+    with torch._C.DisableTorchFunction():  # (the tracer's creation ops stay away)
+        bases = [eager_meta(step[1][0]) for step in chain[:-1]]
+        if not any(b is not None and torch._debug_has_internal_overlap(b) == 1
+                   for b in bases):
+            return None
+        m = eager_meta(p)
+    root = chain[-1][1][0]
+    if m is None or m.dtype != root.tdtype or m.is_conj() or m.is_neg() or \
+            tuple(m.shape) != tuple(p.tshape):
+        return None
+    return m
+
+
 # Write-backs of views whose position is read from a tensor's value, which ``replay_step``
 # cannot place on a meta tensor: the torch call that made the view -> (base, the step's
 # args, kwargs, new value of the view) -> the base's new value. Filled by the symbol modules
@@ -277,6 +322,13 @@ def _into_base(base: TensorProxy, step: tuple, new: TensorProxy) -> TensorProxy:
         out = VALUE_INDEXED_WRITES[step[0]](base, step[1], step[2], new)
         if out is not None:
             return out
+    if v is not None and (v.is_conj() or v.is_neg()):
+        # a conjugate or negative view (``x.conj()`` of a complex x): eager's write stores
+        # the value's conjugate (negation) in the base's memory
+        if v.is_conj():
+            new = torch.conj_physical(new)
+        if v.is_neg():
+            new = torch.neg(new)
     if v is None or v.dtype != base.tdtype or tuple(v.shape) != tuple(new.tshape):
         raise NotImplementedError(
             f"{step[4]}\n  "
@@ -297,12 +349,54 @@ def update_view(base: TensorProxy, view: torch.Tensor, new: TensorProxy) -> Tens
     sizes, strides, offset = tuple(view.shape), tuple(view.stride()), view.storage_offset()
     if math.prod(sizes) == 0:
         return base
-    if torch._debug_has_internal_overlap(view) == 1:  # MemoryOverlap::Yes: a stride 0
+    uniform = _uniform_write
+    if torch._debug_has_internal_overlap(view) == 1 and _made_by(new) == "ltorch.index_assign":
+        from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+        raise NotImplementedError(
+            f"{describe_frame(user_frame())}\n  an indexed assignment into a view whose "
+            "elements share memory (an expand): eager writes the indexed elements alone, "
+            "which thunder_mlir's write of the whole view does not reproduce. Assign into "
+            "the tensor the view was expanded from, or into a clone of the view.")
+    if torch._debug_has_internal_overlap(view) == 1 and uniform and base.requires_grad and \
+            torch.is_grad_enabled():
+        from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+        raise NotImplementedError(
+            f"{describe_frame(user_frame())}\n  fill_/zero_ of a view whose elements share "
+            "memory (an expand) of a tensor that requires grad: eager runs it and raises at "
+            "the backward (\"more than one element of the written-to tensor refers to a "
+            "single memory location\"), which thunder_mlir does not reproduce. Write the "
+            "tensor the view was expanded from, or under torch.no_grad().")
+    if torch._debug_has_internal_overlap(view) == 1 and not uniform:
+        # (MemoryOverlap::Yes: a stride 0; fill_ and zero_ do not check it, and write one
+        # value into every element, as the scatter below does)
         _eager_refuses(INTERNAL_OVERLAP)
     box = _as_box(base.tshape, sizes, strides, offset)
     if box is not None:
         return _box_update(base, new, *box)
-    return _scatter_update(base, new, sizes, strides, offset)
+    return _scatter_update(base, new, sizes, strides, offset, uniform)
+
+
+# in-place ops that write one value into every element and that eager runs on a view whose
+# elements share memory (no internal-overlap check): every copy of an element gets that
+# value, as in eager. ``_uniform_write``: one of them is being written (``write_inplace``)
+_UNIFORM = frozenset({"ltorch.fill_", "ltorch.zeros_like_"})  # (fill_, zero_)
+_uniform_write = False
+
+
+def _made_by(new: TensorProxy) -> str | None:
+    """The name of the composite whose result ``new`` is, or None."""
+    from torch_mlir import ir
+
+    if isinstance(new.value.owner, ir.Block):
+        return None
+    op = new.value.owner
+    op = getattr(op, "operation", op)
+    if op.name != "thunder.composite" or "name" not in op.attributes:
+        return None
+    return ir.StringAttr(op.attributes["name"]).value
+
 
 
 def _contiguous_strides(shape) -> list[int]:
@@ -375,15 +469,17 @@ def _box_update(base: TensorProxy, new: TensorProxy, starts, steps, dims) -> Ten
     return prims.where(mask, padded, base)
 
 
-def _scatter_update(base: TensorProxy, new: TensorProxy, sizes, strides, offset) -> TensorProxy:
+def _scatter_update(base: TensorProxy, new: TensorProxy, sizes, strides, offset,
+                    uniform: bool = False) -> TensorProxy:
     """``base`` with the elements at the view's positions ``offset + sum_i iota_i *
     stride_i`` (row-major over a dense ``base``) replaced by ``new``: a scatter into the
-    flattened base. Raises eager's RuntimeError when two view elements share a position."""
+    flattened base. Raises NotImplementedError when two view elements share a position,
+    unless ``new`` holds one value (``uniform``: any order of the writes gives it)."""
     n = math.prod(base.tshape)
     m = math.prod(sizes)
     with torch._C.DisableTorchFunction():  # eager refuses overlapping writes (unfold windows)
         pos = torch.arange(n).as_strided(sizes, strides, offset) if n else None
-        if pos is not None and torch.unique(pos).numel() != m:
+        if pos is not None and not uniform and torch.unique(pos).numel() != m:
             # ATen finds this overlap "too hard" to check and writes each element once per
             # view element that shares it, in its kernel's order: not reproducible here
             from thunder_mlir.frontend.locations import describe_frame, user_frame

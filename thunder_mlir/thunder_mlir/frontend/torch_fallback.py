@@ -122,14 +122,23 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     name = qualified_name(func)
     args = tuple(_sizes_as_ints(a) for a in args)  # (each argument, not the tuple of them)
     kwargs = {k: _sizes_as_ints(v) for k, v in kwargs.items()}
+    if func in _STORAGE_READERS:
+        args, kwargs = _on_root(args, kwargs)
     leaves, spec = optree.tree_flatten((args, kwargs), none_is_leaf=True)
     positions = [i for i, leaf in enumerate(leaves) if type(leaf) is TensorProxy]
     proxies = [leaves[i] for i in positions]
     meta_leaves = list(leaves)
     data_dependent = value_guards.is_data_dependent(func, args, kwargs)
+    # one meta tensor per proxy: eager's call sees a tensor passed twice as one tensor
+    same_meta: dict[int, torch.Tensor] = {}
     for i in positions:  # (a data-dependent op's symbolic operands: value_guards.py)
-        meta_leaves[i] = leaves[i].meta if not data_dependent or not trace.unbacked or \
-            not symbolic.is_symbolic(leaves[i].tshape) else None
+        if not data_dependent or not trace.unbacked or not symbolic.is_symbolic(
+                leaves[i].tshape):
+            meta_leaves[i] = same_meta.get(id(leaves[i]))
+            if meta_leaves[i] is None:
+                meta_leaves[i] = same_meta[id(leaves[i])] = leaves[i].meta
+        else:
+            meta_leaves[i] = None
     m_args, m_kwargs = optree.tree_unflatten(spec, meta_leaves)
     trial = False  # metadata from a trial run or a documented rule: checked every real run
     pin = autocast.pin_state(trace.device)  # the autocast state the op runs under
@@ -183,6 +192,8 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         trial = True
     if written is None:
         written = [0] if _is_inplace(func, args) else []
+    if written:
+        _check_written_alone(proxies, written)
     written_metas = [meta_leaves[positions[j]] for j in written]
     out_leaves, out_spec = optree.tree_flatten(meta_out, none_is_leaf=True)
     # an output that is a written argument itself (``x.add_(1)`` returns x) is that argument
@@ -205,7 +216,11 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
                          "arguments or among its outputs, the most one executor call holds")
 
     traced = [(tuple(out_leaves[i].shape), out_leaves[i].dtype) for i in out_pos]
-    run = _make_run(name, func, leaves, positions, spec, pin, written, trial, traced)
+    storage = None  # (an op that reads its first argument's storage: _make_run)
+    if func in _STORAGE_READERS and positions and positions[0] == 0:
+        storage = "input" if any(leaves[0] is q for q in trace.inputs) else \
+            "computed" if getattr(leaves[0], "_alias_root", None) is None else None
+    run = _make_run(name, func, leaves, positions, spec, pin, written, trial, traced, storage)
     if guarded is not None:
         run = guarded(run)
     structure = None if not any(p.requires_grad for p in proxies) else \
@@ -238,6 +253,8 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
         op.operation.attributes[CALL_ATTR] = ir.StringAttr.get(call)
         if trial:
             op.operation.attributes[TRIAL_ATTR] = ir.UnitAttr.get()
+        if storage is not None:
+            op.operation.attributes[STORAGE_ATTR] = ir.StringAttr.get(storage)
     if differentiable is not None and len(differentiable) == len(result_types):
         op.operation.attributes[DIFFERENTIABLE] = ir.ArrayAttr.get(
             [ir.BoolAttr.get(differentiable[i]) for i in out_order])  # per op result
@@ -254,31 +271,137 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     for j, r in zip(written, results[len(out_pos):]):
         p = proxies[j]
         assign(p, TensorProxy(r, p.tshape, p.tdtype, trace.device))
+    # outputs eager returns as views of the first argument (``as_strided``, a complex
+    # ``conj``, ``diagonal`` where no symbol has them): views here too, so a write through
+    # one reaches its base and a write into the base reaches it (functionalization.py)
+    base_meta = meta_leaves[0] if positions and positions[0] == 0 and args and \
+        args[0] is leaves[0] and not trial and not written else None
+    views = []
     for k, i in enumerate(out_pos):
         m = out_leaves[i]
         out_leaves[i] = TensorProxy(fresh[k], result_shapes[k], m.dtype, trace.device)
+        if base_meta is not None and isinstance(m, torch.Tensor) and m.device.type == "meta" \
+                and torch._C._is_alias_of(m, base_meta):
+            views.append(out_leaves[i])
     for i, j in returned.items():
         out_leaves[i] = proxies[j]
+    if views:
+        from thunder_mlir.frontend.aliasing import mark_views
+
+        mark_views(leaves[0], views)
     return optree.tree_unflatten(out_spec, out_leaves)
 
 
+def _span(p: TensorProxy):
+    """(root, first element, one past the last) of eager's memory for ``p``, or None."""
+    from thunder_mlir.frontend.aliasing import eager_meta
+
+    root = getattr(p, "_alias_root", None)
+    m = eager_meta(p)
+    if m is None:
+        return None
+    last = m.storage_offset() + sum((n - 1) * st for n, st in zip(m.shape, m.stride()))
+    return (p if root is None else root), m.storage_offset(), last + 1 if m.numel() else 0
+
+
+def _check_written_alone(proxies: list, written: list[int]) -> None:
+    """Raise NotImplementedError (naming the line) where a fallback op writes an argument
+    whose memory overlaps another argument's without being the same tensor (``op_(x,
+    x[0])``): eager's kernel reads the other argument while it writes, in an order the
+    compiled call (which writes a copy) does not reproduce. The same tensor passed twice
+    is one copy, as eager's is one tensor (``_make_run``)."""
+    for j in written:
+        a = _span(proxies[j])
+        for k, q in enumerate(proxies):
+            if q is proxies[j] or a is None:
+                continue
+            b = _span(q)
+            if b is None or b[0] is not a[0] or a[1] >= a[2] or b[1] >= b[2]:
+                continue
+            if a[1] < b[2] and b[1] < a[2]:
+                from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+                raise NotImplementedError(
+                    f"{describe_frame(user_frame())}\n  this op writes an argument that shares "
+                    "memory with another of its arguments (a view of one tensor passed "
+                    "twice); eager's kernel reads one while it writes the other, which "
+                    "thunder_mlir's call on copies does not reproduce. Pass a .clone() of "
+                    "one of them.")
+
+
+# ops whose result depends on their first argument's storage offset and strides, which
+# eager reads from the tensor's own storage (as_strided's offset is the storage's)
+_STORAGE_READERS = frozenset({torch.Tensor.as_strided, torch.as_strided})
+
+
+def _on_root(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``as_strided(view, size, stride, offset)``'s arguments with the view replaced by the
+    tensor at the top of its chain of views and the offset made explicit (the view's own
+    by default): eager's call reads the storage the view shares with that tensor, not the
+    view's elements. Unchanged where ``args[0]`` is no view or its geometry is unknown."""
+    from thunder_mlir.frontend.aliasing import _VIEW_OF, _top, eager_meta
+
+    v = args[0] if args else None
+    if type(v) is not TensorProxy or getattr(v, _VIEW_OF, None) is None:
+        return args, kwargs
+    with torch._C.DisableTorchFunction():
+        m = eager_meta(v)
+    root = _top(v)
+    if m is None or root.tdtype != v.tdtype or m.is_conj() or m.is_neg():
+        return args, kwargs
+    names = ("size", "stride", "storage_offset")
+    given = dict(zip(names, args[1:]), **kwargs)
+    if "size" not in given or "stride" not in given:
+        return args, kwargs
+    offset = given.get("storage_offset")
+    return (root, given["size"], given["stride"],
+            m.storage_offset() if offset is None else offset), {}
+
+
 def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spec, pin,
-              written: list[int], trial: bool, traced: list) -> Callable:
+              written: list[int], trial: bool, traced: list,
+              storage: str | None = None) -> Callable:
     """The runtime callable of a fallback call: ``func`` on the flattened arguments
     ``leaves`` (``spec``) with the run's tensors (in their own order) at ``positions``,
     under the autocast state ``pin``; returns its tensor outputs, then the new values of
     the tensors it writes (``written``, own positions), which it wrote into clones: the
     run's tensors are SSA values other steps of the plan may still read. An output that is
     one of those clones (an in-place op returns its argument) is not repeated. ``trial``:
-    check each run's outputs against ``traced`` (metadata learned by a trial run)."""
+    check each run's outputs against ``traced`` (metadata learned by a trial run).
+    ``storage`` (``_STORAGE_READERS``): "computed" when the first argument is a tensor the
+    program computed and no view, whose eager storage is its own, dense, at offset 0 (the
+    run's tensor may be an XLA buffer shared with an input: copied); "input" when it is a
+    program input, traced as dense at offset 0: a caller's tensor that is not raises
+    NotImplementedError (eager reads the caller's storage around it)."""
+    # positions holding one proxy (``op_(x, x, x)``) share one copy: eager passes one
+    # tensor, and reads every argument through it
+    group = {j: [k for k, i in enumerate(positions) if leaves[i] is leaves[positions[j]]]
+             for j in written}
+
     def run(*tensors: torch.Tensor) -> list[torch.Tensor]:
         vals = list(leaves)
         for i, t in zip(positions, tensors):
             vals[i] = t
+        if storage is not None:
+            t = vals[positions[0]]
+            if storage == "computed":  # (its own storage: never an input's buffer)
+                vals[positions[0]] = t.clone(memory_format=torch.contiguous_format)
+            elif t.storage_offset() != 0 or not t.is_contiguous():
+                if storage == "input":
+                    raise NotImplementedError(
+                        f"{name} of an input that is a view with a storage offset or "
+                        "strides of its own: eager reads the caller's storage around the "
+                        "view, which the compiled program does not. Pass a contiguous "
+                        "tensor (x.clone()), or call as_strided outside the compiled "
+                        "function.")
         clones = []
         for j in written:
-            vals[positions[j]] = tensors[j].clone()
-            clones.append(vals[positions[j]])
+            c = vals[positions[j]]
+            if c is tensors[j]:  # (not yet copied for another position of its group)
+                c = tensors[j].clone()
+                for k in group[j]:
+                    vals[positions[k]] = c
+            clones.append(c)
         a, k = optree.tree_unflatten(spec, vals)
         out = autocast.run_pinned(pin, func, a, k)
         flat = optree.tree_leaves(out, none_is_leaf=True)
@@ -304,6 +427,10 @@ CALL_ATTR = "thunder.torch_call"
 # values are its last results, in that order (frontend/functionalization.py)
 WRITES_ATTR = "thunder.writes"
 TRIAL_ATTR = "thunder.trial_metadata"
+# ``thunder.storage = "input" | "computed"``: a ``_STORAGE_READERS`` call whose first
+# argument is a program input, or a tensor the program computed that is no view (a folded
+# copy may hand the call the input's buffer): ``_make_run``'s ``storage``
+STORAGE_ATTR = "thunder.storage"
 RNG_STATE_ATTR = "thunder.rng_state"
 _PLAIN = (type(None), bool, int, float, str, torch.dtype, torch.device)
 
@@ -468,8 +595,10 @@ def _rebuild(op) -> Callable:
     n_out = len(op.results) - (1 if RNG_STATE_ATTR in op.attributes else 0)
     traced = [(tuple(ir.RankedTensorType(r.type).shape), dtypes.torch_dtype(r.type))
               for r in list(op.results)[:n_out]]
+    storage = ir.StringAttr(op.attributes[STORAGE_ATTR]).value \
+        if STORAGE_ATTR in op.attributes else None
     run = _make_run(name, func, leaves, positions, spec, pin, written,
-                    TRIAL_ATTR in op.attributes, traced[:n_out - len(written)])
+                    TRIAL_ATTR in op.attributes, traced[:n_out - len(written)], storage)
     impl = permuted(run, in_order, list(range(n_out)))
     if not written:
         impl.generators = _generators(leaves, device)

@@ -53,6 +53,12 @@ class Trace(Builder):
         self.meta_is_device = False
         self.inputs: list[TensorProxy] = []  # the input proxies, in argument order
         self.mutated_inputs: dict[int, TensorProxy] = {}  # input index -> proxy (write-back)
+        # intermediates two outputs are views of: hidden outputs (aliasing.shared_bases)
+        self.shared_bases: list[TensorProxy] = []
+        # in-place view ops on inputs (metadata_writes.py): (input index, op, args, kwargs,
+        # grad mode, the input's proxy after it), replayed on the caller's tensors after
+        # the run
+        self.input_restrides: list[tuple] = []
         # the values each `.data` read held (aliasing.note_unversioned_read), by proxy id
         self.unversioned_reads: dict[int, tuple[TensorProxy, list]] = {}
         # (proxy, value, line, op): reads an op saved with values it computed (refused

@@ -28,7 +28,7 @@ def write_back(tensors: list, positions, values: list) -> None:
     not one per tensor). Shapes equal; dtypes may differ (converted as ``copy_`` does)."""
     if len(values) == 1:
         tensors[positions[0]].copy_(values[0])
-    else:
+    elif values:
         torch._foreach_copy_([tensors[i] for i in positions], values)
 
 

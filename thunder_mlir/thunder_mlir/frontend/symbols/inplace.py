@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from thunder_mlir.frontend.functionalization import assign, check_overlap
 from thunder_mlir.frontend.lang import expand_to
+from thunder_mlir.frontend.metadata_writes import INPLACE_VIEWS, restride
 from thunder_mlir.frontend.symbols.registry import SYMBOLS, T, _Inline, register_inplace
 from thunder_mlir.ir import prims
 from thunder_mlir.ir.proxy import TensorProxy
@@ -80,4 +81,69 @@ def copy_(self, src, non_blocking=False):
 
 
 SYMBOLS[T.copy_] = _Inline("ltorch.copy_", copy_)
+
+
+def _inplace_view(op):
+    def impl(self, *args, **kwargs):
+        if type(self) is not TensorProxy:
+            raise TypeError(f"{op.__name__}: expected a tensor, got {type(self).__name__}")
+        return restride(self, op, args, kwargs)
+    return impl
+
+
+for _op in INPLACE_VIEWS:  # t_, transpose_, squeeze_, ...: metadata_writes.py
+    SYMBOLS[_op] = _Inline(f"ltorch.{_op.__name__}", _inplace_view(_op))
+
+
+def _refuse_storage_change(what: str, why: str):
+    from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+    raise NotImplementedError(f"{describe_frame(user_frame())}\n  {what}: {why}")
+
+
+def set_(self, source=None, *args, **kwargs):
+    """``x.set_(...)``: refused (NotImplementedError naming the line). Eager makes ``x``
+    share ``source``'s storage (or an empty one), so later writes to either reach the
+    other; thunder_mlir's values cannot be rebound to another tensor's memory."""
+    _refuse_storage_change(
+        "set_() is not supported", "eager makes the tensor share another tensor's storage, "
+        "which thunder_mlir's traced values cannot express. Use the other tensor itself "
+        "(x = source), or copy its values (x.copy_(source)).")
+
+
+def resize_(self, *size, **kwargs):
+    """``x.resize_(size)`` / ``x.resize_as_(other)``: to the same shape, ``x``; a tensor the
+    program computed made smaller, the torch executor (its leading elements, as eager's);
+    refused (NotImplementedError naming the line) where eager's result has elements it
+    never wrote (a larger size: uninitialized memory) or the caller's tensor would change
+    its shape (an input)."""
+    if type(self) is not TensorProxy:
+        raise TypeError(f"resize_: expected a tensor, got {type(self).__name__}")
+    other = size[0] if size and type(size[0]) is TensorProxy else None
+    shape = tuple(other.tshape) if other is not None else tuple(
+        size[0] if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size))
+        else size) if size else tuple(kwargs.get("size", ()))
+    if shape == tuple(self.tshape):
+        return self
+    from thunder_mlir.errors import Fallback
+    from thunder_mlir.frontend.tracing import current_trace
+
+    n_old, n_new = 1, 1
+    for d in self.tshape:
+        n_old *= d
+    for d in shape:
+        n_new *= d
+    if any(self is p for p in current_trace().inputs):
+        _refuse_storage_change("resize_ of an input", "the caller's tensor would change its "
+                               "shape, which thunder_mlir does not write back. Resize it "
+                               "before the call, or return x.reshape(...) / a new tensor.")
+    if n_new > n_old:
+        _refuse_storage_change("resize_ to more elements", "eager's new elements are "
+                               "uninitialized memory. Use torch.zeros(...) and copy into it.")
+    raise Fallback("resize_ to fewer elements: the torch executor")
+
+
+SYMBOLS[T.set_] = _Inline("ltorch.set_", set_)
+SYMBOLS[T.resize_] = _Inline("ltorch.resize_", resize_)
+SYMBOLS[T.resize_as_] = _Inline("ltorch.resize_as_", resize_)
 INPLACE_VARIANTS = register_all()

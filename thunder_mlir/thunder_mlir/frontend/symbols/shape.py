@@ -100,8 +100,17 @@ def transpose(input, dim0, dim1):
     return prims.transpose(input, perm)
 
 
-@register("t", torch.t, T.t, T.T.__get__, view=True)
+@register("t", torch.t, T.t, view=True)
 def t(input):
+    r = len(input.tshape)
+    if r > 2:  # (eager's check: ATen's t)
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {r}D")
+    return T_property(input)
+
+
+@register("T", T.T.__get__, view=True)
+def T_property(input):
+    """``x.T``: the dims reversed (deprecated by torch above 2 dims, still run)."""
     r = len(input.tshape)
     if r < 2:
         return input
@@ -670,6 +679,11 @@ def unfold(input, dimension, size, step):
     if r == 0:
         return prims.reshape(input, (1,))
     d = canonical_dim(dimension, r)
+    if type(input.tshape[d]) is int and size > input.tshape[d]:  # (eager's checks)
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is "
+                           f"{input.tshape[d]} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
     n = (input.tshape[d] - size) // step + 1
     idx = [i * step + j for i in range(n) for j in range(size)]
     g = prims.take(input, prims.reshape(index_constant(idx), (n, size)), d)
