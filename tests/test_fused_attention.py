@@ -164,3 +164,23 @@ def test_compile_only_asks_for_meta_inputs():
     with pipeline.compile_only(target):
         with pytest.raises(thunder_mlir.UnsupportedInputError, match="pass meta tensors"):
             thunder_mlir.jit(lambda x: x * 2)(torch.ones(3))
+
+
+@pytest.mark.parametrize("layer", ["conv1d_addmm", "linear"])
+def test_gpu_dot_choices_compute_eagers_values(monkeypatch, layer):
+    """The GPU target's dot lowering (``narrow-dots``: a float32 dot of bf16 values reads the
+    bf16 values; a one-row one is a two-row gemm, ``hlo._gemv_as_two_row_gemm``) run on the
+    CPU, forced on: a decode step's layers, one row of activations, equal eager's bf16
+    results (one rounding after the float32 sum and the bias)."""
+    monkeypatch.setattr(pipeline.Target, "narrow_dots", property(lambda self: True))
+    g = torch.Generator().manual_seed(0)
+    x, bias = (torch.randn(s, generator=g).to(torch.bfloat16) for s in ((1, 64), (32,)))
+    w = torch.randn(64, 32, generator=g).to(torch.bfloat16)
+    if layer == "conv1d_addmm":  # GPT-2's Conv1D: x @ W, W of shape [in, out]
+        fn = lambda x, w, b: torch.addmm(b, x, w)  # noqa: E731
+    else:  # nn.Linear: x @ W.T, W of shape [out, in]
+        fn, w = (lambda x, w, b: F.linear(x, w, b)), w.t().contiguous()  # noqa: E731
+    jfn = thunder_mlir.jit(fn)
+    torch.testing.assert_close(jfn(x, w, bias), fn(x, w, bias))
+    stablehlo = next(t for t in thunder_mlir.last_traces(jfn) if t.name == "stablehlo").text
+    assert "tensor<2x64xbf16>" in stablehlo, stablehlo

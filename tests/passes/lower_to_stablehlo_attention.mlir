@@ -55,6 +55,25 @@ func.func @dots(%a: tensor<2x3xbf16>, %b: tensor<3x4xbf16>) -> (tensor<2x4xbf16>
 
 // -----
 
+// A one-row float32 dot of bf16 values (a decode step's addmm, ATen's opmath): for a GPU a
+// two-row gemm of the bf16 values, its first row taken (hlo._gemv_as_two_row_gemm: XLA:GPU's
+// one-row dots become a multiply and a reduction that can write the float32 product first).
+// CHECK-LABEL: func.func @gemv
+// CHECK:         stablehlo.dot_general %{{.*}}, %{{.*}}, contracting_dims = [1] x [0], precision = [HIGHEST, HIGHEST] : (tensor<1x8xf32>, tensor<8x4xf32>) -> tensor<1x4xf32>
+// GPU-LABEL:     func.func @gemv
+// GPU:           %[[X:.*]] = stablehlo.broadcast_in_dim %arg0, dims = [0, 1] : (tensor<1x8xbf16>) -> tensor<2x8xbf16>
+// GPU-NEXT:      %[[D:.*]] = stablehlo.dot_general %[[X]], %arg1, contracting_dims = [1] x [0] : (tensor<2x8xbf16>, tensor<8x4xbf16>) -> tensor<2x4xf32>
+// GPU-NEXT:      %[[R:.*]] = stablehlo.slice %[[D]] [0:1, 0:4] : (tensor<2x4xf32>) -> tensor<1x4xf32>
+// GPU-NEXT:      return %[[R]]
+func.func @gemv(%x: tensor<1x8xbf16>, %w: tensor<8x4xbf16>) -> tensor<1x4xf32> {
+  %x32 = "thunder.convert_element_type"(%x) : (tensor<1x8xbf16>) -> tensor<1x8xf32>
+  %w32 = "thunder.convert_element_type"(%w) : (tensor<8x4xbf16>) -> tensor<8x4xf32>
+  %0 = "thunder.dot_general"(%x32, %w32) {lhs_batching_dimensions = array<i64>, lhs_contracting_dimensions = array<i64: 1>, rhs_batching_dimensions = array<i64>, rhs_contracting_dimensions = array<i64: 0>} : (tensor<1x8xf32>, tensor<8x4xf32>) -> tensor<1x4xf32>
+  return %0 : tensor<1x4xf32>
+}
+
+// -----
+
 // sine and cosine: on the CPU divided by ones XLA cannot fold (computed-once); for a GPU
 // plain.
 // CHECK-LABEL: func.func @sine
