@@ -30,7 +30,7 @@ demo: setup
 	HF_HUB_OFFLINE=1 $(BIN)/python examples/minilm_demo.py
 
 test: setup
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --dist loadfile tests
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n auto --dist loadfile --durations=40 tests
 
 bench: setup
 	$(BIN)/python benchmarks/bench.py
@@ -59,9 +59,11 @@ COMPAT_WHEELS := build/compat-wheel
 #   (test_train_step 65 s), generate (269 s), the dynamo backend (100 s), autocast (61 s
 #   without its two OpInfo sweeps), the idiom catalogues (test_idioms_*: 314 s);
 #   the stack's version-specific code, cheap: torch/jaxlib internals (test_compat 3 s),
-#   higher-order ops (24 s), fallback backward (28 s), DLPack/runtime (42 s), resident
-#   buffers (95 s), XLA scheduling by thunder.after (test_recomputation 172 s,
-#   test_computed_once 5 s), caches (6 s), layers, the CUDA tests (collected, skipped here).
+#   higher-order ops (24 s), fallback backward (28 s), DLPack/runtime (42 s),
+#   test_computed_once (5 s), caches (6 s), layers, the CUDA tests (collected, skipped here).
+#   Dropped 2026-12-02 for CI time (make test took 1,950 s in stop 49's CI): resident
+#   buffers (test_resident 95 s) and XLA scheduling by thunder.after (test_recomputation
+#   172 s); `make compat COMPAT_TESTS=...` runs them.
 # Not run: the OpInfo sweeps, whose cost is tracing every op (test_autocast's two: 486 s
 # and 476 s here; test_opinfo*, test_written_after 436 s, test_region_reads 369 s),
 # test_moe (915 s), test_fuzz, test_distributed (a subprocess over 600 s on a loaded
@@ -73,9 +75,8 @@ COMPAT_TESTS ?= tests/test_models.py tests/test_train_step.py tests/test_generat
 	tests/test_idioms_autocast.py tests/test_idioms_autograd.py tests/test_idioms_errors.py \
 	tests/test_idioms_gradnum.py tests/test_idioms_guards.py tests/test_idioms_modules.py \
 	tests/test_idioms_mutation.py tests/test_compat.py tests/test_higher_order.py \
-	tests/test_fallback.py tests/test_runtime.py tests/test_resident.py \
-	tests/test_recomputation.py tests/test_computed_once.py tests/test_cache.py \
-	tests/test_layers.py tests/test_cuda.py
+	tests/test_fallback.py tests/test_runtime.py tests/test_computed_once.py \
+	tests/test_cache.py tests/test_layers.py tests/test_cuda.py
 COMPAT_DESELECT ?= --deselect tests/test_autocast.py::test_opinfo_cpu_autocast_matches_eager \
 	--deselect tests/test_autocast.py::test_opinfo_cuda_autocast_dtypes_match_fake_eager
 COMPAT_JOBS ?= 2
