@@ -162,7 +162,7 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
 _batch_norm_symbol = Symbol("ltorch.batch_norm", _batch_norm)
 
 
-@register("batch_norm", F.batch_norm, composite=False)
+@register("batch_norm", F.batch_norm, composite=False, tensor_scalars=("momentum",))
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """F.batch_norm. In training mode the running statistics (when given) are updated in
