@@ -51,6 +51,9 @@ VIEWS = [
     ("ellipsis", "{t}[..., 0]"), ("movedim", "{t}.movedim(0, 1)"), ("view_as", "{t}.view_as({t})"),
     ("unfold", "{t}.unfold(0, 2, 2)"), ("expand", "{t}[0].expand(2, -1)"),
     ("squeeze", "{t}[:1].squeeze(0)"), ("alias", "{t}[...]"),
+    # the geometry eager reports, read and used (a view's strides are its base's)
+    ("restride", "{t}.as_strided({t}.shape, {t}.stride(), {t}.storage_offset())"),
+    ("if_contiguous", "({t}.view(-1) if {t}.is_contiguous() else {t}.reshape(-1))"),
 ]
 # in-place ops on {x}; {y}: a 0-d value computed from the second input
 INPLACE = [

@@ -233,6 +233,28 @@ def test_as_strided_of_a_view_reads_its_base_storage():
         assert _same(u, v)
 
 
+@pytest.mark.parametrize("chain", ["t", "transpose_reshape", "slice"])
+def test_a_views_strides_are_eagers_and_as_strided_reads_them(chain):
+    """A view reports eager's strides, offset and contiguity (its chain replayed on its
+    root), so ``as_strided`` with strides the program read (Longformer's overlapping
+    chunks: ``x.stride()`` with one stride halved) or wrote down reads what eager reads."""
+    views = {"t": lambda t: t.t(),
+             "transpose_reshape": lambda t: t.view(4, 2, 3).transpose(0, 1).reshape(2, 12)
+             .view(2, 3, 4),
+             "slice": lambda t: t[1:, 2:]}
+
+    def f(x0):
+        v = views[chain](x0 * 1)
+        s = list(v.stride())
+        chunks = v.as_strided((2,) * v.ndim, [max(n // 2, 1) for n in s])
+        fixed = v.as_strided((2, 2), (1, 3), 1)
+        return chunks * 1, fixed * 1, torch.tensor(s + [v.storage_offset(),
+                                                       int(v.is_contiguous())])
+    x = torch.arange(24.).reshape(4, 6)
+    for u, e in zip(J(f)(x), f(x)):
+        assert torch.equal(u, e), (u, e)
+
+
 def test_detach_of_a_base_keeps_its_views_and_of_a_caller_view_raises():
     def f(x):
         t = x * 2

@@ -90,6 +90,14 @@ def test_a_tensor_inside_an_index_list_stays_a_tensor():
     _same(lambda t: torch.tensor([t, 2]), torch.tensor(7))
 
 
+def test_a_0d_tensor_for_a_tensor_parameter_stays_a_tensor():
+    """``one_hot(torch.tensor(5), -1)``: the function reads its input's value itself (its
+    size is data-dependent), not as a number argument: the input stays a tensor, not 5,
+    which one_hot refuses (the OpInfo sample that found it)."""
+    _same(lambda x: F.one_hot(x, -1), torch.tensor(5))
+    _same(lambda x, t: F.one_hot(x, 10) * t, torch.tensor(3), torch.tensor(2))
+
+
 def test_a_symbol_computing_with_the_tensor_keeps_it():
     """``narrow``'s start as a 0-d tensor: one program for every start."""
     x = torch.randn(6, 3)

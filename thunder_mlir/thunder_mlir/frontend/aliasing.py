@@ -265,6 +265,12 @@ def _chain(p: TensorProxy, roots: dict[int, tuple[str, int]]):
             return roots[id(p)], list(reversed(steps))
 
 
+def is_view(p: TensorProxy) -> bool:
+    """Whether ``p`` is eager's view of another tensor of the program (it has a chain of
+    views, ``_VIEW_OF``)."""
+    return getattr(p, _VIEW_OF, None) is not None
+
+
 def _top(p: TensorProxy) -> TensorProxy:
     """The tensor at the top of ``p``'s chain of views (``p`` when it is no view)."""
     while (made := getattr(p, _VIEW_OF, None)) is not None:

@@ -18,7 +18,8 @@ import torch
 from thunder_mlir.errors import DataDependentControlFlowError, DynamicShapeFallback, \
     Fallback, SharpEdgeError
 from thunder_mlir.frontend import autocast, cpu_scalars, scalar_args, value_guards
-from thunder_mlir.frontend.aliasing import record_view, separate_returned_inputs
+from thunder_mlir.frontend.aliasing import eager_meta, is_view, record_view, \
+    separate_returned_inputs
 from thunder_mlir.frontend.autograd_attributes import handle as handle_autograd_attribute
 from thunder_mlir.frontend.differentiability import user_op
 from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame
@@ -41,6 +42,10 @@ _METADATA_METHODS = {
 # The conjugate and negative bits of eager's tensor, set by the views that make them
 # (``conj`` of a complex tensor, ``_neg_view``): read from the proxy's chain of views.
 _VIEW_BITS = {_T.is_conj, _T.is_neg}
+# The geometry of eager's view (its strides and storage offset in its root's dense
+# storage): read from the proxy's chain of views (aliasing.eager_meta), so strides the
+# program reads and passes back (``as_strided``) describe the memory eager's call reads.
+_VIEW_GEOMETRY = {_T.stride, _T.storage_offset, _T.is_contiguous}
 # Values that would need the tensor's data: an error while tracing.
 _DATA_DEPENDENT = {
     _T.__bool__: "bool(tensor)", _T.item: "tensor.item()", _T.tolist: "tensor.tolist()",
@@ -178,10 +183,12 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
         if meta is not _NOT_METADATA:
             return meta
     if func in _VIEW_BITS:  # x.conj().is_conj(): eager's view of its root answers
-        from thunder_mlir.frontend.aliasing import eager_meta
-
         m = eager_meta(args[0]) if type(args[0]) is TensorProxy else None
         return False if m is None else func(m)
+    if func in _VIEW_GEOMETRY and type(args[0]) is TensorProxy and is_view(args[0]):
+        m = eager_meta(args[0])
+        if m is not None:  # (None: symbolic sizes, answered as a dense tensor below)
+            return func(m, *args[1:], **kwargs)
     if func in _METADATA_METHODS or (
             type(func).__name__ == "method-wrapper" and func not in _OP_PROPERTIES
             and func not in SYMBOLS):

@@ -197,7 +197,8 @@ def checked(func: Callable, args: tuple, kwargs: dict,
     # which 0-d tensors torch reads: each alone, the others given as CPU scalars
     zeros = {j: _cpu_scalar(leaves[j], 0) for j in zero_d}
     read = [i for i in zero_d if id(leaves[i]) not in kept and _reads_value(
-        _meta_run(func, leaves, spec, {j: z for j, z in zeros.items() if j != i})[0])]
+        _meta_run(func, leaves, spec, {j: z for j, z in zeros.items() if j != i})[0])
+        and _takes_number(func, leaves, spec, zeros, i)]
     if not read:
         return args, kwargs
     from thunder_mlir.frontend import value_guards
@@ -223,6 +224,14 @@ def checked(func: Callable, args: tuple, kwargs: dict,
     chosen = {i: chosen[i] for i in read}
     new = [chosen.get(i, x) for i, x in enumerate(leaves)]
     return optree.tree_unflatten(spec, new)
+
+
+def _takes_number(func: Callable, leaves: list, spec, zeros: dict, i: int) -> bool:
+    """Whether the parser takes a Python number at leaf ``i`` (the others given as CPU
+    scalars): a 0-d tensor given for a Tensor parameter whose value the function reads
+    itself (``one_hot(torch.tensor(5))``'s ``max().item()``) is no number argument."""
+    number = zeros[i].item()
+    return _rejected(_meta_run(func, leaves, spec, {**zeros, i: number})[0]) is None
 
 
 def _kept(symbol: Symbol | None, args: tuple, kwargs: dict) -> set[int]:
