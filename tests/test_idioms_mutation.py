@@ -1137,3 +1137,45 @@ def test_mutation(c):
     except AssertionError as e:
         pytest.skip(f"open difference (issue 25): {OPEN[c.name]}: {str(e).splitlines()[0]}")
     pytest.fail(f"{c.name} now matches eager: remove it from OPEN")
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, 3, -2])
+def test_index_copy_of_one_position_along_each_dim(dim):
+    """``cache.index_copy_(dim, pos, k)`` with one position (a static KV cache's write, a
+    dynamic-update-slice): the cache and the result as eager's at the first, a middle and
+    the last position; the gradients of both operands; an index out of range raises
+    eager's IndexError and leaves the cache as it was."""
+    shape = (2, 3, 8, 4)
+    n = shape[dim]
+
+    def f(cache, pos, k):
+        cache.index_copy_(dim, pos, k)
+        return cache * 2
+
+    ks = list(shape)
+    ks[dim] = 1
+    k = torch.randn(ks)
+    jf = thunder_mlir.jit(f)
+    for p in (0, n // 2, n - 1):
+        c = torch.randn(shape)
+        ce, ca = c.clone(), c.clone()
+        pos = torch.tensor([p])
+        torch.testing.assert_close(jf(ca, pos, k), f(ce, pos, k), rtol=0, atol=0)
+        assert torch.equal(ca, ce)
+    assert thunder_mlir.cache_misses(jf) == 1  # (the position is a run-time value)
+    c = torch.randn(shape)
+    ca = c.clone()
+    with pytest.raises(IndexError):
+        f(c.clone(), torch.tensor([n]), k)
+    with pytest.raises(IndexError):
+        jf(ca, torch.tensor([n]), k)
+    assert torch.equal(ca, c)
+
+    def g(x, k):
+        return (x.index_copy(dim, torch.tensor([n - 1]), k) ** 2).sum()
+
+    x, kk = torch.randn(shape, requires_grad=True), k.clone().requires_grad_()
+    want = torch.autograd.grad(g(x, kk), (x, kk))
+    got = torch.autograd.grad(thunder_mlir.jit(g)(x, kk), (x, kk))
+    for a, e in zip(got, want):
+        torch.testing.assert_close(a, e)
