@@ -63,14 +63,16 @@ COMPAT_WHEELS := build/compat-wheel
 #   test_computed_once (5 s), caches (6 s), layers, the CUDA tests (collected, skipped here).
 #   Dropped 2026-12-02 for CI time (make test took 1,950 s in stop 49's CI): resident
 #   buffers (test_resident 95 s) and XLA scheduling by thunder.after (test_recomputation
-#   172 s); `make compat COMPAT_TESTS=...` runs them.
+#   172 s); `make compat COMPAT_TESTS=...` runs them. Deselected 2026-12-02 (CI time, make
+#   test 2,155 s): test_idioms_modules' LSTM with dropout (149 s) and test_generate (269 s),
+#   run by make test on the default stack; `make compat COMPAT_TESTS=...` runs them.
 # Not run: the OpInfo sweeps, whose cost is tracing every op (test_autocast's two: 486 s
 # and 476 s here; test_opinfo*, test_written_after 436 s, test_region_reads 369 s),
 # test_moe (915 s), test_fuzz, test_distributed (a subprocess over 600 s on a loaded
 # machine). The autocast tables they would check per version are checked directly against
 # the installed dispatcher (test_op_lists_are_the_ones_the_installed_torch_registers).
 # `make compat COMPAT_TESTS=tests COMPAT_DESELECT=` runs everything (~45 min here).
-COMPAT_TESTS ?= tests/test_models.py tests/test_train_step.py tests/test_generate.py \
+COMPAT_TESTS ?= tests/test_models.py tests/test_train_step.py \
 	tests/test_dynamo_backend.py tests/test_autocast.py tests/test_idioms_aliasing.py \
 	tests/test_idioms_autocast.py tests/test_idioms_autograd.py tests/test_idioms_errors.py \
 	tests/test_idioms_gradnum.py tests/test_idioms_guards.py tests/test_idioms_modules.py \
@@ -78,7 +80,8 @@ COMPAT_TESTS ?= tests/test_models.py tests/test_train_step.py tests/test_generat
 	tests/test_fallback.py tests/test_runtime.py tests/test_computed_once.py \
 	tests/test_cache.py tests/test_layers.py tests/test_cuda.py
 COMPAT_DESELECT ?= --deselect tests/test_autocast.py::test_opinfo_cpu_autocast_matches_eager \
-	--deselect tests/test_autocast.py::test_opinfo_cuda_autocast_dtypes_match_fake_eager
+	--deselect tests/test_autocast.py::test_opinfo_cuda_autocast_dtypes_match_fake_eager \
+	--deselect tests/test_idioms_modules.py::test_lstm_with_dropout_between_layers
 COMPAT_JOBS ?= 2
 
 $(COMPAT_VENV)/bin/python:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import warnings
 from contextlib import contextmanager
 
@@ -33,7 +34,9 @@ import torch.utils._pytree as pytree
 import thunder_mlir
 from thunder_mlir.pipeline import trace_function
 
-N_SAMPLES = 3  # usable samples per op and dtype
+# usable samples per op and dtype: 1 in CI since 2026-12-02 (3 before: the two sweeps took
+# 358 s of a make test past CI's limit); THUNDER_AUTOCAST_SAMPLES=3 runs three
+N_SAMPLES = int(os.environ.get("THUNDER_AUTOCAST_SAMPLES", "1"))
 
 # op -> (the first torch version where eager runs it, why it is not run before): ops whose
 # eager kernel kills the process on older torch releases (make compat, torch 2.11.0)

@@ -8,6 +8,7 @@ returns on the same inputs (same pytree structure, dtypes, shapes and values, co
 from __future__ import annotations
 
 import os
+import zlib
 from contextlib import contextmanager
 
 import pytest
@@ -32,6 +33,19 @@ CUDA_FILES = frozenset((
 CUDA_OPINFO_DTYPES = ("float32", "bfloat16")
 #: The device the suite's tensors are made on: "cpu" unless ``--device cuda``.
 DEVICE = os.environ.get("THUNDER_TEST_DEVICE", "cpu")
+
+# The op_db sweeps beyond the float32 conformance (tests/test_written_after.py,
+# test_data_reads.py, test_region_reads.py, test_index_bounds.py, test_autocast.py's two)
+# check a fixed half of the ops in CI: with the whole sweeps, make test took 2,155 s of
+# CI's 30 minutes on 2 cores (2026-12-02). THUNDER_SWEEPS_ALL=1 checks every op.
+SWEEPS_ALL = os.environ.get("THUNDER_SWEEPS_ALL") == "1"
+
+
+def swept(name: str) -> bool:
+    """Whether an op_db sweep checks the op named ``name`` (an OpInfo's full name) in this
+    run: every op with ``THUNDER_SWEEPS_ALL=1``, else those whose CRC-32 is even (the same
+    half in every run and on every machine)."""
+    return SWEEPS_ALL or zlib.crc32(name.encode()) % 2 == 0
 
 
 def pytest_addoption(parser):

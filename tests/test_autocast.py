@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 import torch.utils._pytree as pytree
 from autocast_opinfo import BF16_TOL, autocast_state, check_cpu, check_cuda
+from conftest import SWEEPS_ALL, swept
 from torch import nn
 
 import thunder_mlir
@@ -636,6 +637,8 @@ def _opinfo_failures(op_db, check, dtypes):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for op in op_db:
+            if not swept(op.full_name):  # (CI's half: conftest.py)
+                continue
             for dt in dtypes:
                 r = check(op, dt)
                 if r is None:
@@ -646,7 +649,7 @@ def _opinfo_failures(op_db, check, dtypes):
 
 
 def test_opinfo_cpu_autocast_matches_eager(op_db):
-    """Every OpInfo's first 3 float32 and bfloat16 samples under CPU autocast: eager's output
+    """Every OpInfo's first ``N_SAMPLES`` float32 and bfloat16 samples under CPU autocast: eager's output
     dtypes (all ops) and values (ops whose eager result autocast changes)."""
     from autocast_opinfo import CLOSER
 
@@ -660,17 +663,17 @@ def test_opinfo_cpu_autocast_matches_eager(op_db):
             print(f"not compared on this CPU ({_NO_BF16_REASON}): {convs}")
         failures = [f for f in failures if f not in convs]
     assert not failures, "\n".join(failures)
-    assert passed > 1000
+    assert passed > (1000 if SWEEPS_ALL else 450)
 
 
 def test_opinfo_cuda_autocast_dtypes_match_fake_eager(op_db):
-    """Every OpInfo's first 3 float32 and float16 samples traced for CUDA under CUDA autocast:
+    """Every OpInfo's first ``N_SAMPLES`` float32 and float16 samples traced for CUDA under CUDA autocast:
     eager's output dtypes (eager on fake CUDA tensors)."""
     failures, passed = _opinfo_failures(op_db, check_cuda, (torch.float32, torch.float16))
     print(f"\nOpInfo CUDA autocast (trace level): {passed} op/dtype pairs match fake eager, "
           f"{len(failures)} differ")
     assert not failures, "\n".join(failures)
-    assert passed > 1000
+    assert passed > (1000 if SWEEPS_ALL else 450)
 
 
 def test_run_pinned_sets_and_restores_the_traced_state():

@@ -72,6 +72,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import thunder_mlir
+from conftest import swept
 
 FULL = os.environ.get("THUNDER_OPINFO_FULL") == "1"
 F32_SAMPLES = None if FULL else 3
@@ -650,7 +651,8 @@ def _differ(a, b, tol: dict | None = None) -> bool:
 
 def first_samples(select, n: int = 8, autograd: bool = False):
     """Per op of op_db (random ops and ops without float32 on the CPU left out; with
-    ``autograd`` those without autograd support too): its first eager-valid float32 CPU
+    ``autograd`` those without autograd support too; in CI, the half ``conftest.swept``
+    names): its first eager-valid float32 CPU
     sample among the first ``n`` for which ``select(tensors)`` (the sample's tensor leaves
     in order) gives a non-None choice. Yields (op, full name, the sample's program over
     its tensors, the tensors, the choice)."""
@@ -659,7 +661,7 @@ def first_samples(select, n: int = 8, autograd: bool = False):
     for op in op_db:
         name = _full_name(op)
         if name in RANDOM_OPS or torch.float32 not in op.supported_dtypes("cpu") or \
-                (autograd and not op.supports_autograd):
+                (autograd and not op.supports_autograd) or not swept(name):
             continue
         try:
             samples = list(islice(op.sample_inputs("cpu", torch.float32,

@@ -24,6 +24,7 @@ import pytest
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from conftest import SWEEPS_ALL
 from test_data_reads import _float_pair_cases, _leaf_and_buffer, _same
 
 REFUSAL = "is written later in the function"  # (pipeline.py: a read not paired)
@@ -238,7 +239,7 @@ def test_opdb_checkpoint_reads_operand_written_after_as_eager():
           f"{len(problems)}; known to differ: {len(known)}")
     for k in known:
         print("  known (KNOWN):", k.splitlines()[0])
-    assert n >= 100, n
+    assert n >= (100 if SWEEPS_ALL else 45), n
     assert not problems, "\n".join(problems)
 
 

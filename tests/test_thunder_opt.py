@@ -9,11 +9,13 @@ file; ``not CMD`` expects failure; ``2>&1`` merges stderr). Commands run as
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import shlex
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
@@ -44,8 +46,33 @@ def run_lines(path: Path) -> list[str]:
     return [m.group(1).strip() for m in re.finditer(r"^//\s*RUN:(.*)$", path.read_text(), re.M)]
 
 
+def thunder_opt_in_process(args: list[str], stdin: str) -> subprocess.CompletedProcess:
+    """thunder-opt's ``main`` run in this process on ``stdin`` (its output is written through
+    ``sys.stdout``/``sys.stderr``): a RUN line's thunder-opt without an interpreter start-up
+    (5-10 s each on CI's 2 cores, importing torch and jax). The fresh-process behaviour has
+    tests of its own (``thunder_opt_process``, the console-script tests)."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.stdin
+    sys.stdin = io.StringIO(stdin)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = thunder_opt_main(list(args))
+            except SystemExit as e:  # argparse's usage errors
+                code = e.code if isinstance(e.code, int) else 2
+            except Exception:  # noqa: BLE001 - a crash: reported as the process would
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.stdin = saved
+    return subprocess.CompletedProcess(["thunder-opt", *args], code, out.getvalue(),
+                                       err.getvalue())
+
+
 def run_pipeline(command: str, path: Path) -> tuple[bool, str]:
-    """Run one RUN line; returns (success, a report of what each command printed)."""
+    """Run one RUN line; returns (success, a report of what each command printed).
+    thunder-opt runs in this process (``thunder_opt_in_process``), filecheck as a
+    subprocess."""
     data, report = "", []
     for stage in command.replace("%s", shlex.quote(str(path))).split("|"):
         words = shlex.split(stage)
@@ -55,8 +82,11 @@ def run_pipeline(command: str, path: Path) -> tuple[bool, str]:
         words = [w for w in words if w != "2>&1"]
         if words[0] not in TOOLS:
             raise ValueError(f"{path.name}: unknown command '{words[0]}' in RUN line")
-        proc = subprocess.run(TOOLS[words[0]] + words[1:], input=data, capture_output=True,
-                              text=True, timeout=300)
+        if words[0] == "thunder-opt":
+            proc = thunder_opt_in_process(words[1:], data)
+        else:
+            proc = subprocess.run(TOOLS[words[0]] + words[1:], input=data,
+                                  capture_output=True, text=True, timeout=300)
         report.append(f"$ {stage.strip()}  (exit {proc.returncode})\n{proc.stderr}")
         if (proc.returncode != 0) != expect_failure:
             return False, "\n".join(report)
