@@ -649,8 +649,9 @@ def _opinfo_failures(op_db, check, dtypes):
 
 
 def test_opinfo_cpu_autocast_matches_eager(op_db):
-    """Every OpInfo's first ``N_SAMPLES`` float32 and bfloat16 samples under CPU autocast: eager's output
-    dtypes (all ops) and values (ops whose eager result autocast changes)."""
+    """The first ``N_SAMPLES`` float32 and bfloat16 samples of every OpInfo (CI: of the
+    ``swept`` half) under CPU autocast: eager's output dtypes (all ops) and values (ops
+    whose eager result autocast changes)."""
     from autocast_opinfo import CLOSER
 
     CLOSER.clear()
@@ -667,8 +668,9 @@ def test_opinfo_cpu_autocast_matches_eager(op_db):
 
 
 def test_opinfo_cuda_autocast_dtypes_match_fake_eager(op_db):
-    """Every OpInfo's first ``N_SAMPLES`` float32 and float16 samples traced for CUDA under CUDA autocast:
-    eager's output dtypes (eager on fake CUDA tensors)."""
+    """The first ``N_SAMPLES`` float32 and float16 samples of every OpInfo (CI: of the
+    ``swept`` half) traced for CUDA under CUDA autocast: eager's output dtypes (eager on
+    fake CUDA tensors)."""
     failures, passed = _opinfo_failures(op_db, check_cuda, (torch.float32, torch.float16))
     print(f"\nOpInfo CUDA autocast (trace level): {passed} op/dtype pairs match fake eager, "
           f"{len(failures)} differ")

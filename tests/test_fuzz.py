@@ -47,8 +47,9 @@ from fuzz_batch import Program, check_batch, plan
 from idiom_harness import Step, check_idiom
 
 # 200 in CI since 2026-12-02: 2,000 took 996 s of a 2,400 s local make test (CI: 2,155 s),
-# which with make compat passed CI's 30 minutes. THUNDER_FUZZ_EXAMPLES=2000 runs issue 25's
-# count (programs 877-881 are REGRESSIONS below; the 2,000-program survey after the session 16 speed-ups: 725 s on one loaded core). The arithmetic (process CPU time, no
+# past CI's 30 minutes with make compat. THUNDER_FUZZ_EXAMPLES=2000 runs issue 25's
+# count (programs 877-881 are REGRESSIONS below; the 2,000-program survey after the
+# session 16 speed-ups: 725 s on one loaded core). The arithmetic (process CPU time, no
 # persistent compile cache, measured at 250 programs before those speed-ups): 0.24 CPU-s
 # a program (batches that read no global: 0.21; those that read the globals, traced at
 # each call: 0.23; data-dependent ones, each alone: 0.51), XLA compiles 38 % of it; plus

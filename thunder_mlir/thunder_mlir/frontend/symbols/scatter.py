@@ -170,6 +170,8 @@ def _copy_one_index(input, d, idx, source):
     whole cache (GPT-2 batch-8 decode step, H100 target: docs/gpu.md), and no transposes
     around a scatter."""
     shape = input.tshape
+    if not all(type(s) is int for s in shape):
+        return _select_one_index(input, d, idx, source)
     n = shape[d]
     i = prims.reshape(prims.convert_element_type(idx, torch.int64), ())
     rest = tuple(s for j, s in enumerate(shape) if j != d)
@@ -180,6 +182,19 @@ def _copy_one_index(input, d, idx, source):
                                  prims.elementwise("lt", i, prims.full((), n, torch.int64)))
     in_range = prims.broadcast_in_dim(in_range, rest, [])
     return prims.dynamic_update_index(input, prims.where(in_range, src, current), i, d)
+
+
+def _select_one_index(input, d, idx, source):
+    """``_copy_one_index`` for symbolic sizes (the dynamic-shape lowering has no
+    dynamic_update_slice): a select of ``source``, broadcast along ``d``, where the iota
+    along ``d`` equals the index (none does for an index out of range: ``input``
+    unchanged)."""
+    shape = input.tshape
+    at = prims.broadcast_in_dim(prims.reshape(idx, ()), shape, [])
+    hit = prims.elementwise("eq", prims.iota(shape, torch.int64, d), at)
+    src = prims.broadcast_in_dim(prims.convert_element_type(source, input.tdtype), shape,
+                                 list(range(len(shape))))
+    return prims.where(hit, src, input)
 
 
 def _index_op(input, dim, index, source, reduce, include_self=True, alpha=1):
