@@ -157,38 +157,15 @@ def _back(x, d):
 def _copy_one_index(input, d, idx, source):
     """``input.index_copy(d, idx, source)`` for a one-element (wrapped) ``idx`` and a
     ``source`` of ``input``'s shape with size 1 at ``d`` (any other shape takes the scatter
-    below, whose shape check gives eager's error): ``source`` written into slice ``idx``
-    of ``input`` along ``d`` (``dynamic_update_index``: stablehlo.dynamic_update_slice).
+    below, whose shape check gives eager's error): a select of ``source``, broadcast along
+    ``d``, where the iota along ``d`` equals the index.
 
-    The same result as the scatter below, out-of-range indices included: StableHLO clamps
-    the start index into range, so the slice written there is ``source`` only where the
-    index is in range and the clamped slice's own values elsewhere (``input`` unchanged;
-    eager raises, and so does the index check). A KV-cache write (``StaticCache.update``:
-    ``keys.index_copy_(2, cache_position, k)``, one position per decode step) is then a
-    dynamic-update-slice, which XLA runs in place on the cache's buffer, writing one
-    position, where the previous select over the iota along ``d`` read and wrote the
-    whole cache (GPT-2 batch-8 decode step, H100 target: docs/gpu.md), and no transposes
-    around a scatter."""
-    shape = input.tshape
-    if not all(type(s) is int for s in shape):
-        return _select_one_index(input, d, idx, source)
-    n = shape[d]
-    i = prims.reshape(prims.convert_element_type(idx, torch.int64), ())
-    rest = tuple(s for j, s in enumerate(shape) if j != d)
-    src = prims.reshape(prims.convert_element_type(source, input.tdtype), rest)
-    current = prims.dynamic_index(input, i, d)
-    in_range = prims.elementwise("bitwise_and",
-                                 prims.elementwise("ge", i, prims.full((), 0, torch.int64)),
-                                 prims.elementwise("lt", i, prims.full((), n, torch.int64)))
-    in_range = prims.broadcast_in_dim(in_range, rest, [])
-    return prims.dynamic_update_index(input, prims.where(in_range, src, current), i, d)
-
-
-def _select_one_index(input, d, idx, source):
-    """``_copy_one_index`` for symbolic sizes (the dynamic-shape lowering has no
-    dynamic_update_slice): a select of ``source``, broadcast along ``d``, where the iota
-    along ``d`` equals the index (none does for an index out of range: ``input``
-    unchanged)."""
+    The same result as the scatter below, out-of-range indices included (no position
+    matches: ``input`` unchanged), without moving ``d`` to the front and back: a KV-cache
+    write (``StaticCache.update``: ``keys.index_copy_(2, cache_position, k)``, one position
+    per decode step) is then one elementwise loop XLA fuses with the cache's other uses,
+    instead of two transposes around a scatter (the tiny GPT-2 batch-4 decode step of
+    examples/generate.py: 83 -> 67 XLA kernels)."""
     shape = input.tshape
     at = prims.broadcast_in_dim(prims.reshape(idx, ()), shape, [])
     hit = prims.elementwise("eq", prims.iota(shape, torch.int64, d), at)
