@@ -164,17 +164,10 @@ def thunder_opt_process(*args: str, stdin: str = "") -> subprocess.CompletedProc
 
 
 @pytest.fixture
-def thunder_opt(capsys, monkeypatch):
-    """Run thunder-opt's ``main`` in this process (no interpreter start-up per call)."""
+def thunder_opt():
+    """Run thunder-opt's ``main`` in this process (``thunder_opt_in_process``)."""
     def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        try:
-            code = thunder_opt_main(list(args))
-        except SystemExit as e:  # argparse's usage errors
-            code = e.code
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(["thunder-opt", *args], code, out, err)
+        return thunder_opt_in_process(list(args), stdin)
     return run
 
 
