@@ -712,9 +712,10 @@ def test_square_vjp_against_eager():
 _DYNAMIC_INDEX = (
     "func.func @computation(%x: tensor<5x3xf32>, %u: tensor<3xf32>, %i: tensor<i64>)"
     " -> tensor<5x3xf32> {\n"
-    '  %0 = "thunder.dynamic_index"(%x, %i) : (tensor<5x3xf32>, tensor<i64>) -> tensor<3xf32>\n'
+    '  %0 = "thunder.dynamic_index"(%x, %i) {dim = 0 : i64}'
+    ' : (tensor<5x3xf32>, tensor<i64>) -> tensor<3xf32>\n'
     '  %1 = "thunder.mul"(%0, %u) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>\n'
-    '  %2 = "thunder.dynamic_update_index"(%x, %1, %i)'
+    '  %2 = "thunder.dynamic_update_index"(%x, %1, %i) {dim = 0 : i64}'
     " : (tensor<5x3xf32>, tensor<3xf32>, tensor<i64>) -> tensor<5x3xf32>\n"
     "  return %2 : tensor<5x3xf32>\n}\n")
 

@@ -1141,9 +1141,9 @@ def test_mutation(c):
 
 @pytest.mark.parametrize("dim", [0, 1, 2, 3, -2])
 def test_index_copy_of_one_position_along_each_dim(dim):
-    """``cache.index_copy_(dim, pos, k)`` with one position (a static KV cache's write:
-    scatter._copy_one_index): the cache and the result as eager's at the first, a middle
-    and the last position; the gradients of both operands; an index out of range raises
+    """``cache.index_copy_(dim, pos, k)`` with one position (a static KV cache's write, a
+    dynamic-update-slice): the cache and the result as eager's at the first, a middle and
+    the last position; the gradients of both operands; an index out of range raises
     eager's IndexError and leaves the cache as it was."""
     shape = (2, 3, 8, 4)
     n = shape[dim]

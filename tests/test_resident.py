@@ -310,3 +310,86 @@ def test_read_only_arguments_are_imported_once(monkeypatch):
     assert len(imported) == len(o.param_groups), imported
     _same(m_ref, m, o_ref, o)
     torch.testing.assert_close(m.shift, m_ref.shift)
+
+
+class _Cache(torch.nn.Module):
+    """A static KV cache written one position per step (transformers' ``StaticLayer``:
+    ``keys.index_copy_(2, cache_position, k)``), read by the step's output."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.register_buffer("keys", torch.zeros(2, 3, 8, 4))
+
+    def forward(self, x, pos):
+        k = self.lin(x)
+        self.keys.index_copy_(2, pos, k.detach().unsqueeze(2))
+        return (self.keys.sum(2) * k).sum(1)
+
+
+def test_failed_index_check_leaves_a_cache_written_in_place_as_before():
+    """A one-position ``index_copy_`` into a resident buffer is a dynamic-update-slice
+    (scatter._copy_one_index), which clamps a start out of range where eager raises. On the
+    CPU the written buffer is guarded by the index check (Target.guard_writes): at each of
+    the first, a middle and the last positions it equals eager's, and a position out of
+    range (8, and -1: eager refuses negative indices) raises eager's IndexError and leaves
+    the cache and the parameters as before, the steps after it as eager's."""
+    torch.manual_seed(0)
+    m = _Cache()
+    m2 = copy.deepcopy(m)
+    o, o2 = torch.optim.SGD(m.parameters(), lr=0.1), torch.optim.SGD(m2.parameters(), lr=0.1)
+
+    def step(model, opt, x, pos):
+        loss = model(x, pos).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    jstep = thunder_mlir.jit(step)
+    for p in (0, 8, 3, -1, 7):
+        x, pos = torch.randn(2, 3, 4), torch.tensor([p])
+        if not 0 <= p < 8:
+            before = copy.deepcopy(m2.state_dict())
+            with pytest.raises(IndexError):
+                step(m, o, x, pos)
+            with pytest.raises(IndexError):
+                jstep(m2, o2, x, pos)
+            torch.testing.assert_close(m2.state_dict(), before)
+            continue
+        torch.testing.assert_close(jstep(m2, o2, x, pos), step(m, o, x, pos).detach())
+        torch.testing.assert_close(m2.state_dict(), m.state_dict())
+    assert m2.keys in resident._RESIDENT
+
+
+def test_gpu_cache_write_is_one_position_in_place():
+    """Compiled for an H100 without a device: a KV-cache write is a dynamic-update-slice of
+    one position on the cache, which is aliased with its new value (nothing copied back),
+    and no select reads and writes the whole cache: on a GPU a failed index check is a
+    device-side assert (Target.guard_writes), so the written cache is not guarded."""
+    from thunder_mlir import pipeline
+
+    class Decode(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("keys", torch.zeros(2, 3, 16, 8, dtype=torch.bfloat16))
+
+        def forward(self, k, pos):
+            self.keys.index_copy_(2, pos, k)
+            return self.keys.float().sum(2)
+
+    target = pipeline.Target(torch.device("cuda", 0), "NVIDIA H100 80GB HBM3")
+    with pipeline.compile_only(target):
+        with pytest.raises(pipeline.ProgramsCaptured) as info:
+            thunder_mlir.jit(Decode().to("meta"))(
+                torch.zeros(2, 3, 1, 8, dtype=torch.bfloat16, device="meta"),
+                torch.zeros(1, dtype=torch.int64, device="meta"))
+    captured = info.value
+    (program,) = captured.programs
+    text = "\n".join(t for _, t in program.regions)
+    assert "stablehlo.dynamic_update_slice" in text
+    assert not [line for line in text.splitlines()
+                if "stablehlo.select" in line and "2x3x16x8xbf16" in line]
+    assert captured.write_back_bytes == 0
+    xla = {s.name: s for s in captured.stages}["xla-compile"].text
+    assert "kept where an index check failed: off" in xla

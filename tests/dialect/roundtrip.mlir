@@ -334,13 +334,15 @@ func.func @higher_order(%p: tensor<i1>, %x: tensor<4xf32>, %n: tensor<i64>) -> (
   return %2, %1#0 : tensor<4xf32>, tensor<i64>
 }
 
-// Run-time indexing along dim 0 (scan's loop body).
+// Run-time indexing along a dim (scan's loop body: dim 0; a KV-cache slot: the sequence dim).
 // CHECK-LABEL: func.func @dynamic_indexing(
-// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.dynamic_index"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) : (tensor<5x3xf32>, tensor<i64>) -> tensor<3xf32>
-// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.dynamic_update_index"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) : (tensor<5x3xf32>, tensor<3xf32>, tensor<i64>) -> tensor<5x3xf32>
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.dynamic_index"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {dim = 0 : i64} : (tensor<5x3xf32>, tensor<i64>) -> tensor<3xf32>
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.dynamic_index"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {dim = 1 : i64} : (tensor<5x3xf32>, tensor<i64>) -> tensor<5xf32>
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.dynamic_update_index"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {dim = 1 : i64} : (tensor<5x3xf32>, tensor<5xf32>, tensor<i64>) -> tensor<5x3xf32>
 func.func @dynamic_indexing(%x: tensor<5x3xf32>, %i: tensor<i64>) -> tensor<5x3xf32> {
-  %0 = "thunder.dynamic_index"(%x, %i) : (tensor<5x3xf32>, tensor<i64>) -> tensor<3xf32>
-  %1 = "thunder.dynamic_update_index"(%x, %0, %i) : (tensor<5x3xf32>, tensor<3xf32>, tensor<i64>) -> tensor<5x3xf32>
+  %0 = "thunder.dynamic_index"(%x, %i) {dim = 0 : i64} : (tensor<5x3xf32>, tensor<i64>) -> tensor<3xf32>
+  %c = "thunder.dynamic_index"(%x, %i) {dim = 1 : i64} : (tensor<5x3xf32>, tensor<i64>) -> tensor<5xf32>
+  %1 = "thunder.dynamic_update_index"(%x, %c, %i) {dim = 1 : i64} : (tensor<5x3xf32>, tensor<5xf32>, tensor<i64>) -> tensor<5x3xf32>
   return %1 : tensor<5x3xf32>
 }
 

@@ -196,9 +196,9 @@ module @remat {
 // CHECK-NEXT:    return %[[GX]], %[[GU]]
 module @dynamic_index {
   func.func @computation(%x: tensor<5x3xf32>, %u: tensor<3xf32>, %i: tensor<i64>) -> tensor<5x3xf32> {
-    %0 = "thunder.dynamic_index"(%x, %i) : (tensor<5x3xf32>, tensor<i64>) -> tensor<3xf32>
+    %0 = "thunder.dynamic_index"(%x, %i) {dim = 0 : i64} : (tensor<5x3xf32>, tensor<i64>) -> tensor<3xf32>
     %1 = "thunder.mul"(%0, %u) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
-    %2 = "thunder.dynamic_update_index"(%x, %1, %i) : (tensor<5x3xf32>, tensor<3xf32>, tensor<i64>) -> tensor<5x3xf32>
+    %2 = "thunder.dynamic_update_index"(%x, %1, %i) {dim = 0 : i64} : (tensor<5x3xf32>, tensor<3xf32>, tensor<i64>) -> tensor<5x3xf32>
     return %2 : tensor<5x3xf32>
   }
 }

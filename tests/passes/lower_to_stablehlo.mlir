@@ -261,7 +261,20 @@ func.func @control_flow(%p: tensor<i1>, %x: tensor<4xf32>, %n: tensor<i64>) -> (
 // CHECK-NEXT:    %[[D:.*]] = stablehlo.dynamic_update_slice %[[X]], %[[U]], %[[I]], %{{.*}} : (tensor<5x3xf32>, tensor<1x3xf32>, tensor<i64>, tensor<i64>) -> tensor<5x3xf32>
 // CHECK-NEXT:    return %[[D]]
 func.func @dynamic_indexing(%x: tensor<5x3xf32>, %i: tensor<i64>) -> tensor<5x3xf32> {
-  %0 = "thunder.dynamic_index"(%x, %i) : (tensor<5x3xf32>, tensor<i64>) -> tensor<3xf32>
-  %1 = "thunder.dynamic_update_index"(%x, %0, %i) : (tensor<5x3xf32>, tensor<3xf32>, tensor<i64>) -> tensor<5x3xf32>
+  %0 = "thunder.dynamic_index"(%x, %i) {dim = 0 : i64} : (tensor<5x3xf32>, tensor<i64>) -> tensor<3xf32>
+  %1 = "thunder.dynamic_update_index"(%x, %0, %i) {dim = 0 : i64} : (tensor<5x3xf32>, tensor<3xf32>, tensor<i64>) -> tensor<5x3xf32>
   return %1 : tensor<5x3xf32>
+}
+
+// Along another dim (a KV cache's sequence dim, index_copy_ of one position): the run-time
+// start at that dim, zeros elsewhere; the update gets its unit dim there.
+// CHECK-LABEL: func.func @dynamic_indexing_dim2
+// CHECK-SAME:    (%[[C:.*]]: tensor<2x3x8x4xf32>, %[[K:.*]]: tensor<2x3x4xf32>, %[[P:.*]]: tensor<i64>)
+// CHECK:         %[[U:.*]] = stablehlo.reshape %[[K]] : (tensor<2x3x4xf32>) -> tensor<2x3x1x4xf32>
+// CHECK-NEXT:    %[[Z:.*]] = stablehlo.constant dense<0> : tensor<i64>
+// CHECK-NEXT:    %[[D:.*]] = stablehlo.dynamic_update_slice %[[C]], %[[U]], %[[Z]], %[[Z]], %[[P]], %[[Z]] : (tensor<2x3x8x4xf32>, tensor<2x3x1x4xf32>, tensor<i64>, tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<2x3x8x4xf32>
+// CHECK-NEXT:    return %[[D]]
+func.func @dynamic_indexing_dim2(%c: tensor<2x3x8x4xf32>, %k: tensor<2x3x4xf32>, %p: tensor<i64>) -> tensor<2x3x8x4xf32> {
+  %0 = "thunder.dynamic_update_index"(%c, %k, %p) {dim = 2 : i64} : (tensor<2x3x8x4xf32>, tensor<2x3x4xf32>, tensor<i64>) -> tensor<2x3x8x4xf32>
+  return %0 : tensor<2x3x8x4xf32>
 }

@@ -113,6 +113,10 @@ class Target:
     * ``resident_writes`` (GPU): every program's written inputs are resident in XLA's
       memory and donated (runtime/resident.py); on the CPU only a training step's are
       (``donate_writes``), where residency was measured to pay.
+    * ``guard_writes`` (CPU): a donated written input keeps its old value where an index
+      check failed (``runtime_checks.unless_failed``), as eager raises before writing; on
+      a GPU a failed check is a device-side assert (``runtime_checks.raise_failed``), after
+      which the CUDA context is unusable and no tensor can be read, so nothing is guarded.
     * ``small_program_pool`` (CPU): inference programs with little work per kernel move to
       the one-thread CPU client (runtime/plan.py ``place_small_programs``).
     """
@@ -167,6 +171,19 @@ class Target:
         return self.on_gpu
 
     @property
+    def guard_writes(self) -> bool:
+        """Whether donated written inputs keep their old values where an index check
+        failed (``runtime_checks.unless_failed``: a select over each written input). On the
+        CPU the check raises a Python error after the run and the caller's tensors must be
+        as before it. On a GPU ``runtime_checks.raise_failed`` asserts on the device
+        (``torch._assert_async``, as eager's CUDA index kernels do with
+        ``CUDA_KERNEL_ASSERT``): a device-side assert is a sticky CUDA error (CUDA runtime
+        API, ``cudaErrorAssert``: "the context cannot be used anymore"), so the written
+        values cannot be read after it and the select, a read and write of every written
+        input (a whole KV cache per decode step), is not emitted."""
+        return not self.on_gpu
+
+    @property
     def small_program_pool(self) -> bool:
         return self.device.type == "cpu"
 
@@ -215,6 +232,8 @@ class Target:
             f"{on(self.narrow_dots)}",
             f"// written inputs resident and donated in every program: "
             f"{on(self.resident_writes)}",
+            f"// written inputs kept where an index check failed: {on(self.guard_writes)}"
+            + ("" if self.guard_writes else " (a failed check is a device-side assert)"),
             f"// small programs on the one-thread CPU client: {on(self.small_program_pool)}",
         ])
 
@@ -575,8 +594,10 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     t0 = time.perf_counter()
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
     # written inputs kept resident and donated: a training step's, and every program's
-    # on a GPU (Target.resident_writes); their writes are then guarded by the checks
-    donate_writes = donate_writes or Target.of(_program_device(tensors)[0]).resident_writes
+    # on a GPU (Target.resident_writes); their writes are then guarded by the checks where
+    # a failed check leaves the process running (Target.guard_writes)
+    target = Target.of(_program_device(tensors)[0])
+    donate_writes = donate_writes or target.resident_writes
     floats = [t.is_floating_point() or t.is_complex() for t in tensors]
     # joint: the gradient of every floating-point input (thunder_mlir.grad)
     wrt = floats if joint else [t.requires_grad and f for t, f in zip(tensors, floats)]
@@ -591,7 +612,8 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                 fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None,
                 watch=watch, dynamic_dims=dynamic_dims, known_values=known,
                 unbacked=unbacked, recompile_limit=recompile_limit, guessed=guessed,
-                no_guess=no_guess, index_checks=True, guard_writes=donate_writes,
+                no_guess=no_guess, index_checks=True,
+                guard_writes=donate_writes and target.guard_writes,
                 output_bases=not joint)
             # (unbacked sizes: a guard relating two of them)
             trace.shape_env.check_unbacked_guards(trace.unbacked_groups)
@@ -700,7 +722,6 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     # Each stage is one pass of the registry thunder-opt uses, built from its pipeline
     # element (the Stage records the element, so thunder-opt reproduces the stage); the
     # target decides which (Target.elements); the xla-compile stage lists its choices.
-    target = Target.of(trace.device)
     elements = target.elements(needs_grad, joint, ext.executors)
     ctx = PassContext(compile_state=ext, device=trace.device)
     for stage_name, element in elements:
@@ -728,7 +749,8 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         texts.update(btexts)
     else:
         if donate_writes and trace.mutated_inputs and \
-                (not trace.checks or getattr(trace, "writes_guarded", False)) \
+                (not trace.checks or getattr(trace, "writes_guarded", False)
+                 or not target.guard_writes) \
                 and not trace.value_sites and not joint:
             from thunder_mlir.runtime.resident import mark_aliased_writes
 

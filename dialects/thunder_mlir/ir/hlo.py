@@ -782,37 +782,40 @@ def lower_rng_bits(op, operands, rw):
 
 
 # ------------------------------------------------------------ run-time indices
-# dynamic_index / dynamic_update_index (used by ``scan``): StableHLO "dynamic_slice" and
-# "dynamic_update_slice", whose start indices are clamped into range.
-def _starts(index: ir.Value, rank: int, loc) -> list[ir.Value]:
+# dynamic_index / dynamic_update_index (``scan``'s rows; a KV-cache write's slot): StableHLO
+# "dynamic_slice" and "dynamic_update_slice", whose start indices are clamped into range.
+def _starts(index: ir.Value, rank: int, dim: int, loc) -> list[ir.Value]:
     zero = splat(index.type, 0, loc)
-    return [index] + [zero] * (rank - 1)
+    return [index if d == dim else zero for d in range(rank)]
 
 
 def lower_dynamic_index(op, operands, rw):
-    """x[index] along dim 0: stablehlo.dynamic_slice of one row, reshaped."""
+    """x.select(dim, index): stablehlo.dynamic_slice of one slice, reshaped."""
     x, index = operands
     xt = ir.RankedTensorType(x.type)
+    dim = attrs.get_int(op, "dim")
     loc = op.location
     with rw.ip:
-        sizes = [1] + list(xt.shape[1:])
+        sizes = [1 if d == dim else n for d, n in enumerate(xt.shape)]
         one = ir.RankedTensorType.get(sizes, xt.element_type)
-        sliced = hlo("stablehlo.dynamic_slice", [x] + _starts(index, xt.rank, loc), [one],
-                     {"slice_sizes": ir.DenseI64ArrayAttr.get(sizes)}, loc).result
+        sliced = hlo("stablehlo.dynamic_slice", [x] + _starts(index, xt.rank, dim, loc),
+                     [one], {"slice_sizes": ir.DenseI64ArrayAttr.get(sizes)}, loc).result
         out = hlo("stablehlo.reshape", [sliced], [op.result.type], loc=loc)
     rw.replace_op(op, out)
 
 
 def lower_dynamic_update_index(op, operands, rw):
-    """x[index] = update along dim 0: stablehlo.dynamic_update_slice."""
+    """x.select(dim, index) = update: stablehlo.dynamic_update_slice."""
     x, update, index = operands
     xt = ir.RankedTensorType(x.type)
+    dim = attrs.get_int(op, "dim")
     loc = op.location
     with rw.ip:
-        one = ir.RankedTensorType.get([1] + list(xt.shape[1:]), xt.element_type)
+        one = ir.RankedTensorType.get([1 if d == dim else n for d, n in enumerate(xt.shape)],
+                                      xt.element_type)
         upd = hlo("stablehlo.reshape", [update], [one], loc=loc).result
-        out = hlo("stablehlo.dynamic_update_slice", [x, upd] + _starts(index, xt.rank, loc),
-                  [x.type], loc=loc)
+        out = hlo("stablehlo.dynamic_update_slice",
+                  [x, upd] + _starts(index, xt.rank, dim, loc), [x.type], loc=loc)
     rw.replace_op(op, out)
 
 

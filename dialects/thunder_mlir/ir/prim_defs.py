@@ -620,22 +620,27 @@ define("reduce_window", ("x", "init"), _infer_reduce_window, hlo.lower_reduce_wi
 
 def _infer_dynamic_index(ops, attrs, result=None):
     x, index = ops
-    check(len(x.shape) >= 1, "dynamic_index of a 0-d tensor")
+    dim = attrs["dim"]
+    check(0 <= dim < len(x.shape), f"dynamic_index: dim {dim} of a {len(x.shape)}-d tensor")
     check(tuple(index.shape) == () and index.dtype == torch.int64,
           "dynamic_index: 0-d i64 index")
-    return TensorSpec(tuple(x.shape[1:]), x.dtype)
+    return TensorSpec(tuple(x.shape[:dim]) + tuple(x.shape[dim + 1:]), x.dtype)
 
 
 define("dynamic_index", ("x", "index"), _infer_dynamic_index, hlo.lower_dynamic_index,
-       vjp=vjp_rules.dynamic_index,
-       doc="x[index] along dim 0, index clamped (stablehlo.dynamic_slice + reshape)")
+       vjp=vjp_rules.dynamic_index, attributes={"dim": INT},
+       doc="x.select(dim, index), index clamped (stablehlo.dynamic_slice + reshape)")
 
 
 def _infer_dynamic_update_index(ops, attrs, result=None):
     x, update, index = ops
-    check(tuple(update.shape) == tuple(x.shape[1:]) and update.dtype == x.dtype,
+    dim = attrs["dim"]
+    check(0 <= dim < len(x.shape),
+          f"dynamic_update_index: dim {dim} of a {len(x.shape)}-d tensor")
+    check(tuple(update.shape) == tuple(x.shape[:dim]) + tuple(x.shape[dim + 1:]) and
+          update.dtype == x.dtype,
           f"dynamic_update_index: update {tuple(update.shape)}/{update.dtype} into "
-          f"{tuple(x.shape)}/{x.dtype}")
+          f"{tuple(x.shape)}/{x.dtype} at dim {dim}")
     check(tuple(index.shape) == () and index.dtype == torch.int64,
           "dynamic_update_index: 0-d i64 index")
     return TensorSpec(tuple(x.shape), x.dtype)
@@ -643,7 +648,8 @@ def _infer_dynamic_update_index(ops, attrs, result=None):
 
 define("dynamic_update_index", ("x", "update", "index"), _infer_dynamic_update_index,
        hlo.lower_dynamic_update_index, vjp=vjp_rules.dynamic_update_index,
-       doc="x with x[index] = update along dim 0 (stablehlo.dynamic_update_slice)")
+       attributes={"dim": INT},
+       doc="x with x.select(dim, index) = update (stablehlo.dynamic_update_slice)")
 
 
 # ------------------------------------------------------------------- sharding

@@ -351,14 +351,17 @@ def triangular_solve(a: TensorProxy, b: TensorProxy, left_side: bool, lower: boo
                 unit_diagonal=int(unit_diagonal), transpose_a=int(transpose_a))
 
 
-def dynamic_index(x: TensorProxy, index: TensorProxy) -> TensorProxy:
-    """``x[index]`` along dim 0 for a 0-d int64 ``index`` computed at run time; an index
+def dynamic_index(x: TensorProxy, index: TensorProxy, dim: int = 0) -> TensorProxy:
+    """``x.select(dim, index)`` for a 0-d int64 ``index`` computed at run time; an index
     out of range is clamped into it (stablehlo.dynamic_slice semantics). Result shape
-    ``x.shape[1:]``, x's dtype (jax.lax.dynamic_index_in_dim with keepdims=False)."""
-    return bind("dynamic_index", (x, index))
+    ``x.shape`` without ``dim``, x's dtype (jax.lax.dynamic_index_in_dim with
+    keepdims=False)."""
+    return bind("dynamic_index", (x, index), dim=dim)
 
 
-def dynamic_update_index(x: TensorProxy, update: TensorProxy, index: TensorProxy) -> TensorProxy:
-    """``x`` with ``x[index] = update`` along dim 0 (``update``: shape ``x.shape[1:]``, x's
-    dtype; ``index``: 0-d int64, clamped; stablehlo.dynamic_update_slice)."""
-    return bind("dynamic_update_index", (x, update, index))
+def dynamic_update_index(x: TensorProxy, update: TensorProxy, index: TensorProxy,
+                         dim: int = 0) -> TensorProxy:
+    """``x`` with ``x.select(dim, index) = update`` (``update``: ``x.shape`` without
+    ``dim``, x's dtype; ``index``: 0-d int64, clamped; stablehlo.dynamic_update_slice,
+    which XLA runs in place on a buffer it may overwrite: only the slice is written)."""
+    return bind("dynamic_update_index", (x, update, index), dim=dim)

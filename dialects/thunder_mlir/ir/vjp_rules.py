@@ -761,12 +761,14 @@ def dynamic_index(op, x, y, g):
     """The cotangent of ``x[index]`` goes to row ``index`` of zeros (JAX's
     dynamic_slice transpose: a dynamic_update_slice); the index gets none."""
     xs, index = x
-    return [prims.dynamic_update_index(_c(xs, 0), g[0], index), None]
+    dim = _attr_int(op, "dim")
+    return [prims.dynamic_update_index(_c(xs, 0), g[0], index, dim), None]
 
 
 def dynamic_update_index(op, x, y, g):
     """``x`` gets the cotangent with row ``index`` zeroed, ``update`` that row (JAX's
     dynamic_update_slice transpose); the index gets none."""
     xs, upd, index = x
-    return [prims.dynamic_update_index(g[0], _c(upd, 0), index), prims.dynamic_index(g[0], index),
-            None]
+    dim = _attr_int(op, "dim")
+    return [prims.dynamic_update_index(g[0], _c(upd, 0), index, dim),
+            prims.dynamic_index(g[0], index, dim), None]

@@ -51,17 +51,17 @@ from thunder_mlir.ir.proxy import TensorProxy
 
 
 def check_indices(idx: TensorProxy, size: int, dim: int, *, negative: bool = True,
-                  error: type[Exception] = IndexError, message: str | None = None) -> None:
+                  error: type[Exception] = IndexError, message: str | None = None) -> bool:
     """Add a check that every element of the integer index tensor ``idx`` (any shape) is
     in range for a dimension ``dim`` of ``size`` elements: ``-size <= i < size`` with
     ``negative`` (indices that count from the end, as ``x[i]``), else ``0 <= i < size``
     (``gather``, ``scatter``, ``embedding``). At run time a failed check raises ``error``
     with ``message`` (default: eager's "index out of bounds for dimension d with size n"),
     naming the user's line. Nothing is added where ``size`` is symbolic (or as
-    ``check_values`` says)."""
+    ``check_values`` says). Returns whether the check is made (``check_values``)."""
     if not isinstance(size, int):
-        return
-    check_values(idx, lambda i: in_range(i, -size if negative else 0, size), error,
+        return False
+    return check_values(idx, lambda i: in_range(i, -size if negative else 0, size), error,
                  message or f"an index is out of bounds for dimension {dim} with size {size}")
 
 
@@ -79,37 +79,42 @@ def in_range(x: TensorProxy, low: int, high: int, allowed: int | None = None
     return ok
 
 
-def check_values(x: TensorProxy, ok_of, error: type[Exception], message: str) -> None:
+def check_values(x: TensorProxy, ok_of, error: type[Exception], message: str) -> bool:
     """Add a check that ``ok_of(x)`` (a bool tensor of ``x``'s shape built from ``x``
     with prims, e.g. ``in_range``) holds for every element of ``x``: eager's check of a
     tensor's values (an index, a class target, a weight's sign). At run time a failed
     check raises ``error`` with ``message`` after the user's line. Nothing is added where
     the trace carries no checks, where ``x`` is empty or has symbolic sizes, or for a value
     a decomposition computes itself (inside a composite, a check of one of its operands is
-    made on the composite's operand once the composite is emitted: ``lift``)."""
+    made on the composite's operand once the composite is emitted: ``lift``).
+
+    Returns True where the check is made (or will be, on a composite's operand): a
+    lowering may then leave an out-of-range value's case to it (scatter._copy_one_index)."""
     trace = current_trace()
     if not getattr(trace, "runtime_checks", False):
-        return
+        return False
     owner = trace.ip.block.owner
     if owner is not None and COMPOSITE_HOLDER in owner.attributes:
         # inside a composite's decomposition: checked on its operand, once
         if isinstance(x.value, ir.BlockArgument):  # the composite is emitted (lift)
             trace.pending_checks.append(
                 (x, lambda outer: check_values(outer, ok_of, error, message)))
-        return  # (a value a decomposition computes itself: not checked; sharp_edges.md)
+            return True
+        return False  # (a value a decomposition computes itself: not checked; sharp_edges.md)
     if trace.region_checks is None:  # a while loop's cond_fn (see the module docstring)
-        return
+        return False
     n = 1
     for s in x.tshape:
         if not isinstance(s, int):
-            return
+            return False
         n *= s
     if n == 0:
-        return
+        return True  # (no index to check)
     from thunder_mlir.frontend.locations import describe_frame, user_frame
 
     ok = prims.reduce("reduce_and", ok_of(x), list(range(len(x.tshape))))
     _add(trace, ok, error, CheckMessage.of(describe_frame(user_frame()), message, error))
+    return True
 
 
 class CheckMessage(str):

@@ -154,18 +154,41 @@ def _back(x, d):
     return prims.transpose(x, inv)
 
 
-def _copy_one_index(input, d, idx, source):
+def _copy_one_index(input, d, idx, source, checked: bool):
     """``input.index_copy(d, idx, source)`` for a one-element (wrapped) ``idx`` and a
     ``source`` of ``input``'s shape with size 1 at ``d`` (any other shape takes the scatter
-    below, whose shape check gives eager's error): a select of ``source``, broadcast along
-    ``d``, where the iota along ``d`` equals the index.
+    below, whose shape check gives eager's error): ``source`` written into slice ``idx``
+    of ``input`` along ``d`` (``dynamic_update_index``: stablehlo.dynamic_update_slice).
 
-    The same result as the scatter below, out-of-range indices included (no position
-    matches: ``input`` unchanged), without moving ``d`` to the front and back: a KV-cache
-    write (``StaticCache.update``: ``keys.index_copy_(2, cache_position, k)``, one position
-    per decode step) is then one elementwise loop XLA fuses with the cache's other uses,
-    instead of two transposes around a scatter (the tiny GPT-2 batch-4 decode step of
-    examples/generate.py: 83 -> 67 XLA kernels)."""
+    A KV-cache write (``StaticCache.update``: ``keys.index_copy_(2, cache_position, k)``,
+    one position per decode step) is then a dynamic-update-slice, which XLA runs in place
+    on the cache's buffer, writing one position, where a select over the iota along ``d``
+    reads and writes the whole cache (GPT-2 batch-8 decode step, H100 target: 12 kernels
+    of 9 MiB, a quarter of the step's bytes; docs/gpu.md), and no transposes around a
+    scatter.
+
+    StableHLO clamps the start index into range, so for an index out of range this writes
+    ``source`` into the nearest slice, where eager raises. It is used only where the index
+    check is made (``checked``: runtime_checks.check_indices said so): the check then
+    raises eager's error before the result is seen, and the written inputs a failed check
+    cannot leave unseen are guarded by it (runtime_checks.unless_failed; on a GPU a failed
+    check is a device-side assert, Target.guard_writes). Otherwise, and for symbolic
+    sizes (the dynamic-shape lowering has no dynamic_update_slice), the select over the
+    iota, which leaves ``input`` unchanged for an index out of range."""
+    shape = input.tshape
+    if not checked or not all(type(s) is int for s in shape):
+        return _select_one_index(input, d, idx, source)
+    i = prims.reshape(prims.convert_element_type(idx, torch.int64), ())
+    rest = tuple(s for j, s in enumerate(shape) if j != d)
+    src = prims.reshape(prims.convert_element_type(source, input.tdtype), rest)
+    return prims.dynamic_update_index(input, src, i, d)
+
+
+def _select_one_index(input, d, idx, source):
+    """``_copy_one_index`` for symbolic sizes (the dynamic-shape lowering has no
+    dynamic_update_slice): a select of ``source``, broadcast along ``d``, where the iota
+    along ``d`` equals the index (none does for an index out of range: ``input``
+    unchanged)."""
     shape = input.tshape
     at = prims.broadcast_in_dim(prims.reshape(idx, ()), shape, [])
     hit = prims.elementwise("eq", prims.iota(shape, torch.int64, d), at)
@@ -186,8 +209,8 @@ def _index_op(input, dim, index, source, reduce, include_self=True, alpha=1):
     n = input.tshape[d]
     # eager: index_add_ RuntimeError, index_copy_/index_reduce_ IndexError, both for any
     # negative index too (aten/src/ATen/native/TensorAdvancedIndexing.cpp)
-    check_indices(index, n, d, negative=False,
-                  error=RuntimeError if reduce == "add" else IndexError)
+    checked = check_indices(index, n, d, negative=False,
+                            error=RuntimeError if reduce == "add" else IndexError)
     idx = _wrap(prims.reshape(index, (math.prod(index.tshape),)), n)
     k = idx.tshape[0]
     if k == 0:
@@ -196,7 +219,7 @@ def _index_op(input, dim, index, source, reduce, include_self=True, alpha=1):
             source.tshape[d] == 1 and all(source.tshape[j] == input.tshape[j]
                                           for j in range(r) if j != d):
         # (symbolic sizes: each == holds at the traced call and is recorded as a guard)
-        return _copy_one_index(input, d, idx, source)
+        return _copy_one_index(input, d, idx, source, checked)
     x = _front(input, d)
     src = source
     if len(src.tshape) == 0:
