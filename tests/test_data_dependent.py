@@ -625,3 +625,71 @@ def test_index_add_at_data_dependent_indices_is_traced_once():
     for n in (2, 5, 3, 6):
         _same(jfn(x, _mask_rows(n).roll(n)), f(x, _mask_rows(n).roll(n)))
     assert thunder_mlir.cache_misses(jfn) == 1, thunder_mlir.cache_info(jfn)
+
+
+# ------------------------------------ a value guard failing in the call that compiled
+def _rows(x, mask):
+    idx, = torch.where(mask)  # a data-dependent size
+    return x[idx] * 2
+
+
+class _Rows(torch.nn.Module):
+    def forward(self, x, mask):
+        return _rows(x, mask)
+
+
+class _ScaledRows(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.randn(3))
+
+    def forward(self, x, mask):
+        return _rows(x, mask) * self.scale
+
+
+def _guard_inputs():
+    """(x, mask) per call: the first selects one row (traced with a guessed size, whose
+    guard fails in that same call: compiled again knowing it), the next 3 rows, then none."""
+    gen = torch.Generator().manual_seed(0)
+    return [(torch.randn(6, 3, generator=gen), _mask_rows(n).roll(2)) for n in (1, 3, 0)]
+
+
+@pytest.mark.parametrize("kind", ["function", "module"])
+def test_value_guard_failing_in_the_compiling_call_as_eager(kind):
+    """Issue 48 B: a module's first call wraps its arguments as (flags, params, args,
+    kwargs) for the trace; a value guard failing in that same call compiled again with them
+    wrapped a second time (``forward() takes 3 positional arguments but 5 were given``).
+    ``function.function_arguments`` alone wraps them now."""
+    fn = _rows if kind == "function" else _Rows()
+    jfn = thunder_mlir.jit(fn)
+    for i, (x, m) in enumerate(_guard_inputs()):
+        _same(jfn(x, m), fn(x, m))
+        if i == 0:  # the size guard failed in the call that compiled: compiled again
+            info = thunder_mlir.cache_info(jfn)
+            assert info["misses"] == 2 and sum(info["value_guards"].values()) == 1, info
+
+
+def test_value_guard_failing_in_a_training_step_as_eager():
+    """``jit(step)`` of a training step (module, optimizer, ``loss.backward()``) whose
+    forward selects rows by a mask: loss and parameters as eager's at every call while the
+    selected size changes (with gradients the size is specialized on values; its guard
+    fails on later calls)."""
+    import copy
+
+    def step(model, opt, x, mask):
+        loss = model(x, mask).square().sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    torch.manual_seed(0)
+    eager = _ScaledRows()
+    mine = copy.deepcopy(eager)
+    e_opt = torch.optim.SGD(eager.parameters(), lr=0.1)
+    j_opt = torch.optim.SGD(mine.parameters(), lr=0.1)
+    jstep = thunder_mlir.jit(step)
+    for x, m in _guard_inputs():
+        _same(jstep(mine, j_opt, x, m), step(eager, e_opt, x, m))
+        torch.testing.assert_close(mine.scale, eager.scale)
+    assert sum(thunder_mlir.cache_info(jstep._train._fn)["value_guards"].values()) >= 1

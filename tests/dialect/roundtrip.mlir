@@ -229,7 +229,7 @@ func.func @structural(%x: tensor<2x3xf32>, %p: tensor<2x3xi1>, %s: tensor<f32>, 
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.logcumsumexp"(%{{[a-z0-9#]+}}) {dim = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.scatter"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {kind = "add"} : (tensor<2x3xf32>, tensor<2x2xi64>, tensor<2xf32>) -> tensor<2x3xf32>
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.argsort"(%{{[a-z0-9#]+}}) {descending = 1 : i64, dim = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xi64>
-// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.convolution"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {feature_group_count = 1 : i64, lhs_dilation = array<i64: 1>, padding = array<i64: 1, 1>, rhs_dilation = array<i64: 1>, window_strides = array<i64: 1>} : (tensor<1x2x5xf32>, tensor<4x2x3xf32>) -> tensor<1x4x5xf32>
+// CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.convolution"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {batch_group_count = 1 : i64, feature_group_count = 1 : i64, lhs_dilation = array<i64: 1>, padding = array<i64: 1, 1>, rhs_dilation = array<i64: 1>, window_strides = array<i64: 1>} : (tensor<1x2x5xf32>, tensor<4x2x3xf32>) -> tensor<1x4x5xf32>
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.reduce_window"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {kind = "max", padding = array<i64: 0, 0, 0, 0, 0, 1>, window_dimensions = array<i64: 1, 1, 2>, window_strides = array<i64: 1, 1, 2>} : (tensor<1x2x5xf32>, tensor<f32>) -> tensor<1x2x3xf32>
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.cholesky"(%{{[a-z0-9#]+}}) {lower = 1 : i64} : (tensor<3x3xf32>) -> tensor<3x3xf32>
 // CHECK-NEXT:  %{{[a-z0-9#]+}} = "thunder.triangular_solve"(%{{[a-z0-9#]+}}, %{{[a-z0-9#]+}}) {left_side = 1 : i64, lower = 1 : i64, transpose_a = 0 : i64, unit_diagonal = 0 : i64} : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
@@ -247,7 +247,7 @@ func.func @extra_prims(%x: tensor<2x3xf32>, %m: tensor<3x3xf32>, %coords: tensor
   %6 = "thunder.logcumsumexp"(%x) {dim = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %7 = "thunder.scatter"(%x, %coords, %upd) {kind = "add"} : (tensor<2x3xf32>, tensor<2x2xi64>, tensor<2xf32>) -> tensor<2x3xf32>
   %8 = "thunder.argsort"(%x) {descending = 1 : i64, dim = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xi64>
-  %9 = "thunder.convolution"(%img, %w) {feature_group_count = 1 : i64, lhs_dilation = array<i64: 1>, padding = array<i64: 1, 1>, rhs_dilation = array<i64: 1>, window_strides = array<i64: 1>} : (tensor<1x2x5xf32>, tensor<4x2x3xf32>) -> tensor<1x4x5xf32>
+  %9 = "thunder.convolution"(%img, %w) {batch_group_count = 1 : i64, feature_group_count = 1 : i64, lhs_dilation = array<i64: 1>, padding = array<i64: 1, 1>, rhs_dilation = array<i64: 1>, window_strides = array<i64: 1>} : (tensor<1x2x5xf32>, tensor<4x2x3xf32>) -> tensor<1x4x5xf32>
   %10 = "thunder.reduce_window"(%img, %s) {kind = "max", padding = array<i64: 0, 0, 0, 0, 0, 1>, window_dimensions = array<i64: 1, 1, 2>, window_strides = array<i64: 1, 1, 2>} : (tensor<1x2x5xf32>, tensor<f32>) -> tensor<1x2x3xf32>
   %11 = "thunder.cholesky"(%m) {lower = 1 : i64} : (tensor<3x3xf32>) -> tensor<3x3xf32>
   %12 = "thunder.triangular_solve"(%m, %m) {left_side = 1 : i64, lower = 1 : i64, transpose_a = 0 : i64, unit_diagonal = 0 : i64} : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>

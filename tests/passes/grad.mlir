@@ -99,8 +99,26 @@ module @no_derivative {
 // CHECK:         return %{{.*}}, %[[R]]
 module @conv_transpose_weight_grad {
   func.func @computation(%x: tensor<1x2x3xf32>, %w: tensor<4x2x3xf32>) -> tensor<1x4x5xf32> {
-    %0 = "thunder.convolution"(%x, %w) {feature_group_count = 1 : i64, lhs_dilation = array<i64: 1>, padding = array<i64: 2, 2>, rhs_dilation = array<i64: 1>, window_strides = array<i64: 1>} : (tensor<1x2x3xf32>, tensor<4x2x3xf32>) -> tensor<1x4x5xf32>
+    %0 = "thunder.convolution"(%x, %w) {batch_group_count = 1 : i64, feature_group_count = 1 : i64, lhs_dilation = array<i64: 1>, padding = array<i64: 2, 2>, rhs_dilation = array<i64: 1>, window_strides = array<i64: 1>} : (tensor<1x2x3xf32>, tensor<4x2x3xf32>) -> tensor<1x4x5xf32>
     return %0 : tensor<1x4x5xf32>
+  }
+}
+
+// -----
+
+// a depthwise convolution (4 channels, 4 groups, 2 outputs per channel): each gradient is
+// ONE convolution, the input's with feature groups (the kernel regrouped to 4 x 2), the
+// weight's with batch groups (JAX's _conv_general_dilated_transpose_rhs), not one per group
+// CHECK-LABEL: module @depthwise_conv_grad
+// CHECK:       func.func @backward(
+// CHECK:         "thunder.convolution"({{.*}}) {batch_group_count = 1 : i64, feature_group_count = 4 : i64{{.*}} : (tensor<2x8x5xf32>, tensor<4x2x3xf32>) -> tensor<2x4x5xf32>
+// CHECK:         "thunder.convolution"({{.*}}) {batch_group_count = 4 : i64, feature_group_count = 1 : i64{{.*}} : (tensor<4x2x5xf32>, tensor<8x2x5xf32>) -> tensor<1x8x3xf32>
+// CHECK-NOT:     "thunder.convolution"
+// CHECK:         return
+module @depthwise_conv_grad {
+  func.func @computation(%x: tensor<2x4x5xf32>, %w: tensor<8x1x3xf32>) -> tensor<2x8x5xf32> {
+    %0 = "thunder.convolution"(%x, %w) {batch_group_count = 1 : i64, feature_group_count = 4 : i64, lhs_dilation = array<i64: 1>, padding = array<i64: 1, 1>, rhs_dilation = array<i64: 1>, window_strides = array<i64: 1>} : (tensor<2x4x5xf32>, tensor<8x1x3xf32>) -> tensor<2x8x5xf32>
+    return %0 : tensor<2x8x5xf32>
   }
 }
 

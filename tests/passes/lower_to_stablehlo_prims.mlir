@@ -654,8 +654,17 @@ func.func @argsort(%a0: tensor<2x3xf32>) -> tensor<2x3xi64> {
 // CHECK-NEXT:    [[V0:%[a-z_0-9]+]] = stablehlo.convolution([[V1:%[a-z_0-9]+]], [[V2:%[a-z_0-9]+]]) dim_numbers = [b, f, 0]x[o, i, 0]->[b, f, 0], window = {stride = [1], pad = {{\[\[}}1, 1{{\]\]}}, lhs_dilate = [1], rhs_dilate = [1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64, precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]} : (tensor<1x2x5xf32>, tensor<4x2x3xf32>) -> tensor<1x4x5xf32>
 // CHECK-NEXT:    return [[V0]] : tensor<1x4x5xf32>
 func.func @convolution(%a0: tensor<1x2x5xf32>, %a1: tensor<4x2x3xf32>) -> tensor<1x4x5xf32> {
-  %0 = "thunder.convolution"(%a0, %a1) {feature_group_count = 1 : i64, lhs_dilation = array<i64: 1>, padding = array<i64: 1, 1>, rhs_dilation = array<i64: 1>, window_strides = array<i64: 1>} : (tensor<1x2x5xf32>, tensor<4x2x3xf32>) -> tensor<1x4x5xf32>
+  %0 = "thunder.convolution"(%a0, %a1) {batch_group_count = 1 : i64, feature_group_count = 1 : i64, lhs_dilation = array<i64: 1>, padding = array<i64: 1, 1>, rhs_dilation = array<i64: 1>, window_strides = array<i64: 1>} : (tensor<1x2x5xf32>, tensor<4x2x3xf32>) -> tensor<1x4x5xf32>
   return %0 : tensor<1x4x5xf32>
+}
+
+// batch groups (a grouped convolution's weight gradient): the count is carried through
+// CHECK-LABEL: func.func @convolution_batch_groups(
+// CHECK-NEXT:    [[V0:%[a-z_0-9]+]] = stablehlo.convolution([[V1:%[a-z_0-9]+]], [[V2:%[a-z_0-9]+]]) dim_numbers = [b, f, 0]x[o, i, 0]->[b, f, 0], window = {stride = [1], pad = {{\[\[}}1, 1{{\]\]}}, lhs_dilate = [1], rhs_dilate = [1]} {batch_group_count = 3 : i64, feature_group_count = 1 : i64, precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]} : (tensor<6x2x5xf32>, tensor<3x2x3xf32>) -> tensor<2x3x5xf32>
+// CHECK-NEXT:    return [[V0]] : tensor<2x3x5xf32>
+func.func @convolution_batch_groups(%a0: tensor<6x2x5xf32>, %a1: tensor<3x2x3xf32>) -> tensor<2x3x5xf32> {
+  %0 = "thunder.convolution"(%a0, %a1) {batch_group_count = 3 : i64, feature_group_count = 1 : i64, lhs_dilation = array<i64: 1>, padding = array<i64: 1, 1>, rhs_dilation = array<i64: 1>, window_strides = array<i64: 1>} : (tensor<6x2x5xf32>, tensor<3x2x3xf32>) -> tensor<2x3x5xf32>
+  return %0 : tensor<2x3x5xf32>
 }
 
 // CHECK-LABEL: func.func @reduce_window(

@@ -287,16 +287,14 @@ class ThunderFunction:
             entry = _dynamic_entry(entry, leaves)
         if entry is None:
             with COMPILE_LOCK:
-                if state is not None:
-                    flags, params = state.read()
-                    args, kwargs = (flags, params, args, kwargs), {}
-                entry = self._compile_miss(args, kwargs, leaves, spec, key, dims, nodes)
+                entry = self._compile_miss(args, kwargs, leaves, spec, key, dims, nodes,
+                                           state=state)
         else:
             cache.hits += 1
         self.last = entry
         if entry.mutated_inputs:  # (written inputs must not share memory: write_back.py)
             check_separate(entry, tensors, lambda: [
-                p for p, x in zip(_paths(args, kwargs), leaves)
+                p for p, x in zip(_paths(*function_arguments(args, kwargs, state)), leaves)
                 if isinstance(x, torch.Tensor)])
         try:
             if entry.backward_plan is not None:
@@ -373,14 +371,17 @@ class ThunderFunction:
                 "through symbolic sizes are not supported" if grad else None)
         return entry
 
-    def _compile_miss(self, args, kwargs, leaves, spec, key, dims, nodes, known_values=(),
-                      guess_sizes: bool = True):
+    def _compile_miss(self, args, kwargs, leaves, spec, key, dims, nodes, state=None,
+                      known_values=(), guess_sizes: bool = True):
         """Compile for a cache miss; dynamic shapes (dynamic.py): automatic dims, the
-        symbolic compile, and the static compile when symbols cannot be used. ``nodes``:
-        the input objects of the call (frontend/pytrees.py), None for plain inputs.
-        ``known_values``: Python values of tensors known for this call (a failed value
-        guard: value_specialization.py); ``guess_sizes``: whether unbacked sizes may be
-        traced with guessed hints (not after a failed value guard)."""
+        symbolic compile, and the static compile when symbols cannot be used. ``args``,
+        ``kwargs`` and ``state``: the call's, as ``_run`` has them (``fn``'s arguments are
+        ``function_arguments`` of them). ``nodes``: the input objects of the call
+        (frontend/pytrees.py), None for plain inputs. ``known_values``: Python values of
+        tensors known for this call (a failed value guard: value_specialization.py);
+        ``guess_sizes``: whether unbacked sizes may be traced with guessed hints (not after
+        a failed value guard)."""
+        args, kwargs = function_arguments(args, kwargs, state)
         cache, policy = self.cache, self.dynamic
         tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
         automatic = None
@@ -444,6 +445,19 @@ class ThunderFunction:
                                   for k, ((i, d), why) in
                                   enumerate(zip(entry.sym_sources, entry.sym_reasons))}
         return entry
+
+
+def function_arguments(args: tuple, kwargs: dict, state=None) -> tuple[tuple, dict]:
+    """The (positional, keyword) arguments a ThunderFunction's ``fn`` is called with, for a
+    call whose own arguments are ``args``/``kwargs``: those, or, for a module's call
+    (``call_module``: ``state`` its ``module._ModuleState``), ``(flags, params, args,
+    kwargs)`` with the training flags and parameters read from ``state`` now. The one place
+    a module call's arguments are wrapped: ``_run`` and everything it passes them to (a
+    failed value guard's recompilation, value_specialization.py) keep the call's own."""
+    if state is None:
+        return args, kwargs
+    flags, params = state.read()
+    return (flags, params, args, kwargs), {}
 
 
 def _write_dirty(entry: CacheEntry, tensors: list, values: list) -> None:

@@ -92,7 +92,8 @@ def _execute(entry, tensors):
 def guard_failed(fn, entry, failed: ValueGuardFailed, leaves, spec, key, dims, nodes,
                  tensors, args, kwargs, state):
     """After ``entry``'s value guard ``failed.index`` saw ``failed.observed`` at a call
-    of ``fn`` (a ThunderFunction; the other arguments are ``ThunderFunction._run``'s):
+    of ``fn`` (a ThunderFunction; the other arguments are ``ThunderFunction._run``'s,
+    ``args``/``kwargs`` the call's own, wrapped for ``fn`` by ``_compile_miss`` alone):
     the (entry, plan outputs) of this call, from an entry of the same key traced with that
     value, else from a new compilation. Counts the miss at the guard in
     ``fn.cache.value_guard_misses`` and warns past the recompile limit. Each run is
@@ -142,11 +143,8 @@ def _compile(fn, entry, j: int, observed, leaves, spec, key, dims, nodes, args, 
     cache = fn.cache
     known = [observed] if j == 0 and observed is not None else []
     with COMPILE_LOCK:
-        if state is not None:
-            flags, params = state.read()
-            args, kwargs = (flags, params, args, kwargs), {}
         # (no guessed sizes: a guessed one may be what failed, and would fail again)
-        new = fn._compile_miss(args, kwargs, leaves, spec, key, dims, nodes,
+        new = fn._compile_miss(args, kwargs, leaves, spec, key, dims, nodes, state=state,
                                known_values=known, guess_sizes=False)
     if cache.reasons:
         cache.reasons[-1] = (f"a value guard failed: {site} was "

@@ -709,7 +709,8 @@ def lower_convolution(op, operands, rw):
              "dimension_numbers": dn,
              "feature_group_count": ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
                                                        _int(op, "feature_group_count")),
-             "batch_group_count": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 1)}
+             "batch_group_count": ir.IntegerAttr.get(ir.IntegerType.get_signless(64),
+                                                     _int(op, "batch_group_count"))}
     if isinstance(rt.element_type, (ir.F32Type, ir.F64Type)):
         p = shlo.PrecisionAttr.get("HIGHEST")
         attrs["precision_config"] = ir.ArrayAttr.get([p, p])

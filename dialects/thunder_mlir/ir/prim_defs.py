@@ -460,13 +460,19 @@ def _infer_convolution(ops, attrs, result=None):
     lhs, rhs = ops
     strides, flat = attrs["window_strides"], attrs["padding"]
     ld, rd, groups = attrs["lhs_dilation"], attrs["rhs_dilation"], attrs["feature_group_count"]
+    batch_groups = attrs["batch_group_count"]
     check(lhs.dtype == rhs.dtype, "convolution: dtypes differ")
     n = len(lhs.shape) - 2
     check(n >= 0 and len(rhs.shape) == n + 2 and len(strides) == len(ld) == len(rd) == n
           and len(flat) == 2 * n, f"convolution: {tuple(lhs.shape)} * {tuple(rhs.shape)}")
-    check(lhs.shape[1] == rhs.shape[1] * groups,
-          f"convolution: {tuple(lhs.shape)} * {tuple(rhs.shape)}")
-    out = [lhs.shape[0], rhs.shape[0]]
+    # StableHLO's constraints (spec "convolution", C10-C13, C18)
+    check(groups >= 1 and batch_groups >= 1 and (groups == 1 or batch_groups == 1),
+          f"convolution: feature_group_count {groups}, batch_group_count {batch_groups}")
+    check(lhs.shape[1] == rhs.shape[1] * groups and rhs.shape[0] % groups == 0,
+          f"convolution: {tuple(lhs.shape)} * {tuple(rhs.shape)}, {groups} feature groups")
+    check(lhs.shape[0] % batch_groups == 0 and rhs.shape[0] % batch_groups == 0,
+          f"convolution: {tuple(lhs.shape)} * {tuple(rhs.shape)}, {batch_groups} batch groups")
+    out = [lhs.shape[0] // batch_groups, rhs.shape[0]]
     for i, m in enumerate(lhs.shape[2:]):
         m_d = (m - 1) * ld[i] + 1 if m else 0
         k_d = (rhs.shape[2 + i] - 1) * rd[i] + 1
@@ -477,8 +483,10 @@ def _infer_convolution(ops, attrs, result=None):
 define("convolution", LR, _infer_convolution, hlo.lower_convolution,
        vjp=vjp_rules.convolution,
        attributes={"window_strides": INTS, "padding": INTS, "lhs_dilation": INTS,
-                   "rhs_dilation": INTS, "feature_group_count": INT},
-       doc="stablehlo.convolution, lhs (N, C, *spatial), rhs (O, C/groups, *kernel)")
+                   "rhs_dilation": INTS, "feature_group_count": INT,
+                   "batch_group_count": INT},
+       doc="stablehlo.convolution, lhs (N, C, *spatial), rhs (O, C/feature_groups, *kernel) "
+           "-> (N/batch_groups, O, *out)")
 
 
 def _infer_cholesky(ops, attrs, result=None):

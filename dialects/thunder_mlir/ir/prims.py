@@ -321,13 +321,20 @@ def argsort(x: TensorProxy, dim: int, descending: bool) -> TensorProxy:
 
 def convolution(lhs: TensorProxy, rhs: TensorProxy, strides: Sequence[int],
                 padding: Sequence[tuple[int, int]], lhs_dilation: Sequence[int],
-                rhs_dilation: Sequence[int], groups: int) -> TensorProxy:
+                rhs_dilation: Sequence[int], groups: int, batch_groups: int = 1) -> TensorProxy:
     """stablehlo.convolution, lhs (N, C, *spatial), rhs (O, C/groups, *kernel), result
-    (N, O, *out) with out = (dilated_in + pads - dilated_kernel) // stride + 1."""
+    (N/batch_groups, O, *out) with out = (dilated_in + pads - dilated_kernel) // stride + 1.
+
+    ``groups`` is ``feature_group_count`` (torch's ``groups``: input channels and output
+    channels in as many contiguous blocks, block g of the output reading block g of the
+    input); ``batch_groups`` is ``batch_group_count``: the batch N and the output channels
+    O in as many contiguous blocks, block g of the output channels reading block g of the
+    batch (the weight gradient of a grouped convolution; StableHLO spec "convolution").
+    At most one of them may exceed 1; the inference raises ValueError otherwise."""
     flat = [p for pair in padding for p in pair]
     return bind("convolution", (lhs, rhs), window_strides=list(strides), padding=flat,
                 lhs_dilation=list(lhs_dilation), rhs_dilation=list(rhs_dilation),
-                feature_group_count=groups)
+                feature_group_count=groups, batch_group_count=batch_groups)
 
 
 def reduce_window(x: TensorProxy, init: TensorProxy, kind: str, window: Sequence[int],

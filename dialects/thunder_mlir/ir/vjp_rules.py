@@ -518,14 +518,22 @@ def _dilate(n: int, d: int) -> int:
 
 
 def convolution(op, x, y, g):
-    """VJP of convolution (JAX's ``_conv_general_dilated_transpose_lhs``/``_rhs``)
-    for the prim's NC*/OI* layout."""
-    # JAX's _conv_general_dilated_transpose_lhs / _rhs for the prim's fixed NC* / OI* layout
+    """VJP of convolution for the prim's NC*/OI* layout, by JAX's
+    ``_conv_general_dilated_transpose_lhs``/``_rhs`` (jax/_src/lax/convolution.py): each
+    gradient is ONE convolution whatever the groups. The input gradient convolves the
+    cotangent with the reversed, regrouped kernel using ``feature_group_count``; the weight
+    gradient (``_convolution_rhs_grad``) uses ``batch_group_count`` where the forward has
+    feature groups and ``feature_group_count`` where it has batch groups.
+
+    With ``P`` groups of either kind, the kernel (O, I, *K) regrouped for the input
+    gradient is (P * I, O / P, *K), entry [p * I + i, o] = kernel[p * O / P + o, i]; with
+    batch groups the result's channels hold the P batch blocks, moved back into the batch."""
     lhs, rhs = x
     gy = g[0]
     strides, flat, ld, rd = (_attr_ints(op, n) for n in (
         "window_strides", "padding", "lhs_dilation", "rhs_dilation"))
     groups = _attr_int(op, "feature_group_count")
+    batch_groups = _attr_int(op, "batch_group_count")
     n = len(strides)
     lo = flat[0::2]
     in_sp, k_sp, out_sp = lhs.tshape[2:], rhs.tshape[2:], gy.tshape[2:]
@@ -533,34 +541,45 @@ def convolution(op, x, y, g):
     rhs_d = [_dilate(a, b) for a, b in zip(k_sp, rd)]
     out_d = [_dilate(a, b) for a, b in zip(out_sp, strides)]
     sp = list(range(2, 2 + n))
-    O, Cg = rhs.tshape[0], rhs.tshape[1]
-    swap = [1, 0] + sp
-    # d lhs: g (N, O, *) conv reversed, transposed kernel (C, O/G, *K)
-    if groups == 1:
-        kt = prims.transpose(rhs, swap)
+    O, I = rhs.tshape[0], rhs.tshape[1]
+    P = max(groups, batch_groups)
+    # d lhs: g (N / B, O, *) conv reversed, regrouped kernel (P * I, O / P, *K)
+    if P == 1:
+        kt = prims.transpose(rhs, [1, 0] + sp)
     else:
-        k5 = prims.reshape(rhs, (groups, O // groups, Cg) + tuple(k_sp))
-        k5 = prims.transpose(k5, [1, 0, 2] + [i + 1 for i in sp])
-        kt = prims.transpose(prims.reshape(k5, (O // groups, groups * Cg) + tuple(k_sp)), swap)
+        k5 = prims.reshape(rhs, (P, O // P, I) + tuple(k_sp))
+        k5 = prims.transpose(k5, [0, 2, 1] + [i + 1 for i in sp])
+        kt = prims.reshape(k5, (P * I, O // P) + tuple(k_sp))
     kt = prims.reverse(kt, sp)
     pb = [r - l - 1 for r, l in zip(rhs_d, lo)]
     pa = [a + r - 1 - o - b for a, r, o, b in zip(lhs_d, rhs_d, out_d, pb)]
-    dl = prims.convolution(gy, kt, ld, list(zip(pb, pa)), strides, rd, groups)
-    return [dl, _convolution_rhs_grad(lhs, rhs, gy, strides, lo, ld, rd, groups)]
+    dl = prims.convolution(gy, kt, ld, list(zip(pb, pa)), strides, rd, P)
+    if batch_groups > 1:  # (N / B, B * C, *) -> (N, C, *): the batch blocks back in order
+        nb, C = gy.tshape[0], lhs.tshape[1]
+        dl = prims.reshape(dl, (nb, batch_groups, C) + tuple(in_sp))
+        dl = prims.transpose(dl, [1, 0, 2] + [i + 1 for i in sp])
+        dl = prims.reshape(dl, tuple(lhs.tshape))
+    return [dl, _convolution_rhs_grad(lhs, rhs, gy, strides, lo, ld, rd, groups, batch_groups)]
 
 
-def _convolution_rhs_grad(lhs, rhs, gy, strides, lo, ld, rd, groups):
+def _convolution_rhs_grad(lhs, rhs, gy, strides, lo, ld, rd, groups, batch_groups=1):
     """d rhs of ``convolution``: dW[o, c, k] = sum over n, i of g[n, o, i] *
-    x_padded[n, c, i * stride + k * rhs_dilation], one convolution per feature group.
+    x_padded[n, c, i * stride + k * rhs_dilation], over the n and c of o's group, as ONE
+    convolution (JAX's ``_conv_general_dilated_transpose_rhs``): the forward's feature
+    groups become ``batch_group_count`` (the transposed input's batch is the channels C,
+    split into the groups; the window's output channels O split alike), its batch groups
+    ``feature_group_count`` (the transposed input's channels are the batch N).
 
     Two formulations compute it; the one whose window is smaller is taken (the other
     multiplies zeros):
     * the cotangent as the window: lhs^T (C, N, *) padded and dilated as in the forward,
-      window g^T (O, N, *I) dilated by the stride -> (C, O, *K) (JAX's
+      window g^T (O, N / B, *I) dilated by the stride -> (C / G, O, *K) (JAX's
       ``_conv_general_dilated_transpose_rhs``);
     * the input as the window, as ATen computes a transposed convolution's weight
       gradient: g^T (O, N, *I) dilated by the stride and padded by ``(K - 1) * rd - lo``
-      below, window lhs^T (C, N, *J) dilated by the lhs dilation -> (O, C, *K) reversed.
+      below, window lhs^T (C, N, *J) dilated by the lhs dilation -> (O / G, C, *K)
+      (batch groups of O / G rows, each reading its C / G channels), regrouped to
+      (O, C / G, *K) and reversed. Not with batch groups (their batch is not the window's).
     A transposed convolution's forward is a convolution over its input padded by K - 1 on
     each side (and dilated by its stride): with the first formulation its weight gradient
     runs through (I / J)^d times more products, all of them zero but for J^d of them, and
@@ -579,27 +598,20 @@ def _convolution_rhs_grad(lhs, rhs, gy, strides, lo, ld, rd, groups):
     below = [(k - 1) * r - low for k, r, low in zip(k_sp, rd, lo)]
     above = [(j - 1) * d + low - (i - 1) * s
              for j, d, low, i, s in zip(in_sp, ld, lo, out_sp, strides)]
-    input_window = (math.prod(in_sp) < math.prod(out_sp) and min(below + above) >= 0
-                    and all(in_sp) and all(out_sp))
+    input_window = (batch_groups == 1 and math.prod(in_sp) < math.prod(out_sp)
+                    and min(below + above) >= 0 and all(in_sp) and all(out_sp))
+    if input_window:
+        gt, lt = prims.transpose(gy, swap), prims.transpose(lhs, swap)
+        r = prims.convolution(gt, lt, rd, list(zip(below, above)), strides, ld, 1, groups)
+        if groups > 1:  # (O / G, G * Cg, *K) -> (O, Cg, *K)
+            r = prims.reshape(r, (O // groups, groups, Cg) + tuple(k_sp))
+            r = prims.transpose(r, [1, 0, 2] + [i + 1 for i in sp])
+            r = prims.reshape(r, tuple(rhs.tshape))
+        return prims.reverse(r, sp)
     hi = [(o - a) + (r - l - 1) for o, a, r, l in zip(out_d, lhs_d, rhs_d, lo)]
-    parts = []
-    for gi in range(groups):
-        lg, gg = lhs, gy
-        if groups > 1:
-            lg = prims.slice_(lhs, [0, gi * Cg] + [0] * n, list(lhs.tshape[:1]) + [(gi + 1) * Cg]
-                              + list(in_sp))
-            og = O // groups
-            gg = prims.slice_(gy, [0, gi * og] + [0] * n, list(gy.tshape[:1]) + [(gi + 1) * og]
-                              + list(out_sp))
-        if input_window:
-            r = prims.convolution(prims.transpose(gg, swap), prims.transpose(lg, swap), rd,
-                                  list(zip(below, above)), strides, ld, 1)
-            parts.append(prims.reverse(r, sp))
-        else:
-            r = prims.convolution(prims.transpose(lg, swap), prims.transpose(gg, swap), rd,
-                                  list(zip(lo, hi)), ld, strides, 1)
-            parts.append(prims.transpose(r, swap))
-    return parts[0] if groups == 1 else prims.concatenate(parts, 0)
+    lt, gt = prims.transpose(lhs, swap), prims.transpose(gy, swap)
+    r = prims.convolution(lt, gt, rd, list(zip(lo, hi)), ld, strides, batch_groups, groups)
+    return prims.transpose(r, swap)
 
 
 def reduce_window(op, x, y, g):
