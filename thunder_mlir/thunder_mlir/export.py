@@ -552,16 +552,18 @@ def _jax_artifact(region: str, meta: dict, step, plan, constants, first_use, in_
     return text, None, jexp
 
 
+def _element(type_text: str) -> str:
+    """The element type of a ranked tensor type's text: ``tensor<?x4xf32>`` -> ``f32``."""
+    return type_text[len("tensor<"):-1].rsplit("x", 1)[-1]
+
+
 def _np_dtype(type_text: str):
     import ml_dtypes
 
-    elt = type_text.rsplit("x", 1)[-1].rstrip(">") if "x" in type_text else \
-        type_text[len("tensor<"):-1]
-    if type_text.startswith("tensor<") and "complex" in type_text:
-        return np.complex64 if "f32" in type_text else np.complex128
     return {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
             "f64": np.float64, "i64": np.int64, "i32": np.int32, "i16": np.int16,
-            "i8": np.int8, "ui8": np.uint8, "i1": np.bool_}[elt]
+            "i8": np.int8, "ui8": np.uint8, "i1": np.bool_, "complex<f32>": np.complex64,
+            "complex<f64>": np.complex128}[_element(type_text)]
 
 
 def _numpy(t: torch.Tensor) -> np.ndarray:
@@ -743,8 +745,8 @@ class Exported:
         else:
             weights = []
         inputs = weights + tensors
-        first = meta["n_weights"]
-        sizes = self._check_shapes(inputs, first)
+        # (with weights as constants, @main's inputs start after them)
+        sizes = self._check_shapes(inputs, 0 if n_w else meta["n_weights"])
         run_inputs = [t.detach().contiguous() for t in inputs]
         if meta["seeded"]:
             run_inputs.append(draw_seed(torch.device("cpu")))
@@ -762,20 +764,19 @@ class Exported:
         outs = [o.clone() if j in meta["fresh_outputs"] else o for j, o in enumerate(outs)]
         return self._rebuild(outs, sizes)
 
-    def _check_shapes(self, inputs, first: int) -> dict[str, int]:
+    def _check_shapes(self, inputs, offset: int) -> dict[str, int]:
+        """The size of each symbolic dimension at this call; CallArgumentError where an
+        input's dtype or shape, a range or a shape guard differs from the export."""
         from thunder_mlir.errors import CallArgumentError
 
         meta = self._meta
-        shapes = meta["input_shapes"]
-        types = meta["input_types"]
-        names = meta["input_names"] if meta["weights"] == "arguments" else \
-            [None] * first + meta["input_names"]
+        shapes = meta["input_shapes"][offset:]
+        types = meta["input_types"][offset:]
+        names = meta["input_names"]
         sizes: dict[str, int] = {}
         for i, t in enumerate(inputs):
-            shape, name = shapes[i], names[i] or f"input {i}"
-            want = _np_dtype(types[i])
-            if _ELEMENT.get(t.dtype) != types[i].rsplit("x", 1)[-1].rstrip(">") and \
-                    not (t.dtype.is_complex and np.dtype(want).kind == "c"):
+            shape, name = shapes[i], names[i]
+            if _ELEMENT.get(t.dtype) != _element(types[i]):
                 raise CallArgumentError(f"{name} must be {types[i]}, got {t.dtype}")
             if t.ndim != len(shape):
                 raise CallArgumentError(f"{name} must have {len(shape)} dims, got "
