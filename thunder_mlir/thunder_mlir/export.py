@@ -41,7 +41,8 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import optree
@@ -173,7 +174,7 @@ def _evaluate(text: str, dims: dict[str, int]) -> int:
     """The value of a ``_dim_text`` expression at the sizes ``dims``."""
     env = {"floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "max": max,
            "min": min, "__builtins__": {}}
-    return int(eval(text, env, dict(dims)))  # noqa: S307 - our own generated arithmetic
+    return int(eval(text, env, dict(dims)))
 
 
 _RELATIONS = {"Equality": "==", "Unequality": "!=", "StrictLessThan": "<",
@@ -184,7 +185,7 @@ _DIRECTION = {"==": "EQ", "!=": "NE", "<": "LT", "<=": "LE", ">": "GT", ">=": "G
 
 # ------------------------------------------------------------------ export
 def export(fn: Callable | torch.nn.Module, *args, dynamic_shapes=None,
-           weights: str = "arguments", sharp_edges: str = "error", **kwargs) -> "Exported":
+           weights: str = "arguments", sharp_edges: str = "error", **kwargs) -> Exported:
     """Trace ``fn(*args, **kwargs)`` with the jit's pipeline and return its program as an
     ``Exported``: one StableHLO module with a public ``@main`` (module docstring).
 
@@ -322,7 +323,7 @@ def _refuse(lowered) -> None:
 
 
 def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves, paths,
-           weights: str) -> "Exported":
+           weights: str) -> Exported:
     """The artifact of a ``LoweredProgram`` (``export``'s second half)."""
     import sympy
     from torch_mlir import ir as tir
@@ -363,8 +364,7 @@ def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves
         arguments = list(comp.regions[0].blocks[0].arguments)
         arg_types = [str(a.type) for a in arguments]
         static = [list(tir.RankedTensorType(a.type).shape) for a in arguments]
-        shapes_attr = comp.attributes[symbolic.ARG_SHAPES_ATTR] \
-            if symbolic.ARG_SHAPES_ATTR in comp.attributes else None
+        shapes_attr = comp.attributes.get(symbolic.ARG_SHAPES_ATTR, None)
         arg_dims = [[str(tir.StringAttr(d).value) for d in tir.ArrayAttr(s)]
                     for s in tir.ArrayAttr(shapes_attr)] if shapes_attr is not None else []
     local = {str(s): s for s in sym_names}
@@ -372,7 +372,6 @@ def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves
                   _dim_text(sympy.sympify(x, locals=local), sym_names) for x in arg_dims[i]]
                  if i < len(arg_dims) else static[i] for i in range(len(arguments))]
     # the outputs
-    n_out = len(lowered.out_positions)
     mutated = lowered.mutated_inputs
     out_shapes = [[dim_of(s) for s in shape] for shape in lowered.out_shapes] + \
         [in_shapes[i] for i in mutated] + ([[]] if lowered.checks else [])
@@ -429,7 +428,7 @@ def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves
     }
     with get_context():
         region = region_module_text(lowered.module, step.name, locations=True)
-    module_text, blob, jexp = _jax_artifact(
+    module_text, jexp = _jax_artifact(
         region, meta, step, plan, tensors_all if weights == "constants" else None,
         first_use, in_shapes)
     meta_out = dict(meta)
@@ -466,15 +465,14 @@ def _encode_const(c, sym_names):
 
 
 def _jax_artifact(region: str, meta: dict, step, plan, constants, first_use, in_shapes):
-    """(module text, serialized bytes, jax.export.Exported) of the region wrapped in
+    """(module text or None, jax.export.Exported) of the region wrapped in
     ``@main`` (module docstring), built in jax's MLIR context."""
-    from jax._src import core
+    from jax._src import core, tree_util
     from jax._src.export import _export, shape_poly
     from jax._src.interpreters import mlir as jmlir
     from jax._src.lib.mlir import ir
     from jax._src.lib.mlir.dialects import func as func_dialect
     from jax._src.lib.mlir.dialects import hlo
-    from jax._src import tree_util
 
     ctx = jmlir.make_ir_context()
     n_weights = meta["n_weights"]
@@ -522,7 +520,10 @@ def _jax_artifact(region: str, meta: dict, step, plan, constants, first_use, in_
         except ValueError as e:
             raise ExportError(f"the program calls custom calls (host callbacks or "
                               f"device libraries) that have no compatibility guarantee: {e}")
-        text = module.operation.get_asm(enable_debug_info=True, large_elements_limit=None)
+        # (the text is printed on demand, Exported.mlir_module: with the weights as
+        # constants it is hex, ~2.6x the bytes of the weights; 124M GPT-2: 1.2 GB)
+        text = None if constants is not None else \
+            module.operation.get_asm(enable_debug_info=True)
         serialized = _export._module_to_bytecode(module)
     scope = shape_poly.SymbolicScope()
 
@@ -549,7 +550,7 @@ def _jax_artifact(region: str, meta: dict, step, plan, constants, first_use, in_
         calling_convention_version=CALLING_CONVENTION_VERSION,
         module_kept_var_idx=tuple(range(n_in)),
         uses_global_constants=bool(meta["dims"]), _get_vjp=None)
-    return text, None, jexp
+    return text, jexp
 
 
 def _element(type_text: str) -> str:
@@ -605,15 +606,16 @@ def _shape_assertions(meta, values, first_use, hlo, ir, jmlir) -> None:
             check(v, "<=", const(hi), f"thunder_mlir export: dimension {name} = {{0}} must "
                   f"be <= {hi}", [v])
     # every other use of a Dim equals its first
+    names = meta["input_names"] if meta["weights"] == "arguments" else \
+        [None] * meta["n_weights"] + meta["input_names"]
     for i, shape in enumerate(meta["input_shapes"]):
         if i < meta["n_weights"]:
             continue
         for d, s in enumerate(shape):
             if isinstance(s, str) and s in sizes and first_use[s] != (i, d):
                 v = size(i, d)
-                check(v, "==", sizes[s], f"thunder_mlir export: dim {d} of "
-                      f"{meta['input_names'][i - meta['n_weights']] if meta['weights'] == 'constants' else meta['input_names'][i]}"  # noqa: E501
-                      f" = {{0}} must equal {s} = {{1}}", [v, sizes[s]])
+                check(v, "==", sizes[s], f"thunder_mlir export: dim {d} of {names[i]} = {{0}} "
+                      f"must equal {s} = {{1}}", [v, sizes[s]])
     for lhs, op, rhs, text in meta["guards"]:
         check(_emit(lhs, sizes, hlo, const), op, _emit(rhs, sizes, hlo, const),
               f"thunder_mlir export: the shape guard {text} of the trace does not hold")
@@ -712,8 +714,8 @@ class Exported:
         return self._run
 
     def __call__(self, *args, **kwargs):
-        from thunder_mlir.errors import CallArgumentError
         from thunder_mlir.error_reporting import argument_paths
+        from thunder_mlir.errors import CallArgumentError
         from thunder_mlir.frontend import runtime_checks
         from thunder_mlir.runtime.plan import draw_seed
         from thunder_mlir.runtime.write_back import write_back
@@ -851,11 +853,10 @@ def deserialize(blob: bytes) -> Exported:
             raise ExportError("the artifact was not written by thunder_mlir.export (no "
                               f"{META_ATTR} attribute); run it with jax.export.deserialize")
         meta = json.loads(ir.StringAttr(attrs[META_ATTR]).value)
-        text = module.operation.get_asm(enable_debug_info=True)
     if meta.get("format") != FORMAT:
         raise ExportError(f"unknown artifact format {meta.get('format')!r} (this reads "
                           f"{FORMAT})")
-    return Exported(jexp, meta, text)
+    return Exported(jexp, meta)  # (the text is printed on demand: mlir_module)
 
 
 def module_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
