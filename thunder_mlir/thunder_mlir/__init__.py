@@ -29,7 +29,7 @@ __path__ += _checkout_layers(os.path.dirname(os.path.abspath(__file__)))  # noqa
 
 from thunder_mlir.errors import (  # noqa: E402, F401
     CallArgumentError, CompileError, DataDependentControlFlowError, DeviceMismatchError,
-    ExecutionError,
+    ExecutionError, ExportError,
     LoweringError, PassError,
     PerformanceWarning, RecompileWarning, SharpEdgeError, SharpEdgeWarning, ThunderError,
     TorchOpError, TraceError, UnsupportedError, UnsupportedInputError)
@@ -41,6 +41,7 @@ from thunder_mlir.dynamic import mark_dynamic  # noqa: E402, F401
 from thunder_mlir.module import ThunderMethod, ThunderModule  # noqa: E402, F401
 from thunder_mlir.optimizer import OptimizerStep  # noqa: E402, F401
 from thunder_mlir.ir.proxy import TensorProxy  # noqa: E402, F401
+from thunder_mlir.export import Exported, deserialize, export, module_weights  # noqa: E402, F401
 from thunder_mlir.examine import Examination, OpReport, examine  # noqa: E402, F401
 from thunder_mlir.runtime.compile_cache import compile_cache_dir, set_compile_cache_dir  # noqa: E402, F401
 

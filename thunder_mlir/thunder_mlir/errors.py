@@ -175,3 +175,11 @@ def torch_op_error_type(eager_type: type[BaseException]) -> type[TorchOpError]:
             cls = TorchOpRuntimeError
         _TORCH_OP_TYPES[eager_type] = cls
     return cls
+
+
+class ExportError(UnsupportedError):
+    """``thunder_mlir.export`` refuses a program whose artifact could not have eager's
+    meaning without torch and Python: an op on the torch fallback, a Python side effect,
+    a branch on a tensor's value, a host callback, a dimension of ``dynamic_shapes`` that
+    cannot stay symbolic. The message names the op and the user's line. Also an
+    ``UnsupportedError`` (a ``NotImplementedError``)."""

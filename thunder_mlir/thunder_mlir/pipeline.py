@@ -256,20 +256,64 @@ class CapturedProgram:
     options: list[list[tuple[str, object]]] = field(default_factory=list)
 
 
+@dataclass
+class LoweredProgram:
+    """The whole lowered program of a call captured by ``compile_only``, with what the
+    runtime would need to give its outputs eager's meaning (export.py builds a portable
+    artifact from it).
+
+    ``module``: the module after ``lower-to-stablehlo`` (``@computation`` calling the
+    regions); ``plan``: its compile-only ``Plan`` (steps, input and output slots; a
+    ``seeded`` plan's last input is the seed); ``out_spec``/``out_consts``/
+    ``out_positions``: the output tree, its non-tensor leaves and the positions of its
+    tensors (``CacheEntry.rebuild``); ``out_shapes``: the shape of each of those tensors
+    (ints and ``SymInt``s); ``n_state_outputs``: hidden outputs after them (tensors written
+    to input objects, bases shared by output views); ``mutated_inputs``: the written
+    inputs, whose new values follow, in this order; ``checks``: (error type, message) of
+    each run-time index check, whose int32 code is the last output when there are any
+    (frontend/runtime_checks.py); ``fallbacks``: ops left to the torch fallback;
+    ``output_views``: outputs eager returns as views of inputs (aliasing.py);
+    ``fresh_outputs``: outputs the plan returns as one of its inputs, which eager returns
+    as new tensors; ``attribute_writes``: Python attribute writes the call makes
+    (``self.calls += 1``); ``guards``: the Python values the program depends on
+    (globals, closures, module attributes: guards.py); ``shape_env``: the size symbols
+    and shape guards (ir/symbolic.py); ``needs_grad``: a forward and backward program."""
+
+    module: ir.Module
+    plan: object
+    out_spec: object
+    out_consts: list
+    out_positions: list
+    out_shapes: list
+    n_state_outputs: int
+    mutated_inputs: list
+    checks: list
+    fallbacks: list
+    output_views: list
+    fresh_outputs: tuple
+    attribute_writes: list
+    guards: list
+    shape_env: object
+    needs_grad: bool
+
+
 class ProgramsCaptured(BaseException):
     """Raised by a jitted call inside ``compile_only`` once its programs are lowered,
     instead of compiling and running them. ``programs``: the ``CapturedProgram`` of each
     (one, or a forward and its backward); ``stages``: the compilation's stages, as
-    ``last_traces`` gives them. A ``BaseException``, so that no ``except Exception`` of the
-    call path takes it for a failure."""
+    ``last_traces`` gives them; ``lowered``: the ``LoweredProgram`` (the whole module and
+    its plan). A ``BaseException``, so that no ``except Exception`` of the call path takes
+    it for a failure."""
 
     def __init__(self, programs: list[CapturedProgram], stages: list,
-                 residual_bytes: int = 0, write_back_bytes: int = 0):
+                 residual_bytes: int = 0, write_back_bytes: int = 0,
+                 lowered: LoweredProgram | None = None):
         super().__init__(f"{len(programs)} program(s) captured")
         self.programs, self.stages = programs, stages
         self.residual_bytes = residual_bytes  # saved for the backward, inputs excluded
         # the written inputs the runtime copies back after each run (not aliased)
         self.write_back_bytes = write_back_bytes
+        self.lowered = lowered
 
 
 @contextlib.contextmanager
@@ -610,7 +654,11 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         try:
             trace, out_spec, out_leaves, monitor = trace_function(
                 fn, leaves, spec, sharp_edges, grad_inputs=wrt if joint else None,
-                watch=watch, dynamic_dims=dynamic_dims, known_values=known,
+                watch=watch, dynamic_dims=dynamic_dims,
+                # (compile_only: no prefix runs on the target's device to compute a value;
+                # the trace raises DataDependentControlFlowError naming the line)
+                known_values=None if Target.of(_program_device(tensors)[0]).compile_only
+                else known,
                 unbacked=unbacked, recompile_limit=recompile_limit, guessed=guessed,
                 no_guess=no_guess, index_checks=True,
                 guard_writes=donate_writes and target.guard_writes,
@@ -765,11 +813,21 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         # each run (runtime/write_back.py), each byte read and written
         copied = sum(t.element_size() * t.numel() for i, t in enumerate(tensors)
                      if i in trace.mutated_inputs and i not in aliased)
+        positions = [i for i, x in enumerate(out_leaves) if type(x) is TensorProxy]
+        lowered = LoweredProgram(
+            module, plan, out_spec, [None if type(x) is TensorProxy else x for x in out_leaves],
+            positions, [tuple(out_leaves[i].tshape) for i in positions], len(state_outs),
+            sorted(trace.mutated_inputs), [(e, m) for _, e, m in trace.checks],
+            list(trace.fallbacks), output_views,
+            _forwarded_inputs(plan, len(positions) + len(state_outs), output_views),
+            monitor.recorder.replay(), monitor.guards + monitor.recorder.guards, env,
+            needs_grad)
         raise ProgramsCaptured(
             [_captured_program(n, p, module) for n, p in
              ([("forward", plan), ("backward", bwd)] if needs_grad and not joint
               else [("program", plan)])], stages,
-            _computed_residual_bytes(module) if needs_grad and not joint else 0, copied)
+            _computed_residual_bytes(module) if needs_grad and not joint else 0, copied,
+            lowered)
     compiled = f"{target.describe()}\n// {len(texts)} region(s) compiled"
     # inference programs only: a training step's forward and backward stay on the main pool
     # (runtime/plan.py place_small_programs says why)

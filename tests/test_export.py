@@ -1,0 +1,317 @@
+"""thunder_mlir.export (docs/export.md): artifacts compared with eager PyTorch, run through
+thunder_mlir's torch call and, in one child process where ``import torch`` fails, through
+``jax.export.deserialize``; dynamic batch and sequence; refusals.
+
+Cost: the models are tiny (GPT-2 2x32, BERT 2x32, a 2-block CNN); all artifacts are built
+once (module fixture) and the jax runs share one subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+import transformers as T
+from thunder_mlir.errors import (
+    CallArgumentError,
+    DataDependentControlFlowError,
+    ExportError,
+    SharpEdgeError,
+)
+from torch.export import Dim
+
+import thunder_mlir
+
+VOCAB = 64
+
+
+def _gpt2():
+    torch.manual_seed(0)
+    cfg = T.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=VOCAB, bos_token_id=0,
+                       eos_token_id=0)
+    return T.GPT2LMHeadModel(cfg).eval()
+
+
+def _bert():
+    torch.manual_seed(1)
+    cfg = T.BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
+                       intermediate_size=64, vocab_size=VOCAB)
+    return T.BertModel(cfg).eval()
+
+
+class Block(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(c)
+        self.conv2 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(x + self.bn2(self.conv2(y)))
+
+
+class ResNetTiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.blocks = torch.nn.Sequential(Block(8), Block(8))
+        self.head = torch.nn.Linear(8, 10)
+
+    def forward(self, x):
+        y = self.blocks(torch.relu(self.stem(x)))
+        return self.head(y.mean(dim=(2, 3)))
+
+
+def _cnn():
+    torch.manual_seed(2)
+    m = ResNetTiny()
+    for mod in m.modules():  # non-trivial running statistics
+        if isinstance(mod, torch.nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.5, 0.5)
+            mod.running_var.uniform_(0.5, 1.5)
+    return m.eval()
+
+
+def _eager(model, *args, **kwargs):
+    with torch.no_grad():
+        return model(*args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory):
+    """name -> (Exported, model, [input tensors for the jax run], eager outputs (numpy))."""
+    out = {}
+    gpt2, bert, cnn = _gpt2(), _bert(), _cnn()
+    torch.manual_seed(3)
+    ids = torch.randint(0, VOCAB, (2, 8))
+    mask = torch.ones(2, 8, dtype=torch.int64)
+    mask[1, 6:] = 0
+    img = torch.randn(2, 3, 8, 8)
+    batch, seq = Dim("batch", max=8), Dim("seq", max=64)
+    out["gpt2_dynamic"] = (thunder_mlir.export(
+        gpt2, ids, dynamic_shapes={"input_ids": {0: batch, 1: seq}}, use_cache=False), gpt2)
+    out["gpt2_constants"] = (thunder_mlir.export(gpt2, ids, weights="constants",
+                                                 use_cache=False), gpt2)
+    out["bert_constants"] = (thunder_mlir.export(bert, ids, attention_mask=mask,
+                                                 weights="constants"), bert)
+    out["cnn_arguments"] = (thunder_mlir.export(cnn, img), cnn)
+    inputs = {"gpt2_dynamic": [((ids,), {"use_cache": False})]
+              + [((torch.randint(0, VOCAB, s),), {"use_cache": False}) for s in [(3, 5), (2, 13)]],
+              "gpt2_constants": [((ids,), {"use_cache": False})],
+              "bert_constants": [((ids,), {"attention_mask": mask})],
+              "cnn_arguments": [((img,), {})]}
+    return {k: (exp, model, inputs[k]) for k, (exp, model) in out.items()}
+
+
+def _logits(out):
+    if isinstance(out, torch.Tensor):
+        return out
+    return out.logits if hasattr(out, "logits") else out.last_hidden_state
+
+
+@pytest.mark.parametrize("name", ["gpt2_dynamic", "gpt2_constants", "bert_constants",
+                                  "cnn_arguments"])
+def test_torch_call_matches_eager(artifacts, name):
+    exp, model, calls = artifacts[name]
+    for args, kwargs in calls:  # (gpt2_dynamic: three sizes through one artifact)
+        got, ref = exp(*args, **kwargs), _eager(model, *args, **kwargs)
+        assert type(got) is type(ref)
+        torch.testing.assert_close(_logits(got), _logits(ref), rtol=1e-5, atol=1e-5)
+        if hasattr(ref, "pooler_output"):
+            torch.testing.assert_close(got.pooler_output, ref.pooler_output)
+    # the deserialized artifact means the same
+    again = thunder_mlir.deserialize(exp.serialize())
+    again.weights = exp.weights
+    args, kwargs = calls[-1]
+    torch.testing.assert_close(_logits(again(*args, **kwargs)),
+                               _logits(_eager(model, *args, **kwargs)), rtol=1e-5, atol=1e-5)
+
+
+def test_names_and_module(artifacts):
+    exp = artifacts["gpt2_dynamic"][0]
+    assert "params.transformer.wte.weight" in exp.input_names
+    assert exp.input_names[-1] == "args[0]"
+    assert exp.output_names == ["output['logits']"]
+    assert exp.dims == {"batch": (2, 8), "seq": (2, 64)}
+    text = exp.mlir_module()
+    assert "func.func public @main(" in text and "tensor<?x?xi64>" in text
+    assert "shape_assertion" in text
+    assert artifacts["gpt2_constants"][0].input_names == ["args[0]"]
+    assert "buffers.blocks.0.bn1.running_mean" in artifacts["cnn_arguments"][0].input_names
+    bert = artifacts["bert_constants"][0]
+    assert bert.input_names == ["args[0]", "kwargs['attention_mask']"]
+    assert bert.output_names[-1] == "index_checks"
+    assert exp.versions["calling_convention"] == 9
+
+
+_CHILD = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    sys.modules["torch"] = None  # import torch fails in this process
+    try:
+        import torch  # noqa: F401
+        raise SystemExit("torch imported")
+    except ImportError:
+        pass
+    import jax
+    jax.config.update("jax_enable_x64", True)  # int64 token ids
+    jobs = json.load(open(sys.argv[1]))
+    results = {}
+    for job in jobs:
+        exp = jax.export.deserialize(bytearray(open(job["blob"], "rb").read()))
+        args = [np.load(p) for p in job["inputs"]]
+        outs = exp.call(*args)
+        for k, o in enumerate(outs):
+            path = f"{job['out']}_{k}.npy"
+            np.save(path, np.asarray(o))
+            results.setdefault(job["name"], []).append(path)
+    sys.modules.pop("torch", None)
+    print(json.dumps(results))
+""")
+
+
+def test_jax_without_torch(artifacts, tmp_path):
+    """Every artifact through jax.export.deserialize(...).call in one child process where
+    ``import torch`` fails, compared with eager."""
+    jobs, expected = [], {}
+    for name, (exp, model, calls) in artifacts.items():
+        blob = tmp_path / f"{name}.bin"
+        blob.write_bytes(exp.serialize())
+        for c, (args, kwargs) in enumerate(calls[:2]):  # (the torch call runs all sizes)
+            flat = [exp.weights[n] for n in exp.input_names if n in exp.weights]
+            flat += [a for a in args] + [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
+            paths = []
+            for k, t in enumerate(flat):
+                p = tmp_path / f"{name}_{c}_in{k}.npy"
+                np.save(p, t.detach().numpy())
+                paths.append(str(p))
+            job = f"{name}_{c}"
+            jobs.append({"name": job, "blob": str(blob), "inputs": paths,
+                         "out": str(tmp_path / job)})
+            expected[job] = (exp, _eager(model, *args, **kwargs))
+    spec = tmp_path / "jobs.json"
+    spec.write_text(json.dumps(jobs))
+    env = dict(os.environ, PYTHONPATH="")  # (not thunder_mlir's sources either)
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(spec)], capture_output=True,
+                          text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(results) == set(expected)
+    for job, (exp, ref) in expected.items():
+        outs = [np.load(p) for p in results[job]]
+        assert len(outs) == len(exp.output_names)
+        np.testing.assert_allclose(outs[0], _logits(ref).numpy(), rtol=1e-5, atol=1e-5)
+        if exp.output_names[-1] == "index_checks":  # every index in range: the check count
+            assert int(outs[-1]) == len(exp.checks)
+
+
+def test_dynamic_refuses_outside_range(artifacts):
+    exp = artifacts["gpt2_dynamic"][0]
+    with pytest.raises(CallArgumentError, match="batch = 9 is outside"):
+        exp(torch.zeros(9, 4, dtype=torch.int64), use_cache=False)
+    with pytest.raises(CallArgumentError, match="baked into"):
+        exp(torch.zeros(2, 4, dtype=torch.int64), use_cache=True)
+    with pytest.raises(CallArgumentError, match="must be tensor"):
+        exp(torch.zeros(2, 4, dtype=torch.int32), use_cache=False)
+
+
+def test_index_check_and_inplace_write():
+    def f(table, idx, counter):
+        counter.add_(1)  # an in-place side effect on an input
+        return torch.nn.functional.embedding(idx, table).sum(0)
+    table, idx, counter = torch.randn(5, 3), torch.tensor([0, 4]), torch.zeros(2)
+    exp = thunder_mlir.export(f, table, idx, counter)
+    assert exp.output_names == ["output", "writes.args[2]", "index_checks"]
+    ref_counter = counter.clone()
+    ref = f(table, idx, ref_counter)
+    torch.testing.assert_close(exp(table, idx, counter), ref)
+    torch.testing.assert_close(counter, ref_counter)
+    with pytest.raises(IndexError, match="test_export.py"):  # eager's error, the user's line
+        exp(table, torch.tensor([0, 7]), counter)
+    torch.testing.assert_close(counter, ref_counter)  # nothing written by a failed call
+
+
+def test_shape_guard_and_shared_dim():
+    n = Dim("n", max=100)
+
+    def f(x, y):
+        if x.shape[0] > 4:  # a shape guard: the artifact holds for n > 4 only
+            return x * 2 + y
+        return x - y
+    x, y = torch.randn(6, 3), torch.randn(6, 3)
+    exp = thunder_mlir.export(f, x, y, dynamic_shapes=({0: n}, {0: n}))
+    torch.testing.assert_close(exp(torch.ones(9, 3), torch.ones(9, 3)), f(torch.ones(9, 3),
+                                                                          torch.ones(9, 3)))
+    with pytest.raises(CallArgumentError, match="shape guard"):
+        exp(torch.ones(3, 3), torch.ones(3, 3))
+    with pytest.raises(CallArgumentError, match="n = 9"):
+        exp(torch.ones(9, 3), torch.ones(8, 3))
+
+
+_SIDE = [0]
+
+
+def test_refusals():
+    x = torch.randn(4, 4)
+    with pytest.raises(ExportError, match=r"bessel_j0.*test_export.py:\d+"):
+        thunder_mlir.export(lambda t: torch.special.bessel_j0(t) + 1, x)
+
+    def branch(t):
+        if t.sum() > 0:  # data-dependent control flow: a value guard
+            return t * 2
+        return t
+    with pytest.raises(DataDependentControlFlowError, match="test_export.py"):
+        thunder_mlir.export(branch, x)
+    with pytest.raises(SharpEdgeError):
+        thunder_mlir.export(lambda t: t * random.random(), x)
+
+    class Counting(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def forward(self, t):
+            self.calls += 1  # a Python side effect
+            return t + 1
+    with pytest.raises(ExportError, match="Counting.calls"):
+        thunder_mlir.export(Counting(), x)
+    with pytest.raises(ExportError, match="view of an input"):
+        thunder_mlir.export(lambda t: t.view(-1), x)
+
+    def sized(t):
+        return t.new_zeros(int(t.shape[0])) + t.sum()  # the size needed as a Python int
+    with pytest.raises(ExportError, match="cannot keep"):
+        thunder_mlir.export(sized, x, dynamic_shapes={"t": {0: Dim("n")}})
+    with pytest.raises(ExportError, match="at least 2"):
+        thunder_mlir.export(lambda t: t + 1, torch.randn(1, 3),
+                            dynamic_shapes={"t": {0: Dim("n")}})
+
+
+def test_iree(artifacts):
+    """The exported module compiled by IREE (llvm-cpu) and run by its runtime, compared with
+    eager; skipped where iree is not installed."""
+    try:
+        import iree.compiler as ic
+        import iree.runtime as ir
+    except ImportError:
+        print("test_iree: iree-base-compiler/iree-base-runtime are not installed")
+        pytest.skip("iree is not installed")
+    exp, model, calls = artifacts["cnn_arguments"]
+    (img,), _ = calls[0]
+    weights = [exp.weights[n].detach().numpy() for n in exp.input_names[:-1]]
+    vmfb = ic.compile_str(exp.mlir_module(), input_type="stablehlo",
+                          target_backends=["llvm-cpu"],
+                          extra_args=["--iree-llvmcpu-target-cpu=host"])
+    config = ir.Config("local-task")
+    ctx = ir.SystemContext(config=config)
+    ctx.add_vm_module(ir.VmModule.copy_buffer(ctx.instance, vmfb))
+    out = ctx.modules.module["main"](*weights, img.numpy())
+    np.testing.assert_allclose(np.asarray(out), _eager(model, img).numpy(), rtol=1e-4, atol=1e-5)
