@@ -228,10 +228,20 @@ class ThunderFunction:
         general path's; its tree-structure part is (``state.token``, the arguments'
         structure)."""
         if getattr(_tracing_state, "trace", None) is not None:  # inlined (__call__)
-            flags, params = state.read()
-            return self.fn(flags, params, args, kwargs)
+            flags, params, _ = state.read()
+            # (no lifted attributes: the caller's trace lifts those its module holds)
+            return self.fn(flags, params, {}, args, kwargs)
         try:
             flags, values = current
+            # tensors held as plain attributes (frontend/module_attributes.py): after the
+            # parameters and buffers, the values of the {path: value} dict in path order
+            lifted = state.lifted_values() if state.lifted else None
+            if lifted is None:
+                lifted_leaves, lifted_spec = (), None
+            elif all(type(v) is _TENSOR for v in lifted.values()):
+                lifted_leaves, lifted_spec = tuple(lifted.values()), state.lifted
+            else:
+                lifted_leaves, lifted_spec = pytrees.flatten(lifted)
             cached_flags, flag_metas = state.flag_metas
             # the flags' metadata of the last call, if each flag is the same object (True
             # and 1 are equal, but key apart)
@@ -247,17 +257,22 @@ class ThunderFunction:
             param_metas, _ = _metas_tensors(values)
             if param_metas is None:
                 raise UnsupportedInputError("a parameter or buffer is a tensor subclass")
+            lifted_metas, lifted_tensors = _metas_tensors(lifted_leaves)
+            if lifted_metas is None:
+                raise UnsupportedInputError("a lifted attribute holds another value")
         except Exception:  # noqa: BLE001 - an input refused: the general path reports it
-            flags, params = state.read()
-            return self(flags, params, args, kwargs)
-        self.dynamic.static_tensors = len(values)  # they keep static shapes (dynamic.py)
+            flags, params, lifted = state.read()
+            return self(flags, params, lifted, args, kwargs)
+        # they keep static shapes (dynamic.py)
+        self.dynamic.static_tensors = len(values) + len(lifted_tensors)
         try:
-            return self._run((*flags, *values, *rest), (state.token, spec), nodes,
-                             flag_metas + param_metas + rest_metas,
-                             [*values, *rest_tensors], args, kwargs, state)
+            return self._run((*flags, *values, *lifted_leaves, *rest),
+                             (state.token, lifted_spec, spec), nodes,
+                             flag_metas + param_metas + lifted_metas + rest_metas,
+                             [*values, *lifted_tensors, *rest_tensors], args, kwargs, state)
         except Exception as e:
-            flags, params = state.read()
-            shown = boundary_exception(e, self, (flags, params, args, kwargs), {})
+            flags, params, lifted = state.read()
+            shown = boundary_exception(e, self, (flags, params, lifted, args, kwargs), {})
             if shown is e:
                 raise
             tb = shown.__traceback__
@@ -288,8 +303,8 @@ class ThunderFunction:
         if entry is None:
             with COMPILE_LOCK:
                 if state is not None:
-                    flags, params = state.read()
-                    args, kwargs = (flags, params, args, kwargs), {}
+                    flags, params, lifted = state.read()
+                    args, kwargs = (flags, params, lifted, args, kwargs), {}
                 entry = self._compile_miss(args, kwargs, leaves, spec, key, dims, nodes)
         else:
             cache.hits += 1

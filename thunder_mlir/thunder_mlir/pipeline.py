@@ -52,6 +52,7 @@ from thunder_mlir.errors import DataDependentControlFlowError, DynamicShapeFallb
     TraceError, UnsupportedError
 from thunder_mlir.frontend import aliasing, compat, cpu_scalars, differentiability, \
     functionalization, pytrees, region_reads, runtime_checks
+from thunder_mlir.frontend.module_attributes import LiftNeeded
 from thunder_mlir.frontend.sharp_edges import SharpEdgeMonitor, freeze_containers
 from thunder_mlir.frontend.tracing import Trace
 from thunder_mlir.frontend.value_guards import ValueGuardFailed, ValueNeeded
@@ -383,8 +384,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     trace.no_guess = no_guess
     # index bounds checked at run time: the program's last result (runtime_checks.py)
     trace.runtime_checks = index_checks
-    for obj, owner in watch:  # objects whose attribute reads are guarded (guards.py)
-        monitor.recorder.watch(obj, owner)
+    for obj, owner, *path in watch:  # objects whose attribute reads are guarded (guards.py)
+        monitor.recorder.watch(obj, owner, *path)  # (path: module_attributes.py)
     env = trace.shape_env = symbolic.ShapeEnv()
     shapes = [tuple(t.shape) for t in tensors]
     for i, ds in sorted((dynamic_dims or {}).items()):  # (dynamic shapes: dynamic.py)
@@ -437,6 +438,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
             trace.finish([p.value for p in need.tensors])
             need.trace = trace
             raise
+        if monitor.recorder.candidates:  # tensors the module holds: to become inputs
+            raise LiftNeeded(tuple(monitor.recorder.candidates))  # (module_attributes.py)
         # torch's pytree: it knows the containers libraries register with torch
         # (Hugging Face ModelOutput, torch.return_types), which outputs often are.
         # a torch.Size is a value, not a container: kept whole so it comes back as a Size

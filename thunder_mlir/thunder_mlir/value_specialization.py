@@ -143,8 +143,8 @@ def _compile(fn, entry, j: int, observed, leaves, spec, key, dims, nodes, args, 
     known = [observed] if j == 0 and observed is not None else []
     with COMPILE_LOCK:
         if state is not None:
-            flags, params = state.read()
-            args, kwargs = (flags, params, args, kwargs), {}
+            flags, params, lifted = state.read()
+            args, kwargs = (flags, params, lifted, args, kwargs), {}
         # (no guessed sizes: a guessed one may be what failed, and would fail again)
         new = fn._compile_miss(args, kwargs, leaves, spec, key, dims, nodes,
                                known_values=known, guess_sizes=False)

@@ -17,8 +17,11 @@ guarded: an attribute the program never reads may change freely.
 * A plain value (number, string, bool, None, dtype, device, and tuples, lists, dicts and
   sets of those) is guarded by value; a function, a class or another object by identity
   (and the object's own attribute reads are recorded in turn).
-* Tensors are not guarded here: parameters and buffers are program inputs, and a tensor
-  read from elsewhere is refused where an op uses it (``tracing._check_no_foreign_tensors``).
+* Tensors are not guarded here: parameters and buffers are program inputs; so are tensors
+  held as plain attributes of the module tree and of objects reached from it, which the
+  recorder finds by their attribute path (``candidates``; module_attributes.py lifts them);
+  a tensor read from elsewhere is refused where an op uses it
+  (``dispatch._check_no_foreign_tensors``).
 * A write (``self.calls += 1``) is undone when the trace ends and *replayed* after every
   run of the compiled program, so the object ends as eager leaves it. Its value is a
   Python value fixed by the trace's inputs and guards (a read of ``self.calls`` guards it,
@@ -37,6 +40,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+
+from thunder_mlir.frontend import module_attributes
 
 MISSING = object()  # the value of a global, cell or attribute that does not exist
 
@@ -219,6 +224,11 @@ def _recording_class(cls: type) -> type | None:
     return rc
 
 
+def active_recorder() -> "AttributeRecorder | None":
+    """The recorder of this thread's trace, if one is active."""
+    return getattr(_ACTIVE, "recorder", None)
+
+
 def _watchable(v) -> bool:
     """Objects whose attribute reads are recorded: instances of Python classes that are not
     functions, classes, modules (Python modules), tensors or torch internals."""
@@ -244,9 +254,22 @@ class AttributeRecorder:
         self._names: dict[int, str] = {}
         self._undo: list[tuple[Any, str, Any]] = []
         self.errors: list[str] = []
+        # tensors held as attributes (frontend/module_attributes.py): each watched object's
+        # attribute path from the jitted module (objects reached from it only), the paths
+        # read whose values hold tensors from outside the trace (in order), the id of each
+        # such tensor -> its path, and the lifted attributes holding input proxies
+        # ((id(holder), name) -> the value installed)
+        self._paths: dict[int, tuple[str, ...]] = {}
+        self.candidates: dict[tuple[str, ...], None] = {}
+        self.liftable: dict[int, tuple[str, ...]] = {}
+        self.installed: dict[tuple[int, str], Any] = {}
 
-    def watch(self, obj, owner: str) -> None:
-        """Record ``obj``'s attribute reads and writes from now until the trace ends."""
+    def watch(self, obj, owner: str, path: tuple[str, ...] | None = None) -> None:
+        """Record ``obj``'s attribute reads and writes from now until the trace ends.
+        ``path``: its attribute path from the jitted module, if reached from it: then the
+        tensors its attributes hold are lifted as program inputs (module_attributes.py)."""
+        if path is not None and id(obj) not in self._paths:
+            self._paths[id(obj)] = path
         if id(obj) in self._names or getattr(type(obj), "__thunder_recorded__", None):
             return
         rc = _recording_class(type(obj))
@@ -296,6 +319,23 @@ class AttributeRecorder:
             # empties the cache (cache.py)
             return
         self._seen.add(k)
+        if k in self.installed:
+            return  # a lifted attribute: input proxies (module_attributes.py)
+        path = self._paths.get(id(obj))
+        if path is not None and (module_attributes.attribute(obj, name) is not value or
+                                 isinstance(value, torch.nn.Module)):
+            path = None  # (a property, a class attribute: no path the call can re-read)
+        if path is not None:
+            tensors = module_attributes.tensor_leaves(value)
+            if tensors is not None:  # a tensor attribute: to become a program input
+                source = path + (name,)
+                self.candidates[source] = None
+                for t in tensors:
+                    self.liftable.setdefault(id(t), source)
+                if type(value) not in (torch.Tensor, torch.nn.Parameter):
+                    # a list or dict: lifted before the program can mutate the caller's
+                    raise module_attributes.LiftNeeded(tuple(self.candidates))
+                return
         if isinstance(value, (torch.Tensor, torch.nn.Module)):
             return  # inputs of the program / structure checked by module.py
         try:
@@ -322,7 +362,7 @@ class AttributeRecorder:
         else:
             g.by_identity = True
             if _watchable(value):
-                self.watch(value, f"{owner}.{name}")
+                self.watch(value, f"{owner}.{name}", None if path is None else path + (name,))
         self.guards.append((g, value))
 
     def on_write(self, obj, name: str, value) -> None:
@@ -330,6 +370,16 @@ class AttributeRecorder:
 
         if id(obj) not in self._names:  # made by the program (see on_read): not replayed
             return
+        k = (id(obj), name)
+        if k in self.installed:  # a lifted attribute (module_attributes.py)
+            if value is self.installed[k]:
+                return  # its own value again (self.k = self.k.to(k.dtype)): no write
+            self._refuse(f"assigning to attribute '{name}' of "
+                         f"{self._names.get(id(obj), type(obj).__name__)}, which holds "
+                         "tensors the program reads as inputs,",
+                         "the compiled program cannot rebind it. Update its tensors in "
+                         f"place (self.{name}.copy_(value), self.{name}[i] = v), or return "
+                         "the new value and assign it outside the jitted call")
 
         if isinstance(obj, torch.nn.Module):
             registered = any(name in getattr(obj, d, ()) for d in
@@ -354,7 +404,6 @@ class AttributeRecorder:
                          f"{self._names.get(id(obj), type(obj).__name__)}",
                          "the compiled program cannot leave tensors on objects. Return it "
                          "instead, or register a buffer and update it in place")
-        k = (id(obj), name)
         self._remember(obj, name)
         self.writes[k] = (obj, name, value)
         self._seen.add(k)  # a later read sees the written value: nothing to guard
