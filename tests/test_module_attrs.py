@@ -295,3 +295,20 @@ def test_thunder_module_forwards_attributes_to_the_original():
     assert m.mask_cache is None and "mask_cache" not in j.__dict__
     with pytest.raises(AttributeError):
         j.no_such_attribute  # noqa: B018
+
+
+def test_thunder_module_keeps_its_own_attributes_where_the_original_has_them_too():
+    class HasFn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self._fn, self._state = "user's", "user's"
+
+        def forward(self, x):
+            return x * 2
+
+    m = HasFn()
+    j = thunder_mlir.jit(m)
+    assert m._fn == "user's" and m._state == "user's"
+    j2 = copy.deepcopy(j)  # (no attribute lookup recursion while copying)
+    for jm in (j, j2):
+        _same(jm(torch.ones(2)), torch.full((2,), 2.0))

@@ -308,6 +308,9 @@ class _ModuleState:
                 for name, sub in self.module.named_modules(remove_duplicate=False)]
 
 
+_WRAPPER_ATTRIBUTES = frozenset({"_original", "_state", "_fn"})  # ThunderModule's own
+
+
 class ThunderModule(torch.nn.Module):
     """Wraps ``module``; ``forward`` has the original's signature. ``_original`` is the
     wrapped module (its parameters are this module's parameters).
@@ -332,15 +335,16 @@ class ThunderModule(torch.nn.Module):
         try:
             return super().__getattr__(name)  # (this wrapper's parameters and submodules)
         except AttributeError:
-            original = self.__dict__["_modules"].get("_original")
+            original = self.__dict__.get("_modules", {}).get("_original")
             if original is None:
                 raise
             return getattr(original, name)
 
     def __setattr__(self, name: str, value) -> None:
         original = self.__dict__.get("_modules", {}).get("_original")
-        if original is not None and name not in self.__dict__ and \
-                name not in self.__dict__["_modules"] and hasattr(original, name):
+        if original is not None and name not in _WRAPPER_ATTRIBUTES and \
+                name not in self.__dict__ and name not in self.__dict__["_modules"] and \
+                hasattr(original, name):
             setattr(original, name, value)  # an attribute of the wrapped module
         else:
             super().__setattr__(name, value)
