@@ -219,14 +219,18 @@ class ThunderFunction:
                 raise
 
     def call_module(self, state, current: tuple, args: tuple, kwargs: dict):
-        """``self(flags, params, args, kwargs)`` for a module's function (``fn`` takes the
-        training flags and the {qualified name: parameter or buffer} dict of
-        ``state``, a ``module._ModuleState``, then the call's arguments), without building
-        that dict or flattening it on a cache hit: ``current`` is ``state.current()``, the
-        flags and the parameters in the order optree flattens the dict in, their tree
-        structure ``state.token``. The key holds the same metadata, leaf by leaf, as the
-        general path's; its tree-structure part is (``state.token``, the arguments'
-        structure)."""
+        """``self(flags, params, lifted, args, kwargs)`` for a module's function (``fn``
+        takes the training flags, the {qualified name: parameter or buffer} dict of
+        ``state``, a ``module._ModuleState``, the {path: value} dict of its lifted tensor
+        attributes (frontend/module_attributes.py), then the call's arguments), without
+        building the first dict or flattening it on a cache hit: ``current`` is
+        ``state.current()``, the flags and the parameters in the order optree flattens the
+        dict in, their tree structure ``state.token``. The key holds the same metadata,
+        leaf by leaf, as the general path's; its tree-structure part is (``state.token``,
+        the lifted values' structure, the arguments' structure). Raises
+        ``module_attributes.LiftNeeded`` (a BaseException) when a trace finds tensors the
+        module holds that are not inputs yet: the caller (``module._call_lifting``) lifts
+        them and calls again."""
         if getattr(_tracing_state, "trace", None) is not None:  # inlined (__call__)
             flags, params, _ = state.read()
             # (no lifted attributes: the caller's trace lifts those its module holds)
@@ -257,9 +261,12 @@ class ThunderFunction:
             param_metas, _ = _metas_tensors(values)
             if param_metas is None:
                 raise UnsupportedInputError("a parameter or buffer is a tensor subclass")
-            lifted_metas, lifted_tensors = _metas_tensors(lifted_leaves)
-            if lifted_metas is None:
-                raise UnsupportedInputError("a lifted attribute holds another value")
+            if lifted is None:
+                lifted_metas, lifted_tensors = (), ()
+            else:
+                lifted_metas, lifted_tensors = _metas_tensors(lifted_leaves)
+                if lifted_metas is None:
+                    raise UnsupportedInputError("a lifted attribute holds another value")
         except Exception:  # noqa: BLE001 - an input refused: the general path reports it
             flags, params, lifted = state.read()
             return self(flags, params, lifted, args, kwargs)
