@@ -312,3 +312,36 @@ def test_thunder_module_keeps_its_own_attributes_where_the_original_has_them_too
     j2 = copy.deepcopy(j)  # (no attribute lookup recursion while copying)
     for jm in (j, j2):
         _same(jm(torch.ones(2)), torch.full((2,), 2.0))
+
+
+class InRegions(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.scale = torch.full((3,), 2.0)
+        self.total = torch.zeros(3)
+
+    def forward(self, x):
+        y = torch.utils.checkpoint.checkpoint(lambda t: self.lin(t) * self.scale, x,
+                                              use_reentrant=False)
+        z = torch.cond(x.sum() > 0, lambda t: t * self.scale, lambda t: t - self.scale, (y,))
+        self.total.add_(z.detach())
+        return z
+
+
+def test_attributes_read_inside_checkpoint_and_cond_regions():
+    torch.manual_seed(0)
+    e, j, mine = _twins(InRegions())
+    for step, sign in enumerate((1.0, -1.0, 1.0)):
+        x = (torch.rand(3) * sign).requires_grad_()
+        xe = x.detach().clone().requires_grad_()
+        a, b = j(x), e(xe)
+        _same(a, b)
+        a.sum().backward()
+        b.sum().backward()
+        _same(x.grad, xe.grad)
+        _same(mine.lin.weight.grad, e.lin.weight.grad)
+        _same(mine.total, e.total)
+        for m in (e, mine):
+            m.scale = torch.full((3,), step + 3.0)
+    assert thunder_mlir.cache_misses(j) == 1
