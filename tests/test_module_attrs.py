@@ -345,3 +345,27 @@ def test_attributes_read_inside_checkpoint_and_cond_regions():
         for m in (e, mine):
             m.scale = torch.full((3,), step + 3.0)
     assert thunder_mlir.cache_misses(j) == 1
+
+
+def test_a_written_attribute_passed_as_an_argument_too_is_refused_by_name_at_a_hit():
+    class Writes(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("b", torch.zeros(3))
+            self.a = torch.zeros(3)
+
+        def forward(self, x, y=None):
+            self.a.add_(1)
+            self.b.add_(1)
+            return x * 2
+
+    m = Writes()
+    j = thunder_mlir.jit(m)
+    j(torch.ones(3), y=torch.ones(1))  # compiled; the calls below are cache hits
+    for call, names in ((lambda: j(m.a, y=torch.ones(1)), ("attribute 'a'", "args[0]")),
+                        (lambda: j(torch.ones(3), y=m.b), ("parameter or buffer 'b'",
+                                                           "kwargs['y']"))):
+        with pytest.raises(NotImplementedError, match="share memory") as err:
+            call()
+        assert all(n in str(err.value) for n in names), str(err.value)
+    _same(m.a, torch.ones(3))  # nothing written by the refused calls

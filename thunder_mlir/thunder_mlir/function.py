@@ -318,7 +318,7 @@ class ThunderFunction:
         self.last = entry
         if entry.mutated_inputs:  # (written inputs must not share memory: write_back.py)
             check_separate(entry, tensors, lambda: [
-                p for p, x in zip(_paths(args, kwargs), leaves)
+                p for p, x in zip(_call_paths(args, kwargs, state), leaves)
                 if isinstance(x, torch.Tensor)])
         try:
             if entry.backward_plan is not None:
@@ -466,6 +466,35 @@ class ThunderFunction:
                                   for k, ((i, d), why) in
                                   enumerate(zip(entry.sym_sources, entry.sym_reasons))}
         return entry
+
+
+_MODULE_PARTS = ("training flags", "parameter or buffer", "attribute")
+
+
+def _call_paths(args, kwargs, state) -> list[str]:
+    """The name of each leaf of a call's inputs for messages: ``argument_paths``'s, and
+    for a module's call (``state``: its ``_ModuleState``; ``args``, ``kwargs`` the user's
+    or, after a miss, the (flags, params, lifted, args, kwargs) tuple) the leaves of its
+    flags, parameters and buffers, lifted attributes (frontend/module_attributes.py) and
+    arguments, named as the user knows them: ``parameter or buffer 'lin.weight'``,
+    ``attribute 'kv.k' of the module``, ``args[0]``."""
+    if state is None:
+        return _paths(args, kwargs)
+    if not (len(args) == 5 and not kwargs and isinstance(args[1], dict)):
+        args, kwargs = (*state.read(), args, kwargs), {}
+    import optree
+
+    names = []
+    for part, value in zip(_MODULE_PARTS[:3], args):
+        if part == "parameter or buffer":
+            names += [f"parameter or buffer {k!r}" for k in sorted(value)]
+        elif part == "attribute":
+            for k in sorted(value):
+                n = len(pytrees.flatten(value[k])[0])
+                names += [f"attribute '{'.'.join(k)}' of the module"] * n
+        else:
+            names += [part] * len(optree.tree_leaves(value))
+    return names + _paths(args[3], args[4])
 
 
 def _write_dirty(entry: CacheEntry, tensors: list, values: list) -> None:
