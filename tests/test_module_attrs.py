@@ -226,21 +226,52 @@ class Rebinds(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.mask = torch.ones(3)
+        self.cache = None
+        self.window = torch.arange(8.0)
+        self.kv = KV(2)
+
+    def forward(self, x):
+        self.mask = self.mask * x  # a lifted attribute rebound
+        self.cache = x[None] if self.cache is None else torch.cat([self.cache, x[None]])
+        self.window = self.window[1:]  # a view of the attribute's tensor
+        self.kv.k = self.kv.k + x[:2]  # on an object the module holds
+        return self.mask.sum() + self.cache.sum() + self.window.sum()
+
+
+def test_tensors_the_program_assigns_to_attributes_are_set_as_eager_sets_them():
+    e, j, mine = _twins(Rebinds())
+    for step in range(3):
+        x = torch.arange(3.0) + step
+        _same(j(x), e(x))
+        for a, b in ((mine.mask, e.mask), (mine.cache, e.cache), (mine.window, e.window),
+                     (mine.kv.k, e.kv.k)):
+            _same(a, b)
+    assert mine.window._base is not None  # eager's view of the tensor it was sliced from
+
+
+W = torch.ones(2)
+
+
+class Refused(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mask = torch.ones(3)
         self.items = [torch.ones(3)]
 
     def forward(self, x, which):
         if which == 0:
-            self.mask = self.mask * x  # a new tensor: refused (not replayed)
+            x = x * self.mask
+            self.mask = W  # a tensor from outside the program: refused
         else:
             self.items.append(x)
         return x
 
 
-def test_rebinding_a_lifted_attribute_is_refused_and_undone():
-    m = Rebinds()
+def test_what_cannot_be_replayed_on_attributes_is_refused_and_undone():
+    m = Refused()
     j = thunder_mlir.jit(m)
     before = m.mask
-    with pytest.raises(NotImplementedError, match="assigning to attribute 'mask'"):
+    with pytest.raises(NotImplementedError, match="attribute 'mask'"):
         j(torch.ones(3), 0)
     assert m.mask is before
     with pytest.raises(NotImplementedError, match="modifies an input list"):
@@ -248,7 +279,26 @@ def test_rebinding_a_lifted_attribute_is_refused_and_undone():
     assert len(m.items) == 1
 
 
-W = torch.ones(2)
+class SetsPlain(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mask = torch.ones(3)
+
+    def forward(self, x):
+        x = x * self.mask
+        self.mask = None  # a plain value over a lifted attribute: set after each run
+        return x
+
+
+def test_a_plain_value_assigned_over_a_lifted_attribute_is_set_as_eager():
+    e, j, mine = _twins(SetsPlain())
+    x = torch.arange(3.0)
+    _same(j(x), e(x))
+    assert mine.mask is None and e.mask is None
+    for m in (e, mine):
+        m.mask = torch.full((3,), 2.0)
+    _same(j(x), e(x))
+    assert mine.mask is None
 
 
 class Holder:
@@ -369,3 +419,16 @@ def test_a_written_attribute_passed_as_an_argument_too_is_refused_by_name_at_a_h
             call()
         assert all(n in str(err.value) for n in names), str(err.value)
     _same(m.a, torch.ones(3))  # nothing written by the refused calls
+
+
+def test_a_new_object_holding_program_tensors_assigned_to_an_attribute_is_refused():
+    class NewObject(torch.nn.Module):
+        def forward(self, x):
+            self.kv = KV(1)
+            self.kv.k = x * 2
+            return x
+
+    m = NewObject()
+    with pytest.raises(NotImplementedError, match="attribute 'kv'"):
+        thunder_mlir.jit(m)(torch.ones(1, 2))
+    assert not hasattr(m, "kv")

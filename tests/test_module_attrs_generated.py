@@ -4,7 +4,8 @@ the program does with them and what the caller does between calls, compared with
 Each example is a module holding a tensor as a plain attribute, in one of five places
 (the attribute itself, an element of a list, a value of a dict beside a plain value, an
 attribute of a plain object, an attribute of a submodule); its forward reads the tensor
-and maybe writes it in place (``add_``, ``index_copy_``, ``t[0] = ...``); between its
+and maybe writes it in place (``add_``, ``index_copy_``, ``t[0] = ...``) or assigns a
+new tensor (or a new list or dict holding it) to the attribute; between its
 three calls the caller does nothing, reassigns the tensor (same shape or another), writes
 it in place, or replaces the container or object holding it. The jitted twin must return
 eager's outputs and leave eager's tensors on the module after every call. Hypothesis draws
@@ -26,7 +27,7 @@ hypothesis = pytest.importorskip("hypothesis")
 st = hypothesis.strategies
 
 KINDS = ("tensor", "list", "dict", "object", "submodule")
-WRITES = ("none", "add_", "index_copy_", "setitem")
+WRITES = ("none", "add_", "index_copy_", "setitem", "rebind")
 BETWEEN = ("nothing", "reassign", "reassign_shape", "in_place", "replace_holder")
 EXAMPLES = int(os.environ.get("THUNDER_ATTR_EXAMPLES", "40"))
 
@@ -87,6 +88,9 @@ class Attrs(torch.nn.Module):
             t.index_copy_(0, torch.tensor([t.shape[0] - 1]), x[None])
         elif self.write == "setitem":
             t[0] = x
+        elif self.write == "rebind":  # a new tensor (a new list or dict) on the attribute
+            self.put(t * x, new_holder=self.kind in ("list", "dict"))
+            t = self.get()
         out = (t * x).sum(0)
         if self.kind == "list":
             out = out + self.a[0]

@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 import torch.utils._pytree as torch_pytree
 
-from thunder_mlir.frontend import aliasing, pytrees, runtime_checks
+from thunder_mlir.frontend import aliasing, module_attributes, pytrees, runtime_checks
 from thunder_mlir.cache import CacheEntry, FunctionCache
 from thunder_mlir.ir.context import COMPILE_LOCK
 from thunder_mlir.error_reporting import argument_paths as _paths, boundary_exception, \
@@ -362,7 +362,7 @@ class ThunderFunction:
             for obj, name, value in entry.attribute_writes:
                 setattr(obj, name, value)
         if entry.object_state is not None:  # writes to input objects, objects returned
-            return _object_results(entry, nodes, tensors, outs)
+            return _object_results(entry, nodes, tensors, outs, state)
         return entry.rebuild(outs)
 
     def _compile_static(self, compile_args, known_values, guess_sizes: bool = True):
@@ -548,15 +548,21 @@ def _dynamic_fallback(e: BaseException) -> str | None:
     return None
 
 
-def _object_results(entry: CacheEntry, nodes: list, tensors, outs):
-    """Replay the program's writes to the caller's input objects ``nodes`` and rebuild
-    the outputs, input objects returned as the caller's own (frontend/pytrees.py)."""
+def _object_results(entry: CacheEntry, nodes: list, tensors, outs, state=None):
+    """Replay the program's writes to the caller's input objects ``nodes`` and, for a
+    module's call (``state``), the tensors it assigned to attributes of the module tree,
+    and rebuild the outputs, input objects returned as the caller's own
+    (frontend/pytrees.py, frontend/module_attributes.py)."""
     writes, out_objects, n_state = entry.object_state
     if writes:  # two paths to one object: eager's writes through one show through the other
         pytrees.check_unshared(nodes)
     state_outs = outs[len(outs) - n_state:]
     outs = outs[:len(outs) - n_state]
     pytrees.replay(writes, nodes, tensors, state_outs)
+    for path, d in entry.attribute_tensors:
+        holder = module_attributes.resolve(state.module, path[:-1])
+        object.__getattribute__(holder, "__dict__")[path[-1]] = \
+            pytrees.build(d, nodes, tensors, state_outs)
     if not out_objects:
         return entry.rebuild(outs)
     leaves = list(entry.out_consts)

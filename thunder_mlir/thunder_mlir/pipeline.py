@@ -464,6 +464,11 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                     f"{type(x).__qualname__} holding tensors, which is not a pytree container "
                     "thunder_mlir can unpack; return tensors in tuples, lists or dicts")
         writes = objects.writes()
+        # tensors assigned to attributes of the module tree (module_attributes.py): state
+        # outputs too, set on their holders after every run (function._object_results)
+        attribute_tensors = [
+            (path, objects.describe(v, f"attribute '{'.'.join(path)}' of the module"))
+            for path, v in monitor.recorder.tensor_writes.values()]
         cpu_scalars.check_outputs(trace, [(f"output {i}", x) for i, x in enumerate(out_leaves)]
                                   + [("a tensor stored on an input object", p)
                                      for p in objects.tensors])
@@ -471,8 +476,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
         # after the function's own (state outputs), before the write-backs; one that is also
         # an output comes back as that output (aliasing.output_views)
         results += [p.value for p in objects.tensors]
-        trace.objects = (writes, out_objects, objects.tensors) \
-            if writes or out_objects else None
+        trace.objects = (writes, out_objects, objects.tensors, attribute_tensors) \
+            if writes or out_objects or attribute_tensors else None
         # intermediates two outputs are views of: hidden outputs, the views regenerated
         # from them after the run (aliasing.shared_bases)
         trace.shared_bases = [] if not output_bases else aliasing.shared_bases(
@@ -797,6 +802,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
             raise UnsupportedError("thunder_mlir.grad of a function that writes tensors to "
                                    "its input objects or returns objects is not supported")
         entry.object_state = (trace.objects[0], trace.objects[1], len(trace.objects[2]))
+        entry.attribute_tensors = trace.objects[3]
     if env.input_sources:  # dynamic shapes (ir/symbolic.py): guards checked at every call
         n = len(env.input_sources)
         entry.sym_sources, entry.sym_reasons = list(env.input_sources), env.reasons[:n]

@@ -24,6 +24,11 @@ parameters and buffers, and the call is traced again. While a trace runs, each l
 attribute holds the input proxies (``module._install``; an input list or dict refuses mutation
 as every input container does) and holds its own value again afterwards.
 
+Tensors the program assigns to attributes of the module tree or of objects reached from
+it (``self.cache = torch.cat([self.cache, k])``) are recorded by path
+(``guards.AttributeRecorder.tensor_writes``), returned as state outputs and set on their
+holders after every run (``function._object_results``), as eager leaves them.
+
 Tensors reached otherwise keep the foreign-tensor error: globals, closure cells,
 attributes of objects reached from them (their value is not re-read at each call by
 anything the caller controls through the module), tensors inside lists of objects.
@@ -94,6 +99,30 @@ def tensor_leaves(value) -> list | None:
     holds no tensor."""
     out = _tensors_of(value)
     return out or None
+
+
+def holds_traced_tensors(value) -> bool:
+    """Whether ``value`` is a proxy of the trace, or a tuple, list or dict (plain keys) of
+    proxies, tensors and plain values holding one: what a program may assign to an
+    attribute of its module (a state output set after every run)."""
+    from thunder_mlir.ir.proxy import TensorProxy
+
+    found = []
+
+    def walk(v) -> bool:
+        t = type(v)
+        if t is TensorProxy:
+            found.append(v)
+            return True
+        if isinstance(v, torch.Tensor):
+            return True
+        if isinstance(v, (list, tuple)):
+            return all(walk(x) for x in v)
+        if isinstance(v, dict):
+            return all(_plain(k) and walk(x) for k, x in v.items())
+        return _plain(v)
+
+    return walk(value) and bool(found)
 
 
 def resolve(root, names) -> Any:
