@@ -28,8 +28,8 @@ import torch
 import thunder_mlir
 
 litgpt = pytest.importorskip("litgpt", reason="the litgpt tests need litgpt (test extras)")
-from litgpt.config import configs as _CONFIGS  # noqa: E402
-from litgpt.generate.base import generate  # noqa: E402
+from litgpt.config import configs as _CONFIGS
+from litgpt.generate.base import generate
 
 ALL = os.environ.get("THUNDER_LITGPT_ALL") == "1"
 # what CI runs of each family (the CI budget: docs/compat.md "What make test leaves out")
@@ -71,9 +71,9 @@ def _model(name: str) -> torch.nn.Module:
     heads = 4
     groups = heads if base.n_query_groups == base.n_head else \
         (1 if base.n_query_groups == 1 else 2)
-    sizes = dict(n_layer=2 if base.sliding_window_size else 1, n_embd=32, n_head=heads, n_query_groups=groups, head_size=8,
-                 intermediate_size=64, padded_vocab_size=VOCAB, vocab_size=VOCAB,
-                 block_size=32)
+    sizes = {"n_layer": 2 if base.sliding_window_size else 1, "n_embd": 32, "n_head": heads,
+             "n_query_groups": groups, "head_size": 8, "intermediate_size": 64,
+             "padded_vocab_size": VOCAB, "vocab_size": VOCAB, "block_size": 32}
     if base.n_expert:
         sizes.update(n_expert=4, n_expert_per_token=2, moe_intermediate_size=32)
     if base.sliding_window_size:

@@ -125,6 +125,6 @@ def test_attribute_kinds_writes_and_reassignments_are_eager(kind, write, actions
         _act(eager, action, ge)
         _act(mine, action, gm)
         x = torch.full((3,), float(call + 2))
-        torch.testing.assert_close(jitted(x), eager(x), msg=lambda m: f"call {call}: {m}")
+        torch.testing.assert_close(jitted(x), eager(x), msg=lambda m, c=call: f"call {c}: {m}")
         torch.testing.assert_close(mine.get(), eager.get(),
-                                   msg=lambda m: f"the attribute after call {call}: {m}")
+                                   msg=lambda m, c=call: f"the attribute after call {c}: {m}")

@@ -482,8 +482,6 @@ def _call_paths(args, kwargs, state) -> list[str]:
         return _paths(args, kwargs)
     if not (len(args) == 5 and not kwargs and isinstance(args[1], dict)):
         args, kwargs = (*state.read(), args, kwargs), {}
-    import optree
-
     names = []
     for part, value in zip(_MODULE_PARTS[:3], args):
         if part == "parameter or buffer":
@@ -493,7 +491,7 @@ def _call_paths(args, kwargs, state) -> list[str]:
                 n = len(pytrees.flatten(value[k])[0])
                 names += [f"attribute '{'.'.join(k)}' of the module"] * n
         else:
-            names += [part] * len(optree.tree_leaves(value))
+            names += [part] * len(pytrees.flatten(value)[0])
     return names + _paths(args[3], args[4])
 
 

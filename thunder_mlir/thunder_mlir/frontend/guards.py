@@ -240,7 +240,7 @@ def _recording_class(cls: type) -> type | None:
     return rc
 
 
-def active_recorder() -> "AttributeRecorder | None":
+def active_recorder() -> AttributeRecorder | None:
     """The recorder of this thread's trace, if one is active."""
     return getattr(_ACTIVE, "recorder", None)
 
