@@ -52,6 +52,7 @@ from thunder_mlir.errors import DataDependentControlFlowError, DynamicShapeFallb
     TraceError, UnsupportedError
 from thunder_mlir.frontend import aliasing, compat, cpu_scalars, differentiability, \
     functionalization, pytrees, region_reads, runtime_checks
+from thunder_mlir.frontend.module_attributes import LiftNeeded
 from thunder_mlir.frontend.sharp_edges import SharpEdgeMonitor, freeze_containers
 from thunder_mlir.frontend.tracing import Trace
 from thunder_mlir.frontend.value_guards import ValueGuardFailed, ValueNeeded
@@ -458,8 +459,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
     trace.no_guess = no_guess
     # index bounds checked at run time: the program's last result (runtime_checks.py)
     trace.runtime_checks = index_checks
-    for obj, owner in watch:  # objects whose attribute reads are guarded (guards.py)
-        monitor.recorder.watch(obj, owner)
+    for obj, owner, *path in watch:  # objects whose attribute reads are guarded (guards.py)
+        monitor.recorder.watch(obj, owner, *path)  # (path: module_attributes.py)
     env = trace.shape_env = symbolic.ShapeEnv()
     shapes = [tuple(t.shape) for t in tensors]
     for i, ds in sorted((dynamic_dims or {}).items()):  # (dynamic shapes: dynamic.py)
@@ -512,6 +513,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
             trace.finish([p.value for p in need.tensors])
             need.trace = trace
             raise
+        if monitor.recorder.candidates:  # tensors the module holds: to become inputs
+            raise LiftNeeded(tuple(monitor.recorder.candidates))  # (module_attributes.py)
         # torch's pytree: it knows the containers libraries register with torch
         # (Hugging Face ModelOutput, torch.return_types), which outputs often are.
         # a torch.Size is a value, not a container: kept whole so it comes back as a Size
@@ -536,6 +539,11 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
                     f"{type(x).__qualname__} holding tensors, which is not a pytree container "
                     "thunder_mlir can unpack; return tensors in tuples, lists or dicts")
         writes = objects.writes()
+        # tensors assigned to attributes of the module tree (module_attributes.py): state
+        # outputs too, set on their holders after every run (function._object_results)
+        attribute_tensors = [
+            (path, objects.describe(v, f"attribute '{'.'.join(path)}' of the module"))
+            for path, v in monitor.recorder.tensor_writes.values()]
         cpu_scalars.check_outputs(trace, [(f"output {i}", x) for i, x in enumerate(out_leaves)]
                                   + [("a tensor stored on an input object", p)
                                      for p in objects.tensors])
@@ -543,8 +551,8 @@ def trace_function(fn: Callable, leaves, spec, sharp_edges: str = "warn",
         # after the function's own (state outputs), before the write-backs; one that is also
         # an output comes back as that output (aliasing.output_views)
         results += [p.value for p in objects.tensors]
-        trace.objects = (writes, out_objects, objects.tensors) \
-            if writes or out_objects else None
+        trace.objects = (writes, out_objects, objects.tensors, attribute_tensors) \
+            if writes or out_objects or attribute_tensors else None
         # intermediates two outputs are views of: hidden outputs, the views regenerated
         # from them after the run (aliasing.shared_bases)
         trace.shared_bases = [] if not output_bases else aliasing.shared_bases(
@@ -886,6 +894,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
             raise UnsupportedError("thunder_mlir.grad of a function that writes tensors to "
                                    "its input objects or returns objects is not supported")
         entry.object_state = (trace.objects[0], trace.objects[1], len(trace.objects[2]))
+        entry.attribute_tensors = trace.objects[3]
     if env.input_sources:  # dynamic shapes (ir/symbolic.py): guards checked at every call
         n = len(env.input_sources)
         entry.sym_sources, entry.sym_reasons = list(env.input_sources), env.reasons[:n]
