@@ -49,6 +49,7 @@ import optree
 import torch
 import torch.utils._pytree as torch_pytree
 
+from thunder_mlir import export_step
 from thunder_mlir.errors import ExportError
 from thunder_mlir.frontend import pytrees
 
@@ -218,6 +219,8 @@ def export(fn: Callable | torch.nn.Module, *args, dynamic_shapes=None,
 
     if weights not in ("arguments", "constants"):
         raise ValueError(f"weights must be 'arguments' or 'constants', got {weights!r}")
+    if export_step.is_step_call(args, kwargs):
+        return _export_step(fn, args, kwargs, dynamic_shapes, weights, sharp_edges)
     marks = _dynamic_marks(fn, args, kwargs, dynamic_shapes)
 
     def meta(t, dims=()):
@@ -266,6 +269,26 @@ def export(fn: Callable | torch.nn.Module, *args, dynamic_shapes=None,
     tensor_marks = [{}] * len(weight_names) + [marks.get(id(t), {}) for t in user_tensors]
     return _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves,
                   paths, weights)
+
+
+def _export_step(fn, args, kwargs, dynamic_shapes, weights, sharp_edges) -> Exported:
+    """``export`` of a training step (a call with a ``torch.optim`` optimizer among its
+    arguments): export_step.py traces it as ``jit(fn)`` would; its artifact maps
+    (parameters, buffers, optimizer state, scalar tables, batch) to (outputs, new values
+    of the written inputs)."""
+    if dynamic_shapes is not None:
+        raise ExportError("dynamic_shapes: a training step is exported for static shapes "
+                          "(its gradients are compiled for concrete sizes); export one "
+                          "artifact per batch shape")
+    if weights != "arguments":
+        raise ExportError("weights='constants': a training step updates its parameters, "
+                          "which must be inputs and outputs; use weights='arguments'")
+    cap = export_step.capture(fn, args, kwargs, sharp_edges)
+    n = len(cap.input_names)
+    exp = _build(cap.lowered, fn, [], [], cap.input_names, [{}] * n, cap.tensors,
+                 cap.input_names, "arguments", train=cap)
+    exp._stepper = cap.stepper
+    return exp
 
 
 def _location(op) -> str:
@@ -323,8 +346,9 @@ def _refuse(lowered) -> None:
 
 
 def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves, paths,
-           weights: str) -> Exported:
-    """The artifact of a ``LoweredProgram`` (``export``'s second half)."""
+           weights: str, train=None) -> Exported:
+    """The artifact of a ``LoweredProgram`` (``export``'s second half); ``train``: the
+    ``export_step.StepCapture`` of a training step (its output names and facts)."""
     import sympy
     from torch_mlir import ir as tir
 
@@ -386,7 +410,9 @@ def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves
                                               lowered.out_spec)
     keyed = torch_pytree.tree_flatten_with_path(placeholder)[0]
     out_paths = {idx: "output" + torch_pytree.keystr(p) for p, idx in keyed}
-    output_names = [out_paths.get(i, f"output[{i}]") for i in lowered.out_positions] + \
+    tree_names = train.output_names() if train is not None else \
+        [out_paths.get(i, f"output[{i}]") for i in lowered.out_positions]
+    output_names = tree_names + \
         [f"writes.{input_names[i]}" for i in mutated] + \
         (["index_checks"] if lowered.checks else [])
     consts = [_encode_const(c, sym_names) for c in lowered.out_consts]
@@ -420,6 +446,7 @@ def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves
         "fresh_outputs": list(lowered.fresh_outputs),
         "checks": [[e.__name__, m] for e, m in lowered.checks],
         "dims": dims, "guards": guards, "seeded": plan.seeded,
+        "train_step": train.info if train is not None else None,
         # (the plain values: the others are functions and classes the code calls)
         "baked_in": [f"{g.kind} {g.owner + ': ' if g.owner else ''}{g.name} = "
                      f"{_short(v)}" for g, v in lowered.guards
@@ -678,6 +705,7 @@ class Exported:
         self._out_spec_object = None
         self._consts_object = None
         self._run = None
+        self._stepper = None  # (a training step's: export_step.StepCapture.stepper)
 
     def __repr__(self) -> str:
         return (f"Exported({self._meta['function']}, {len(self.input_names)} inputs, "
@@ -716,11 +744,10 @@ class Exported:
     def __call__(self, *args, **kwargs):
         from thunder_mlir.error_reporting import argument_paths
         from thunder_mlir.errors import CallArgumentError
-        from thunder_mlir.frontend import runtime_checks
-        from thunder_mlir.runtime.plan import draw_seed
-        from thunder_mlir.runtime.write_back import write_back
 
         meta = self._meta
+        if meta.get("train_step"):
+            return self._call_step(args, kwargs)
         leaves, _ = pytrees.flatten((args, kwargs))
         paths = argument_paths(args, kwargs)
         expected = meta["user_leaves"]
@@ -749,6 +776,17 @@ class Exported:
         inputs = weights + tensors
         # (with weights as constants, @main's inputs start after them)
         sizes = self._check_shapes(inputs, 0 if n_w else meta["n_weights"])
+        return self._rebuild(self._run_flat(inputs), sizes)
+
+    def _run_flat(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Run ``@main`` on ``inputs`` (a seed drawn from torch's generator where the
+        program draws random numbers, as jit does), raise eager's error for a failed index
+        check, write the written inputs; returns the output tree's tensors."""
+        from thunder_mlir.frontend import runtime_checks
+        from thunder_mlir.runtime.plan import draw_seed
+        from thunder_mlir.runtime.write_back import write_back
+
+        meta = self._meta
         run_inputs = [t.detach().contiguous() for t in inputs]
         if meta["seeded"]:
             run_inputs.append(draw_seed(torch.device("cpu")))
@@ -763,8 +801,37 @@ class Exported:
             with torch.no_grad():
                 write_back(inputs, mutated, outs[-k:])
             outs = outs[:-k]
-        outs = [o.clone() if j in meta["fresh_outputs"] else o for j, o in enumerate(outs)]
-        return self._rebuild(outs, sizes)
+        return [o.clone() if j in meta["fresh_outputs"] else o for j, o in enumerate(outs)]
+
+    # ------------------------------------------------------------- a training step
+    def _step_call(self, args, kwargs):
+        """(the prepared call, its input tensors in ``input_names`` order) of a training
+        step artifact's call (export_step.prepare)."""
+        if self._stepper is None:
+            self._stepper = export_step.stepper_for()
+        return export_step.prepare(self._stepper, self._meta["train_step"], args, kwargs)
+
+    def step_inputs(self, *args, **kwargs) -> dict[str, torch.Tensor]:
+        """A training step artifact's inputs for the call ``(model, opt, *batch)``, by
+        name (``input_names``): parameters, buffers, optimizer state (zeros where a
+        parameter has none yet), the per-step scalar tables as torch.optim would compute
+        them at this step, the batch. What a caller outside torch passes to
+        ``jax.export.deserialize(blob).call`` (flat, in ``input_names`` order). Nothing is
+        written. Raises ExportError for an artifact that is not a training step, and
+        CallArgumentError as a call would."""
+        if not self._meta.get("train_step"):
+            raise ExportError("step_inputs: this artifact is not a training step")
+        _, tensors = self._step_call(args, kwargs)
+        return dict(zip(self.input_names, tensors))
+
+    def _call_step(self, args, kwargs):
+        """``exp(model, opt, *batch)`` of a training step artifact: as ``jit(step)``'s
+        call (train_step.py): host scalars and state prepared, the artifact run, the
+        written parameters, state and ``.grad`` updated, ``.grad`` set and step counters
+        advanced; returns the step's return value."""
+        call, tensors = self._step_call(args, kwargs)
+        sizes = self._check_shapes(tensors, 0)
+        return self._stepper.finish(call, self._rebuild(self._run_flat(tensors), sizes))
 
     def _check_shapes(self, inputs, offset: int) -> dict[str, int]:
         """The size of each symbolic dimension at this call; CallArgumentError where an
