@@ -267,8 +267,81 @@ def export(fn: Callable | torch.nn.Module, *args, dynamic_shapes=None,
         raise ExportError(f"dynamic_shapes: the program cannot keep its marked dimensions "
                           f"symbolic: {tf.dynamic.disabled}")
     tensor_marks = [{}] * len(weight_names) + [marks.get(id(t), {}) for t in user_tensors]
-    return _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves,
-                  paths, weights)
+    exp = _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves,
+                 paths, weights)
+    exp._source = (fn, args, kwargs, weights, sharp_edges)
+    return exp
+
+
+def _export_vjp(exp: Exported) -> Exported:
+    """``exp.vjp()`` (Exported.vjp's docstring): export_vjp.py's function of (inputs,
+    cotangents) exported with the primal's input names."""
+    from thunder_mlir import pipeline
+    from thunder_mlir.error_reporting import argument_paths
+    from thunder_mlir.function import ThunderFunction
+
+    meta = exp._meta
+    if meta.get("train_step"):
+        raise ExportError("vjp(): a training step artifact computes its own gradients; it "
+                          "has no VJP")
+    if exp._source is None:
+        raise ExportError("vjp(): this Exported was deserialized; its VJP is made from the "
+                          "exported function: call vjp() on the Exported that "
+                          "thunder_mlir.export returned (as jax.export.Exported.vjp needs)")
+    if meta["dims"]:
+        raise ExportError("vjp(): the artifact has dynamic dimensions; gradients are "
+                          "compiled for static shapes: export without dynamic_shapes")
+    if meta["weights"] == "constants" and meta["n_weights"]:
+        raise ExportError("vjp(): the weights are constants and have no cotangents; export "
+                          "with weights='arguments' to differentiate them")
+    if meta["mutated"]:
+        raise ExportError("vjp(): the program writes its inputs in place "
+                          f"({[exp.output_names[-1 - k] for k in range(len(meta['mutated']))]}"
+                          "); the VJP of eager's in-place side effects is not exported")
+    if meta["seeded"]:
+        raise ExportError("vjp(): the program draws random numbers; its VJP recomputes the "
+                          "forward, whose draws would differ from the primal call's")
+    fn, args, kwargs, _, sharp_edges = exp._source
+    n_w = meta["n_weights"]
+    weight_names = exp.input_names[:n_w]
+    leaves, _ = pytrees.flatten((args, kwargs))
+    inputs = [exp.weights[n] for n in weight_names] + \
+        [x for x in leaves if isinstance(x, torch.Tensor)]
+    n_tree = len(exp.output_names) - (1 if meta["checks"] else 0)
+    torch_dtype = {v: k for k, v in _ELEMENT.items()}
+    float_outputs, cotangents, ct_names = [], [], []
+    for k in range(n_tree):
+        dtype = torch_dtype[_element(meta["output_types"][k])]
+        if dtype.is_floating_point:
+            float_outputs.append(k)
+            cotangents.append(torch.zeros(meta["output_shapes"][k], dtype=dtype))
+            ct_names.append(f"cotangents.{exp.output_names[k]}")
+    from thunder_mlir import export_vjp
+
+    program = export_vjp.vjp_function(fn, weight_names, args, kwargs, float_outputs)
+
+    def meta_tensor(t):
+        m = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+        return m.requires_grad_(export_vjp.is_float(t))
+    meta_inputs = [meta_tensor(t) for t in inputs]
+    meta_cts = [torch.empty(t.shape, dtype=t.dtype, device="meta") for t in cotangents]
+    tf = ThunderFunction(program, sharp_edges=sharp_edges)
+    lowered = None
+    with torch.enable_grad(), pipeline.compile_only(pipeline.Target(torch.device("cpu"),
+                                                                    "cpu")):
+        try:
+            tf(meta_inputs, meta_cts)
+        except pipeline.ProgramsCaptured as captured:
+            lowered = captured.lowered
+    if lowered is None:
+        raise ExportError("internal: the VJP compiled no program")
+    names = exp.input_names[:len(inputs)] + ct_names
+    grads = [f"grads.{n}" for n, t in zip(names, inputs) if export_vjp.is_float(t)]
+    all_tensors = inputs + cotangents
+    vjp = _build(lowered, program, [], [], names, [{}] * len(names), all_tensors,
+                 argument_paths((inputs, cotangents), {}), "arguments", tree_names=grads)
+    vjp._meta["function"] = vjp._meta["function"] + f" of {meta['function']}"
+    return vjp
 
 
 def _export_step(fn, args, kwargs, dynamic_shapes, weights, sharp_edges) -> Exported:
@@ -346,9 +419,10 @@ def _refuse(lowered) -> None:
 
 
 def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves, paths,
-           weights: str, train=None) -> Exported:
+           weights: str, train=None, tree_names=None) -> Exported:
     """The artifact of a ``LoweredProgram`` (``export``'s second half); ``train``: the
-    ``export_step.StepCapture`` of a training step (its output names and facts)."""
+    ``export_step.StepCapture`` of a training step (its output names and facts);
+    ``tree_names``: names of the output tree's tensors (default: their paths)."""
     import sympy
     from torch_mlir import ir as tir
 
@@ -410,8 +484,9 @@ def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves
                                               lowered.out_spec)
     keyed = torch_pytree.tree_flatten_with_path(placeholder)[0]
     out_paths = {idx: "output" + torch_pytree.keystr(p) for p, idx in keyed}
-    tree_names = train.output_names() if train is not None else \
-        [out_paths.get(i, f"output[{i}]") for i in lowered.out_positions]
+    if tree_names is None:
+        tree_names = train.output_names() if train is not None else \
+            [out_paths.get(i, f"output[{i}]") for i in lowered.out_positions]
     output_names = tree_names + \
         [f"writes.{input_names[i]}" for i in mutated] + \
         (["index_checks"] if lowered.checks else [])
@@ -428,10 +503,9 @@ def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves
     import jax
     import jaxlib
 
-    import thunder_mlir
     meta = {
         "format": FORMAT,
-        "versions": {"thunder_mlir": getattr(thunder_mlir, "__version__", "dev"),
+        "versions": {"thunder_mlir": _version(),
                      "jax": jax.__version__, "jaxlib": jaxlib.__version__,
                      "torch": torch.__version__,
                      "calling_convention": CALLING_CONVENTION_VERSION},
@@ -466,6 +540,17 @@ def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves
     if weights == "arguments" and n_weights:
         exp.weights = dict(zip(weight_names, weight_values))
     return exp
+
+
+def _version() -> str:
+    """The installed thunder_mlir's version (package metadata; not ``import
+    thunder_mlir``, which imports this module: a cycle, tests/test_layers.py)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("thunder_mlir")
+    except metadata.PackageNotFoundError:
+        return "dev"
 
 
 def _short(value) -> str:
@@ -706,6 +791,7 @@ class Exported:
         self._consts_object = None
         self._run = None
         self._stepper = None  # (a training step's: export_step.StepCapture.stepper)
+        self._source = None  # (fn, args, kwargs, weights, sharp_edges): for vjp()
 
     def __repr__(self) -> str:
         return (f"Exported({self._meta['function']}, {len(self.input_names)} inputs, "
@@ -802,6 +888,35 @@ class Exported:
                 write_back(inputs, mutated, outs[-k:])
             outs = outs[:-k]
         return [o.clone() if j in meta["fresh_outputs"] else o for j, o in enumerate(outs)]
+
+    def vjp(self) -> Exported:
+        """The backward of this program as a second ``Exported`` (``jax.export.Exported.
+        vjp``'s contract): inputs, in ``input_names`` order, the primal's inputs (same
+        names, weights included) then one cotangent per floating-point tensor of the
+        output tree (``cotangents.<output name>``, the output's shape and dtype); outputs
+        the cotangent of each floating-point input (``grads.<input name>``, zeros where
+        the outputs do not depend on it). It recomputes the forward (as jax's VJP of an
+        exported function does). Unlike jax, integer inputs and outputs have no
+        cotangent entries (jax's float0). Call it flat: ``vjp.call_flat(*inputs, *cts)``
+        or ``jax.export.deserialize(vjp.serialize()).call(...)``.
+
+        Raises ExportError for a deserialized artifact (the VJP is made from the
+        exported function), dynamic dimensions, weights as constants, a program that
+        writes its inputs or draws random numbers, and a training step."""
+        return _export_vjp(self)
+
+    def call_flat(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
+        """Run ``@main`` on flat tensors in ``input_names`` order (jax.export's
+        ``Exported.call`` convention, on torch tensors) and return its results in
+        ``output_names`` order (``index_checks`` included; nothing written back). Raises
+        CallArgumentError for a wrong number of inputs, dtypes or shapes."""
+        from thunder_mlir.errors import CallArgumentError
+
+        if len(inputs) != len(self.input_names):
+            raise CallArgumentError(f"call_flat takes {len(self.input_names)} tensors "
+                                    f"({self.input_names[:3]}...), got {len(inputs)}")
+        self._check_shapes(list(inputs), 0)
+        return list(self._executable().run([t.detach().contiguous() for t in inputs]))
 
     # ------------------------------------------------------------- a training step
     def _step_call(self, args, kwargs):

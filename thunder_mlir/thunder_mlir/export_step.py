@@ -100,7 +100,7 @@ def _input_names(stepper: TrainStep, call: PreparedCall, args, kwargs) -> tuple[
     """(names of the program's flat tensor inputs, parameter names by index)."""
     from thunder_mlir.error_reporting import argument_paths
 
-    layout, params, buffers, grads, states, tables, rest = call.inputs
+    layout, params, buffers, _, states, _, rest = call.inputs
     objects = call.objects
     pnames: list = [None] * len(params)
     bnames: list = [None] * len(buffers)
@@ -119,7 +119,7 @@ def _input_names(stepper: TrainStep, call: PreparedCall, args, kwargs) -> tuple[
                 i = pindex[id(p)]
                 if pnames[i] is None:
                     pnames[i] = f".{oname[k]}.param_groups[{g}]['params'][{j}]"
-    pnames = [n[1:] if n.startswith(".") else n for n in pnames]  # (the key after params.)
+    pnames = [n.removeprefix(".") for n in pnames]  # (the key after params.)
     names = [f"params{'' if n.startswith('[') else '.'}{n}" for n in pnames]
     names += [f"buffers{n}" for n in bnames]
     names += [f"grads.{pnames[i]}" for i, present in enumerate(layout[0]) if present]
