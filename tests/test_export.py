@@ -405,12 +405,23 @@ def test_train_step_matches_eager(step_artifact):
             for k, v in opt_twin.state[p2].items():
                 torch.testing.assert_close(opt.state[p][k], v, rtol=1e-5, atol=1e-8)
     assert float(opt.state[next(model.parameters())]["step"]) == 3.0
-    # a call that differs from the export in which .grad exist is refused, not run
+    # a call that differs from the export in what the program was traced for is refused,
+    # before anything is written: which .grad exist, training flags, frozen parameters
     p0 = next(model.parameters())
+    before = p0.detach().clone()
     p0.grad = torch.zeros_like(p0)
     with pytest.raises(CallArgumentError, match="zero_grad"):
         exp(model, opt, ids)
     p0.grad = None
+    model.eval()
+    with pytest.raises(CallArgumentError, match="training flags"):
+        exp(model, opt, ids)
+    model.train()
+    p0.requires_grad_(False)
+    with pytest.raises(CallArgumentError, match="requires_grad"):
+        exp(model, opt, ids)
+    p0.requires_grad_(True)
+    assert torch.equal(p0, before) and float(opt.state[p0]["step"]) == 3.0
 
 
 class _TwoHeads(torch.nn.Module):

@@ -151,6 +151,16 @@ def _input_names(stepper: TrainStep, call: PreparedCall, args, kwargs) -> tuple[
     return names, pnames, scalars
 
 
+def _flags(call: PreparedCall) -> dict:
+    """The module and parameter flags the traced program depends on and a torch call
+    checks: each submodule's ``training`` (dropout, batch norm) and each parameter's
+    ``requires_grad`` (which gradients the program computes)."""
+    training = [f"{k}:{name}" for k, m in enumerate(call.objects.modules)
+                for name, sub in m.named_modules() if sub.training]
+    frozen = [i for i, p in enumerate(call.params) if not p.requires_grad]
+    return {"training": training, "frozen": frozen}
+
+
 def _values(inputs) -> list:
     """The non-tensor leaves of a call's inputs but the layout (baked into the program)."""
     return [repr(x) for x in pytrees.flatten(inputs[1:])[0]
@@ -193,7 +203,7 @@ def capture(fn, args, kwargs, sharp_edges: str) -> StepCapture:
     if lowered is None:
         raise ExportError("internal: the step compiled no program")
     info = {"layout": _layout_key(call.inputs[0]), "param_names": pnames,
-            "scalars": scalars, "values": _values(call.inputs)}
+            "scalars": scalars, "values": _values(call.inputs), "flags": _flags(call)}
     return StepCapture(lowered, names, tensors, info, stepper)
 
 
@@ -214,11 +224,27 @@ def prepare(stepper: TrainStep, info: dict, args, kwargs) -> tuple[PreparedCall,
             raise CallArgumentError(
                 f"the step was exported with .grad {'set' if want[0][0] else 'None'} for "
                 f"{diff} and this call has it {'set' if have[0][0] else 'None'}: an artifact "
-                "is specialized on which .grad tensors exist. Call opt.zero_grad() (set_to_"
-                "none=True) at the same place of every step, or export again in this state")
+                "is specialized on which .grad tensors exist. End the step with "
+                "opt.zero_grad() (set_to_none=True, torch's default) so that every step "
+                "starts with .grad None, or export again in this state for the later steps")
         raise CallArgumentError(
             "the optimizers' parameter groups, rules or options differ from the export "
             f"(exported {want[1]}, now {have[1]}); export the step again")
+    flags = _flags(call)
+    if flags != info["flags"]:
+        want = info["flags"]
+        if flags["training"] != want["training"]:
+            raise CallArgumentError(
+                "the modules' training flags differ from the export (submodules in training "
+                f"mode then: {want['training'][:4]}..., now: {flags['training'][:4]}...): "
+                "dropout and batch norm would compute what eager does not. Call "
+                "model.train()/model.eval() as at export, or export the step again")
+        names = info["param_names"]
+        raise CallArgumentError(
+            "the parameters' requires_grad differ from the export (frozen then: "
+            f"{[names[i] for i in want['frozen']][:4]}, now: "
+            f"{[names[i] for i in flags['frozen']][:4]}): the artifact computes the "
+            "gradients of the parameters that required grad at export; export the step again")
     values = _values(call.inputs)
     if values != info["values"]:
         raise CallArgumentError(f"the step's Python arguments were {info['values']} at export "
