@@ -200,8 +200,8 @@ def read_artifact(data: bytes, path: str) -> str:
     """The StableHLO text of a serialized artifact (jax.export's flatbuffer, which has no
     magic bytes: recognized by deserializing it, ``thunder_mlir.deserialize`` first, then
     ``jax.export.deserialize``). Raises OptError for bytes that are neither."""
-    from thunder_mlir.export import deserialize
     from thunder_mlir.errors import ExportError
+    from thunder_mlir.exported import deserialize
 
     try:
         return deserialize(data).mlir_module()
