@@ -135,7 +135,10 @@ def _input_names(stepper: TrainStep, call: PreparedCall, args, kwargs) -> tuple[
             names.append(f"{oname[k]}.param_groups[{g}].scalars")
             scalars.append({"name": names[-1], "rule": rule.name,
                             "columns": list(rule.scalar_names),
-                            "rows": [pnames[pindex[id(p)]] for p in group["params"]]})
+                            "rows": [pnames[pindex[id(p)]] for p in group["params"]],
+                            "hyperparameters": {  # (at export: a caller without torch)
+                                k: v for k, v in group.items() if k != "params"
+                                and isinstance(v, (bool, int, float, str, tuple, type(None)))}})
     # the batch: each other argument's tensors, named by their place in the call
     from thunder_mlir.module import ThunderModule
 
