@@ -275,6 +275,17 @@ def export(fn: Callable | torch.nn.Module, *args, dynamic_shapes=None,
                   paths, weights)
 
 
+def _version() -> str:
+    """The installed thunder_mlir's version (package metadata; not ``import
+    thunder_mlir``, which imports this module: a cycle, tests/test_layers.py)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("thunder_mlir")
+    except metadata.PackageNotFoundError:
+        return "dev"
+
+
 def _location(op) -> str:
     """The user's ``file:line`` of an op, from its MLIR location."""
     import re
@@ -409,10 +420,9 @@ def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves
     import jax
     import jaxlib
 
-    import thunder_mlir
     meta = {
         "format": FORMAT,
-        "versions": {"thunder_mlir": getattr(thunder_mlir, "__version__", "dev"),
+        "versions": {"thunder_mlir": _version(),
                      "jax": jax.__version__, "jaxlib": jaxlib.__version__,
                      "torch": torch.__version__,
                      "calling_convention": CALLING_CONVENTION_VERSION},
