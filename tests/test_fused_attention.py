@@ -232,3 +232,79 @@ def test_gpu_dot_choices_compute_eagers_values(monkeypatch, layer):
     torch.testing.assert_close(jfn(x, w, bias), fn(x, w, bias))
     stablehlo = next(t for t in thunder_mlir.last_traces(jfn) if t.name == "stablehlo").text
     assert "tensor<2x64xbf16>" in stablehlo, stablehlo
+
+
+def _custom_calls(text: str) -> dict:
+    """{call target: (backend config as a dict, operand shapes, operand layouts, result
+    layouts)} of the ``stablehlo.custom_call`` ops in a StableHLO module's text."""
+    import json
+    import re
+
+    calls = {}
+    for m in re.finditer(r'stablehlo\.custom_call @(\S+?)\((.*)$', text, re.M):
+        line = m.group(2)
+        config = re.search(r'backend_config = "((?:[^"\\]|\\.)*)"', line).group(1)
+        config = json.loads(config.replace("\\22", '"'))["cudnn_fmha_backend_config"]
+
+        def layouts(key):
+            seg = re.search(key + r" = \[(.*?)\]\}?(?:,| :)", line).group(1)
+            return [tuple(int(d) for d in g.replace(" ", "").split(",") if d)
+                    for g in re.findall(r"dense<\[?([\d, ]*)\]?>", seg)]
+        operands = re.search(r"\} : \((.*?)\) ->", line).group(1)
+        shapes = [tuple(int(d) for d in s.split("x")[:-1])
+                  for s in re.findall(r"tensor<([^>]*)>", operands)]
+        calls[m.group(1)] = (config, shapes, layouts("operand_layouts"),
+                             layouts("result_layouts"))
+    return calls
+
+
+def test_gpu_cudnn_calls_are_jaxs_btnh_calls():
+    """The custom calls thunder_mlir emits equal those jax's ``dot_product_attention(
+    implementation="cudnn")`` emits for the same [B, T, N, D] operands (jax's lowering is
+    what runs on devices: fused_attention_stablehlo.py): dimension numbers, layouts, mask,
+    scale and operand shapes, forward and backward, grouped heads included. Operands are
+    passed BTNH and results stored BTNH, so a model's ``transpose(1, 2)`` on either side of
+    the call is a bitcast, not a copy."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    fa = pytest.importorskip("jax._src.cudnn.fused_attention_stablehlo")
+    if not hasattr(fa, "check_cudnn_version"):
+        pytest.skip(f"jax {jax.__version__} has no fused_attention_stablehlo."
+                    "check_cudnn_version to stand in for a device's cuDNN")
+    b, t, n, kv, d = 2, 32, 8, 2, 16
+
+    def f(q, k, v):
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return o.transpose(1, 2).float().sum()
+    q = torch.zeros(b, n, t, d, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    k, v = (torch.zeros(b, kv, t, d, dtype=torch.bfloat16, device="meta",
+                        requires_grad=True) for _ in range(2))
+    captured = _gpu_programs(f, q, k, v)
+    ours = {}
+    for p in captured.programs:
+        for region in p.regions:
+            ours.update(_custom_calls(region[1]))
+
+    def g(q, k, v):
+        return jax.nn.dot_product_attention(q, k, v, is_causal=True,
+                                            implementation="cudnn").astype(jnp.float32).sum()
+    saved = fa.check_cudnn_version, fa.check_compute_capability
+    fa.check_cudnn_version, fa.check_compute_capability = (lambda: 91000), (lambda c: True)
+    try:
+        sd = [jax.ShapeDtypeStruct(s, jnp.bfloat16) for s in ((b, t, n, d), (b, t, kv, d),
+                                                              (b, t, kv, d))]
+        text = jax.jit(jax.grad(g, argnums=(0, 1, 2))).trace(*sd).lower(
+            lowering_platforms=("cuda",)).as_text()
+    finally:
+        fa.check_cudnn_version, fa.check_compute_capability = saved
+    theirs = _custom_calls(text)
+    assert set(ours) == set(theirs) == {"__cudnn$fmhaSoftmax", "__cudnn$fmhaSoftmaxBackward"}
+    keys = ("mask_type", "fmha_scale", "intermediate_tensor_shape", "is_flash_attention",
+            "bmm1_dot_dimension_numbers", "bmm2_dot_dimension_numbers",
+            "bmm1_grad_gemm1_dot_dimension_numbers", "bmm1_grad_gemm2_dot_dimension_numbers",
+            "bmm2_grad_gemm1_dot_dimension_numbers", "bmm2_grad_gemm2_dot_dimension_numbers")
+    for target in ours:
+        (oc, oshapes, oin, oout), (tc, tshapes, tin, tout) = ours[target], theirs[target]
+        assert {k: oc.get(k) for k in keys} == {k: tc.get(k) for k in keys}, target
+        assert oshapes == tshapes and oin == tin, target
+        assert oout[:-1] == tout[:-1], target  # (the workspace's last: [0] either way)

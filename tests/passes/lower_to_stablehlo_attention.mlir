@@ -4,11 +4,18 @@
 // cuDNN's fused attention (ir/cudnn_attention.py): a training forward (its lse read by
 // the backward) is the three-result __cudnn$fmhaSoftmax (out, lse, workspace), the
 // backward __cudnn$fmhaSoftmaxBackward on (q, k, v, lse, dout, out), jax's operand order;
-// grouped key/value heads are passed as they are.
+// grouped key/value heads are passed as they are. As jax calls it: q/k/v/out/dout passed
+// [B, T, N, D] (a model's transpose(1, 2) before the call cancels these), results
+// [B, N, T, D] stored BTNH (minor_to_major 3, 1, 2, 0: the transpose after is a bitcast).
 // CHECK-LABEL: func.func @training
-// CHECK:         %[[F:.*]]:3 = stablehlo.custom_call @__cudnn$fmhaSoftmax(%arg0, %arg1, %arg2) {api_version = 2 : i32, backend_config = "{{.*}}\22fmha_scale\22: 0.25,{{.*}}\22mask_type\22: \22CAUSAL\22
-// CHECK-SAME:      -> (tensor<2x4x8x16xbf16>, tensor<2x4x8xf32>, tensor<0xui8>)
-// CHECK:         %[[B:.*]]:4 = stablehlo.custom_call @__cudnn$fmhaSoftmaxBackward(%arg0, %arg1, %arg2, %[[F]]#1, %arg3, %[[F]]#0)
+// CHECK:         %[[Q:.*]] = stablehlo.transpose %arg0, dims = [0, 2, 1, 3] : (tensor<2x4x8x16xbf16>) -> tensor<2x8x4x16xbf16>
+// CHECK:         %[[F:.*]]:3 = stablehlo.custom_call @__cudnn$fmhaSoftmax(%[[Q]], %{{.*}}, %{{.*}}) {api_version = 2 : i32, backend_config = "{{.*}}\22fmha_scale\22: 0.25,{{.*}}\22mask_type\22: \22CAUSAL\22
+// CHECK-SAME:      result_layouts = [dense<[3, 1, 2, 0]> : tensor<4xindex>, dense<[2, 1, 0]> : tensor<3xindex>, dense<0> : tensor<1xindex>]
+// CHECK-SAME:      (tensor<2x8x4x16xbf16>, tensor<2x8x2x16xbf16>, tensor<2x8x2x16xbf16>) -> (tensor<2x4x8x16xbf16>, tensor<2x4x8xf32>, tensor<0xui8>)
+// CHECK:         %[[G:.*]] = stablehlo.transpose %arg3, dims = [0, 2, 1, 3]
+// CHECK:         %[[O:.*]] = stablehlo.transpose %[[F]]#0, dims = [0, 2, 1, 3]
+// CHECK:         %[[B:.*]]:4 = stablehlo.custom_call @__cudnn$fmhaSoftmaxBackward(%{{.*}}, %{{.*}}, %{{.*}}, %[[F]]#1, %[[G]], %[[O]])
+// CHECK-SAME:      result_layouts = [dense<[3, 1, 2, 0]> : tensor<4xindex>, dense<[3, 1, 2, 0]> : tensor<4xindex>, dense<[3, 1, 2, 0]> : tensor<4xindex>, dense<0> : tensor<1xindex>]
 // CHECK-SAME:      -> (tensor<2x4x8x16xbf16>, tensor<2x2x8x16xbf16>, tensor<2x2x8x16xbf16>, tensor<0xui8>)
 // CHECK:         return %[[F]]#0, %[[B]]#0, %[[B]]#1, %[[B]]#2
 func.func @training(%q: tensor<2x4x8x16xbf16>, %k: tensor<2x2x8x16xbf16>, %v: tensor<2x2x8x16xbf16>, %g: tensor<2x4x8x16xbf16>) -> (tensor<2x4x8x16xbf16>, tensor<2x4x8x16xbf16>, tensor<2x2x8x16xbf16>, tensor<2x2x8x16xbf16>) {
@@ -22,7 +29,7 @@ func.func @training(%q: tensor<2x4x8x16xbf16>, %k: tensor<2x2x8x16xbf16>, %v: te
 // An inference forward (lse not read): the same three-result call (one form: XLA's CSE
 // merges a training step's forward with the gradient's recomputation of it).
 // CHECK-LABEL: func.func @inference
-// CHECK:         %[[F:.*]]:3 = stablehlo.custom_call @__cudnn$fmhaSoftmax(%arg0, %arg1, %arg2) {{.*}}\22mask_type\22: \22NO_MASK\22
+// CHECK:         %[[F:.*]]:3 = stablehlo.custom_call @__cudnn$fmhaSoftmax({{.*}}) {{.*}}\22mask_type\22: \22NO_MASK\22
 // CHECK-SAME:      -> (tensor<2x4x8x16xf16>, tensor<2x4x8xf32>, tensor<0xui8>)
 // CHECK:         return %[[F]]#0
 func.func @inference(%q: tensor<2x4x8x16xf16>, %k: tensor<2x4x8x16xf16>, %v: tensor<2x4x8x16xf16>) -> tensor<2x4x8x16xf16> {

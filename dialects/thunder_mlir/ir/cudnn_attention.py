@@ -80,10 +80,10 @@ def _backend_config(q_type, k_type, scale: float, causal: bool, backward: bool) 
     elem = "BF16" if isinstance(ir.RankedTensorType(q_type).element_type, ir.BF16Type) \
         else "F16"
 
-    def dims(lc, rc):  # BNTH: batch dims (0, 1) on both sides
+    def dims(lc, rc, lb, rb):  # operands BTNH (batch dims 0, 2), scores/probs BNTS (0, 1)
         return {"lhs_contracting_dimensions": [str(lc)], "rhs_contracting_dimensions":
-                [str(rc)], "lhs_batch_dimensions": ["0", "1"],
-                "rhs_batch_dimensions": ["0", "1"]}
+                [str(rc)], "lhs_batch_dimensions": [str(d) for d in lb],
+                "rhs_batch_dimensions": [str(d) for d in rb]}
     config = {
         "algorithm": {"algo_id": "0", "math_type": "TENSOR_OP_MATH",
                       "tuning_knobs": {"17": "1", "24": "0"}, "is_cudnn_frontend": True,
@@ -104,25 +104,49 @@ def _backend_config(q_type, k_type, scale: float, causal: bool, backward: bool) 
         "dropout_rate": 0.0, "seed": 42, "sliding_window_length": 0,
         "max_seg_per_batch": 1, "is_paged_attention": False,
     }
+    # jax's BTNH dimension numbers (fused_attention_stablehlo.py), e.g. BMM1:
+    # BTNH, BSNH -> BNTS contracts H (3, 3) over batch dims (B, N) = (0, 2)
+    btnh, bnts = (0, 2), (0, 1)
     if backward:
-        config.update(bmm1_grad_gemm1_dot_dimension_numbers=dims(2, 2),
-                      bmm1_grad_gemm2_dot_dimension_numbers=dims(3, 2),
-                      bmm2_grad_gemm1_dot_dimension_numbers=dims(2, 2),
-                      bmm2_grad_gemm2_dot_dimension_numbers=dims(3, 3))
+        config.update(bmm1_grad_gemm1_dot_dimension_numbers=dims(2, 1, bnts, btnh),
+                      bmm1_grad_gemm2_dot_dimension_numbers=dims(3, 1, bnts, btnh),
+                      bmm2_grad_gemm1_dot_dimension_numbers=dims(2, 1, bnts, btnh),
+                      bmm2_grad_gemm2_dot_dimension_numbers=dims(3, 3, btnh, btnh))
     else:
-        config.update(bmm1_dot_dimension_numbers=dims(3, 3),
-                      bmm2_dot_dimension_numbers=dims(3, 2))
+        config.update(bmm1_dot_dimension_numbers=dims(3, 3, btnh, btnh),
+                      bmm2_dot_dimension_numbers=dims(3, 1, bnts, btnh))
     return json.dumps({"operation_queue_id": "0", "cudnn_fmha_backend_config": config})
 
 
-def _layout(rank: int) -> ir.Attribute:
-    """Row-major (``minor_to_major`` = rank-1 .. 0) as a custom call's layout."""
+def _layout(minor_to_major) -> ir.Attribute:
+    """A custom call's operand or result layout (``minor_to_major``)."""
     return ir.DenseIntElementsAttr.get(
-        np.arange(rank - 1, -1, -1, dtype=np.int64),
-        type=ir.RankedTensorType.get([rank], ir.IndexType.get()))
+        np.asarray(minor_to_major, dtype=np.int64),
+        type=ir.RankedTensorType.get([len(minor_to_major)], ir.IndexType.get()))
 
 
-def _custom_call(target: str, operands, result_types, config: str, loc) -> ir.Operation:
+def _row_major(rank: int) -> ir.Attribute:
+    return _layout(range(rank - 1, -1, -1))
+
+
+# [B, N, T, D] results stored as [B, T, N, D] (jax's ``_bnth_output_layout_and_perm``)
+_BTNH_STORED = (3, 1, 2, 0)
+
+
+def _to_btnh(x, loc) -> ir.Value:
+    """[B, N, T, D] -> [B, T, N, D]: the layout cuDNN is called with, as jax calls it. A
+    model's q/k/v come from a [B, T, N*D] projection through ``transpose(1, 2)``, which this
+    transpose cancels, so no copy is made on either side of the call."""
+    b, n, t, d = ir.RankedTensorType(x.type).shape
+    ty = ir.RankedTensorType.get([b, t, n, d], ir.RankedTensorType(x.type).element_type)
+    return hlo("stablehlo.transpose", [x], [ty],
+               {"permutation": ir.DenseI64ArrayAttr.get([0, 2, 1, 3])}, loc).result
+
+
+def _custom_call(target: str, operands, result_types, n_btnh: int, config: str,
+                 loc) -> ir.Operation:
+    """The call on ``operands``, its first ``n_btnh`` results [B, N, T, D] stored BTNH (so
+    a model's ``out.transpose(1, 2)`` after it is a bitcast), the rest row-major."""
     workspace = ir.RankedTensorType.get([0], ir.IntegerType.get_unsigned(8))
     types = list(result_types) + [workspace]
     i32 = ir.IntegerType.get_signless(32)
@@ -131,9 +155,10 @@ def _custom_call(target: str, operands, result_types, config: str, loc) -> ir.Op
         "api_version": ir.IntegerAttr.get(i32, 2),
         "backend_config": ir.StringAttr.get(config),
         "operand_layouts": ir.ArrayAttr.get(
-            [_layout(ir.RankedTensorType(o.type).rank) for o in operands]),
-        "result_layouts": ir.ArrayAttr.get([_layout(ir.RankedTensorType(t).rank)
-                                            for t in types]),
+            [_row_major(ir.RankedTensorType(o.type).rank) for o in operands]),
+        "result_layouts": ir.ArrayAttr.get(
+            [_layout(_BTNH_STORED) if i < n_btnh else
+             _row_major(ir.RankedTensorType(t).rank) for i, t in enumerate(types)]),
     }
     return hlo("stablehlo.custom_call", operands, types, attrs, loc)
 
@@ -153,8 +178,8 @@ def lower_forward(op, operands, rw) -> None:
     q, k, _ = operands
     config = _backend_config(q.type, k.type, scale, causal, backward=False)
     with rw.ip:
-        call = _custom_call(FORWARD, operands, [r.type for r in op.results], config,
-                            op.location)
+        call = _custom_call(FORWARD, [_to_btnh(x, op.location) for x in operands],
+                            [r.type for r in op.results], 1, config, op.location)
     rw.replace_op(op, list(call.results)[:2])
 
 
@@ -165,8 +190,9 @@ def lower_backward(op, operands, rw) -> None:
     q, k, v, out, lse, dout = operands
     config = _backend_config(q.type, k.type, scale, causal, backward=True)
     with rw.ip:
+        q, k, v, dout, out = (_to_btnh(x, op.location) for x in (q, k, v, dout, out))
         call = _custom_call(BACKWARD, [q, k, v, lse, dout, out],
-                            [r.type for r in op.results], config, op.location)
+                            [r.type for r in op.results], 3, config, op.location)
     rw.replace_op(op, list(call.results)[:3])
 
 
