@@ -1,5 +1,5 @@
-// RUN: thunder-opt %s -p 'grad{remat=true}' | filecheck %s --check-prefix=REMAT
-// RUN: thunder-opt %s -p 'grad{remat=true save-materialized=true}' | filecheck %s --check-prefix=SAVE
+// RUN: thunder-opt %s -p 'grad{remat=true}' --split-input-file | filecheck %s --check-prefix=REMAT
+// RUN: thunder-opt %s -p 'grad{remat=true save-materialized=true}' --split-input-file | filecheck %s --check-prefix=SAVE
 
 // A gated MLP, down(silu(gate(x)) * up(x)): the product is the down projection's operand,
 // read again by the backward's weight-gradient gemm. The fewest bytes (remat) save gate and
@@ -22,4 +22,31 @@ func.func @computation(%x: tensor<8x16xf32>, %wg: tensor<16x64xf32>, %wu: tensor
   %p = "thunder.mul"(%a, %u) : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
   %y = "thunder.dot_general"(%p, %wd) {lhs_batching_dimensions = array<i64>, rhs_batching_dimensions = array<i64>, lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 0>} : (tensor<8x64xf32>, tensor<64x16xf32>) -> tensor<8x16xf32>
   return %y : tensor<8x16xf32>
+}
+
+// -----
+
+// The same MLP in bf16 as a Llama layer traces it: silu in float32 rounded to bf16 (a
+// narrowing convert: what the forward writes), the product [2, 4, 64] reshaped to [8, 64]
+// for the down projection's gemm. The backward's gemm reads the reshape; what it reads from
+// memory is the product, which save-materialized saves (its reshape: the same bytes), not
+// the float32 silu behind the narrowing convert.
+// REMAT-LABEL: func.func @backward
+// REMAT:         "thunder.mul"(%{{[0-9]+}}, %arg{{[0-9]+}}) {thunder.recomputed} : (tensor<2x4x64xbf16>
+// SAVE-LABEL:  func.func @backward
+// SAVE-NOT:      {thunder.recomputed} : (tensor<2x4x64xbf16>, tensor<2x4x64xbf16>) -> tensor<2x4x64xbf16>
+// SAVE:          "thunder.dot_general"(%arg0, %arg{{[0-9]+}}) {{.*}}lhs_contracting_dimensions = array<i64: 0>{{.*}} : (tensor<8x16xbf16>, tensor<8x64xbf16>) -> tensor<16x64xbf16>
+func.func @computation(%x: tensor<8x16xbf16>, %wg: tensor<16x64xbf16>, %wu: tensor<16x64xbf16>, %wd: tensor<64x16xbf16>) -> tensor<8x16xbf16> {
+  %g2 = "thunder.dot_general"(%x, %wg) {lhs_batching_dimensions = array<i64>, rhs_batching_dimensions = array<i64>, lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 0>} : (tensor<8x16xbf16>, tensor<16x64xbf16>) -> tensor<8x64xbf16>
+  %u2 = "thunder.dot_general"(%x, %wu) {lhs_batching_dimensions = array<i64>, rhs_batching_dimensions = array<i64>, lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 0>} : (tensor<8x16xbf16>, tensor<16x64xbf16>) -> tensor<8x64xbf16>
+  %g = "thunder.reshape"(%g2) {shape = array<i64: 2, 4, 64>} : (tensor<8x64xbf16>) -> tensor<2x4x64xbf16>
+  %u = "thunder.reshape"(%u2) {shape = array<i64: 2, 4, 64>} : (tensor<8x64xbf16>) -> tensor<2x4x64xbf16>
+  %g32 = "thunder.convert_element_type"(%g) : (tensor<2x4x64xbf16>) -> tensor<2x4x64xf32>
+  %s = "thunder.logistic"(%g32) : (tensor<2x4x64xf32>) -> tensor<2x4x64xf32>
+  %a32 = "thunder.mul"(%g32, %s) : (tensor<2x4x64xf32>, tensor<2x4x64xf32>) -> tensor<2x4x64xf32>
+  %a = "thunder.convert_element_type"(%a32) : (tensor<2x4x64xf32>) -> tensor<2x4x64xbf16>
+  %p = "thunder.mul"(%a, %u) : (tensor<2x4x64xbf16>, tensor<2x4x64xbf16>) -> tensor<2x4x64xbf16>
+  %p2 = "thunder.reshape"(%p) {shape = array<i64: 8, 64>} : (tensor<2x4x64xbf16>) -> tensor<8x64xbf16>
+  %y = "thunder.dot_general"(%p2, %wd) {lhs_batching_dimensions = array<i64>, rhs_batching_dimensions = array<i64>, lhs_contracting_dimensions = array<i64: 1>, rhs_contracting_dimensions = array<i64: 0>} : (tensor<8x64xbf16>, tensor<64x16xbf16>) -> tensor<8x16xbf16>
+  return %y : tensor<8x16xbf16>
 }

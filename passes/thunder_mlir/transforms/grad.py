@@ -343,9 +343,30 @@ _LAYOUT = {"reshape", "transpose"}
 # ops a gemm reads through without writing their results (XLA's gemm fusion takes them into
 # its operands; a widening convert is how ATen's opmath dot of 16-bit values reads them,
 # which the GPU lowering turns back into a 16-bit dot: ``hlo._widened_16bit``): never
-# banned from recomputation, so that the backward reads their narrow operand
+# banned from recomputation themselves; the value they read is, so that the backward reads
+# the narrow value the forward wrote (``_materialized_source``)
 _OPERAND_OPS = {"thunder.convert_element_type", "thunder.reshape", "thunder.transpose",
                 "thunder.broadcast_in_dim"}
+
+
+def _element_bits(v: ir.Value) -> int:
+    e = ir.RankedTensorType(v.type).element_type
+    return getattr(e, "width", 0) or {"bf16": 16, "f16": 16, "f32": 32, "f64": 64}.get(
+        str(e), 0)
+
+
+def _materialized_source(v: ir.Value) -> ir.Value | None:
+    """The value a backward op reading ``v`` reads from memory: ``v`` followed up through
+    reshapes, transposes, broadcasts and widening converts (``_OPERAND_OPS``; a narrowing
+    convert, such as the bf16 rounding of an opmath product, is what the forward writes);
+    None when that is an input of the program (kept alive by the caller: nothing to save)."""
+    while not isinstance(v.owner, ir.Block):
+        op = v.owner.operation
+        if op.name not in _OPERAND_OPS or (op.name == "thunder.convert_element_type" and
+                                           _element_bits(v) < _element_bits(op.operands[0])):
+            return v
+        v = op.operands[0]
+    return None
 
 
 def _fusible(op) -> bool:
@@ -359,16 +380,17 @@ def _fusible(op) -> bool:
 
 
 def _materialized_backward(uses: dict) -> set:
-    """The forward values of ``uses`` (value -> its (op, operand) sites in the backward)
-    that a backward op which cannot fuse its operands reads (a gemm of the weight's
-    gradient, a convolution, a custom call; through reshapes and transposes), except the
-    results of ``_OPERAND_OPS``: recomputing one in the backward writes it to memory there
-    as well, so it is never free (torch's
-    ``min_cut_rematerialization_partition``, ``ban_if_materialized_backward``:
+    """The forward values never to recompute in the backward: for each value of ``uses``
+    (value -> its (op, operand) sites in the backward) that a backward op which cannot fuse
+    its operands reads (a gemm of the weight's gradient, a convolution, a custom call;
+    through reshapes and transposes), its ``_materialized_source``. Recomputed, that value
+    would be written to memory in the backward a second time, so recomputing it is never
+    free (torch's ``min_cut_rematerialization_partition``, ``ban_if_materialized_backward``:
     ``is_materialized_backwards``, torch/_functorch/partitioners.py)."""
     out = set()
     for v, sites in uses.items():
-        if not isinstance(v.owner, ir.Block) and v.owner.operation.name in _OPERAND_OPS:
+        source = _materialized_source(v)
+        if source is None:
             continue
         stack, seen = [op for op, _ in sites], set()
         while stack:
@@ -377,7 +399,7 @@ def _materialized_backward(uses: dict) -> set:
                 continue
             seen.add(op)
             if not _fusible(op):
-                out.add(v)
+                out.add(source)
                 break
             if op.name[len("thunder."):] in _LAYOUT:
                 stack.extend(u.owner for r in op.results for u in r.uses)
