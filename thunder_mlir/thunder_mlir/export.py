@@ -367,17 +367,6 @@ def _export_step(fn, args, kwargs, dynamic_shapes, weights, sharp_edges) -> Expo
     return exp
 
 
-def _version() -> str:
-    """The installed thunder_mlir's version (package metadata; not ``import
-    thunder_mlir``, which imports this module: a cycle, tests/test_layers.py)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("thunder_mlir")
-    except metadata.PackageNotFoundError:
-        return "dev"
-
-
 def _location(op) -> str:
     """The user's ``file:line`` of an op, from its MLIR location."""
     import re
