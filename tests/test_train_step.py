@@ -695,3 +695,68 @@ def test_custom_optimizer_guards_and_refusals():
     o2.state["shared"] = {}
     with pytest.raises(UnsupportedInputError, match="other objects than the optimizer's"):
         js()
+
+
+
+_JAX_FIRST = """
+import json, sys, copy, torch
+import jax, jax.numpy as jnp
+mode = sys.argv[1]
+if mode == "jax_first":  # the user's jax run makes jax's clients, async dispatch on
+    jax.jit(lambda a: a * 2)(jnp.ones(3)).block_until_ready()
+import thunder_mlir
+from thunder_mlir.runtime import xla
+F = torch.nn.functional
+if mode == "export_first":  # thunder_mlir's own export runs jax before any jit call
+    thunder_mlir.export(lambda a: torch.tanh(a) * 2, torch.randn(3))
+
+
+def step(model, opt, xs, ys):  # two micro-batches: .grad accumulated in place
+    for x, y in zip(xs, ys):
+        (F.mse_loss(model(x), y) / len(xs)).backward()
+    opt.step()
+    opt.zero_grad()
+
+
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+m2 = copy.deepcopy(m)
+o, o2 = (torch.optim.AdamW(k.parameters(), lr=0.01) for k in (m, m2))
+jstep = thunder_mlir.jit(step)
+diffs = []
+for i in range(3):
+    xs, ys = torch.randn(2, 5, 4), torch.randn(2, 5, 3)
+    step(m, o, xs, ys)
+    jstep(m2, o2, xs, ys)
+    diffs.append(max((p - q).abs().max().item() for p, q in zip(m.parameters(),
+                                                                m2.parameters())))
+print(json.dumps({"diffs": diffs, "inline": xla.runs_inline(xla.jax_device(torch.device("cpu"))),
+                  "async": bool(jax.config.values["jax_cpu_enable_async_dispatch"])}))
+"""
+
+
+def test_step_after_jax_made_the_clients():
+    """A compiled training step (AdamW, two micro-batches) equals eager's whatever made
+    jax's XLA clients before thunder_mlir's first run (runtime/xla.py ``runs_inline``):
+    the user's ``jax.jit`` (an asynchronous CPU client: the run waits for its results;
+    without that wait torch read parameters XLA had not written yet, 1e-2 off eager, and
+    the process aborted at exit) and ``thunder_mlir.export`` (its jax export starts
+    thunder_mlir's clients first, so they stay inline; before, it left jax's defaults
+    for every later run of the process). Each case is a fresh process (jax makes its
+    clients once); the two run side by side (~14 s of CPU each, most of it imports)."""
+    import json
+    import subprocess
+    import sys
+
+    env = {**os.environ, "THUNDER_MLIR_CACHE_DIR": "0"}
+    procs = {m: subprocess.Popen([sys.executable, "-c", _JAX_FIRST, m], text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+             for m in ("jax_first", "export_first")}
+    res = {}
+    for m, p in procs.items():
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, f"{m}: {err[-3000:]}"
+        res[m] = json.loads(out.strip().splitlines()[-1])
+        assert max(res[m]["diffs"]) < 1e-5, (m, res[m])
+    assert res["jax_first"]["inline"] is False, res
+    assert res["export_first"]["inline"] is True and res["export_first"]["async"] is False, res

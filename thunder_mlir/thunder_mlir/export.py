@@ -582,6 +582,11 @@ def _jax_artifact(region: str, meta: dict, step, plan, constants, first_use, in_
     from jax._src.lib.mlir.dialects import func as func_dialect
     from jax._src.lib.mlir.dialects import hlo
 
+    from thunder_mlir.runtime import xla
+
+    # jax's export creates jax's XLA clients where none exist: thunder_mlir's first, made
+    # as its runs need them (runtime/xla.py start_backends), not with jax's defaults
+    xla.start_backends()
     ctx = jmlir.make_ir_context()
     n_weights = meta["n_weights"]
     with ctx, ir.Location.unknown(ctx):
