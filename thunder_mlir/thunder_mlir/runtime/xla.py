@@ -158,8 +158,7 @@ def runs_inline(device) -> bool:
     ``jax.export`` call, or the user's ``JAX_CPU_ENABLE_ASYNC_DISPATCH`` asks for
     asynchronous dispatch), a CPU run waits for its results before returning
     (``XlaStep.execute``): without that wait a compiled training step's parameters were
-    read by torch before XLA had written them (tests/test_train_step.py
-    ``test_step_after_jax_made_the_clients``)."""
+    read by torch before XLA had written them (tests/test_xla_threads.py)."""
     client = device.client
     return any(client is c for c in _INLINE_CLIENTS)
 
