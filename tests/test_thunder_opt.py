@@ -869,3 +869,25 @@ def test_missing_implementation_is_a_clear_error(thunder_opt, tmp_path: Path):
     src.write_text(initial)
     assert_clean_error(thunder_opt_process(str(src), "-p", "grad"), 1,
                        "@conftest.unregistered_cumprod$", "registered by the process")
+
+
+def test_reads_a_serialized_artifact(thunder_opt, tmp_path: Path):
+    """A file of ``thunder_mlir.export``'s serialization (jax.export's flatbuffer, not
+    text) is read as its StableHLO module, through which passes run as on a ``.mlir``
+    file; bytes that are neither are a clean error."""
+    from torch.export import Dim
+
+    exp = thunder_mlir.export(lambda x: torch.tanh(x) * 2, torch.randn(3, 4),
+                              dynamic_shapes={"x": {0: Dim("batch")}})
+    path = tmp_path / "tanh.bin"
+    path.write_bytes(exp.serialize())
+    proc = thunder_opt(str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert "func.func public @main(%arg0: tensor<?x4xf32>" in proc.stdout
+    assert "stablehlo.tanh" in proc.stdout and "thunder.export" in proc.stdout
+    # the artifact's module is MLIR a pipeline runs on (here: canonicalize)
+    proc = thunder_opt(str(path), "-p", "canonicalize")
+    assert proc.returncode == 0 and "stablehlo.tanh" in proc.stdout, proc.stderr
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(bytes(range(256)) * 4)
+    assert_clean_error(thunder_opt(str(junk)), 1, "neither MLIR text nor a serialized")

@@ -49,22 +49,25 @@ import optree
 import torch
 import torch.utils._pytree as torch_pytree
 
+from thunder_mlir import export_step
 from thunder_mlir.errors import ExportError
+from thunder_mlir.exported import (  # noqa: F401 (deserialize, module_weights: the API)
+    ELEMENT_TYPES,
+    FORMAT,
+    META_ATTR,
+    Exported,
+    deserialize,
+    element_type,
+    encode_value,
+    evaluate,
+    module_weights,
+)
 from thunder_mlir.frontend import pytrees
 from thunder_mlir.frontend.module_attributes import LiftNeeded
 
-FORMAT = "thunder_mlir.export/1"
-META_ATTR = "thunder.export"
 CALLING_CONVENTION_VERSION = 9  # the oldest jax 0.10.2 .. 0.12 read (module docstring)
 PROGRAM = "_thunder_program"  # the lowered region, called by @main
 MIN_SIZE = 2  # a symbolic size stands for sizes >= 2 (0 and 1 are specialized, as torch)
-
-_ELEMENT = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16",
-            torch.float64: "f64", torch.int64: "i64", torch.int32: "i32", torch.int16: "i16",
-            torch.int8: "i8", torch.uint8: "ui8", torch.bool: "i1",
-            torch.complex64: "complex<f32>", torch.complex128: "complex<f64>"}
-_ERRORS = {e.__name__: e for e in (IndexError, RuntimeError, ValueError, TypeError)}
-
 
 # ------------------------------------------------------------------ dynamic_shapes
 def _dim_spec(dim, where: str):
@@ -143,7 +146,7 @@ def _dynamic_marks(fn, args, kwargs, dynamic_shapes) -> dict[int, dict[int, tupl
 def _dim_text(expr, names: dict) -> str:
     """A size expression (sympy, over symbols s<k>) in jax's symbolic-dimension syntax
     (``jax.export.symbolic_shape``: ``+ - *``, ``floordiv``, ``mod``, ``max``, ``min``),
-    which ``_evaluate`` also reads. Raises ExportError for other expressions."""
+    which ``evaluate`` also reads. Raises ExportError for other expressions."""
     import sympy
 
     e = sympy.sympify(expr)
@@ -171,13 +174,6 @@ def _dim_text(expr, names: dict) -> str:
                       "dimension")
 
 
-def _evaluate(text: str, dims: dict[str, int]) -> int:
-    """The value of a ``_dim_text`` expression at the sizes ``dims``."""
-    env = {"floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "max": max,
-           "min": min, "__builtins__": {}}
-    return int(eval(text, env, dict(dims)))
-
-
 _RELATIONS = {"Equality": "==", "Unequality": "!=", "StrictLessThan": "<",
               "LessThan": "<=", "StrictGreaterThan": ">", "GreaterThan": ">="}
 _NEGATED = {"==": "!=", "!=": "==", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
@@ -202,7 +198,14 @@ def export(fn: Callable | torch.nn.Module, *args, dynamic_shapes=None,
     default (a Python side effect such as ``random.random()`` is refused).
 
     The program is an inference program: traced under ``torch.no_grad()``; its outputs
-    never require grad.
+    never require grad (``Exported.vjp()`` gives its backward). Called with a
+    ``torch.optim`` optimizer among the arguments (``export(step, model, opt, *batch)``,
+    ``step`` calling ``loss.backward()``, ``opt.step()``, ``opt.zero_grad()``), the whole
+    training step is exported as ``jit(step)`` compiles it (export_step.py): inputs
+    ``params.<name>``, ``buffers.<name>``, ``opt.state.<param>.<key>``,
+    ``opt.param_groups[g].scalars``, the batch; outputs the step's return value and
+    ``writes.<input name>`` (new parameters and state). ``dynamic_shapes`` and
+    ``weights="constants"`` are refused for a step.
 
     Raises ``ExportError`` where the artifact could not mean what eager does: an op on
     the torch fallback or a user executor (the artifact runs without torch), a Python
@@ -219,6 +222,8 @@ def export(fn: Callable | torch.nn.Module, *args, dynamic_shapes=None,
 
     if weights not in ("arguments", "constants"):
         raise ValueError(f"weights must be 'arguments' or 'constants', got {weights!r}")
+    if export_step.is_step_call(args, kwargs):
+        return _export_step(fn, args, kwargs, dynamic_shapes, weights, sharp_edges)
     marks = _dynamic_marks(fn, args, kwargs, dynamic_shapes)
 
     def meta(t, dims=()):
@@ -271,19 +276,95 @@ def export(fn: Callable | torch.nn.Module, *args, dynamic_shapes=None,
         raise ExportError(f"dynamic_shapes: the program cannot keep its marked dimensions "
                           f"symbolic: {tf.dynamic.disabled}")
     tensor_marks = [{}] * len(weight_names) + [marks.get(id(t), {}) for t in user_tensors]
-    return _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves,
-                  paths, weights)
+    exp = _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves,
+                 paths, weights)
+    exp._get_vjp = functools.partial(_export_vjp, exp, (fn, args, kwargs, sharp_edges))
+    return exp
 
 
-def _version() -> str:
-    """The installed thunder_mlir's version (package metadata; not ``import
-    thunder_mlir``, which imports this module: a cycle, tests/test_layers.py)."""
-    from importlib import metadata
+def _export_vjp(exp: Exported, source) -> Exported:
+    """``exp.vjp()`` (Exported.vjp's docstring): export_vjp.py's function of (inputs,
+    cotangents) exported with the primal's input names; ``source``: ``export``'s (fn,
+    args, kwargs, sharp_edges)."""
+    from thunder_mlir import pipeline
+    from thunder_mlir.error_reporting import argument_paths
+    from thunder_mlir.function import ThunderFunction
 
-    try:
-        return metadata.version("thunder_mlir")
-    except metadata.PackageNotFoundError:
-        return "dev"
+    meta = exp._meta
+    if meta["dims"]:
+        raise ExportError("vjp(): the artifact has dynamic dimensions; gradients are "
+                          "compiled for static shapes: export without dynamic_shapes")
+    if meta["weights"] == "constants" and meta["n_weights"]:
+        raise ExportError("vjp(): the weights are constants and have no cotangents; export "
+                          "with weights='arguments' to differentiate them")
+    if meta["mutated"]:
+        raise ExportError("vjp(): the program writes its inputs in place "
+                          f"({[exp.output_names[-1 - k] for k in range(len(meta['mutated']))]}"
+                          "); the VJP of eager's in-place side effects is not exported")
+    if meta["seeded"]:
+        raise ExportError("vjp(): the program draws random numbers; its VJP recomputes the "
+                          "forward, whose draws would differ from the primal call's")
+    fn, args, kwargs, sharp_edges = source
+    n_w = meta["n_weights"]
+    weight_names = exp.input_names[:n_w]
+    leaves, _ = pytrees.flatten((args, kwargs))
+    inputs = [exp.weights[n] for n in weight_names] + \
+        [x for x in leaves if isinstance(x, torch.Tensor)]
+    n_tree = len(exp.output_names) - (1 if meta["checks"] else 0)
+    torch_dtype = {v: k for k, v in ELEMENT_TYPES.items()}
+    float_outputs, cotangents, ct_names = [], [], []
+    for k in range(n_tree):
+        dtype = torch_dtype[element_type(meta["output_types"][k])]
+        if dtype.is_floating_point:
+            float_outputs.append(k)
+            cotangents.append(torch.zeros(meta["output_shapes"][k], dtype=dtype))
+            ct_names.append(f"cotangents.{exp.output_names[k]}")
+    from thunder_mlir import export_vjp
+
+    program = export_vjp.vjp_function(fn, weight_names, args, kwargs, float_outputs)
+
+    def meta_tensor(t):
+        m = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+        return m.requires_grad_(export_vjp.is_float(t))
+    meta_inputs = [meta_tensor(t) for t in inputs]
+    meta_cts = [torch.empty(t.shape, dtype=t.dtype, device="meta") for t in cotangents]
+    tf = ThunderFunction(program, sharp_edges=sharp_edges)
+    lowered = None
+    with torch.enable_grad(), pipeline.compile_only(pipeline.Target(torch.device("cpu"),
+                                                                    "cpu")):
+        try:
+            tf(meta_inputs, meta_cts)
+        except pipeline.ProgramsCaptured as captured:
+            lowered = captured.lowered
+    if lowered is None:
+        raise ExportError("internal: the VJP compiled no program")
+    names = exp.input_names[:len(inputs)] + ct_names
+    grads = [f"grads.{n}" for n, t in zip(names, inputs) if export_vjp.is_float(t)]
+    all_tensors = inputs + cotangents
+    vjp = _build(lowered, program, [], [], names, [{}] * len(names), all_tensors,
+                 argument_paths((inputs, cotangents), {}), "arguments", tree_names=grads)
+    vjp._meta["function"] = vjp._meta["function"] + f" of {meta['function']}"
+    return vjp
+
+
+def _export_step(fn, args, kwargs, dynamic_shapes, weights, sharp_edges) -> Exported:
+    """``export`` of a training step (a call with a ``torch.optim`` optimizer among its
+    arguments): export_step.py traces it as ``jit(fn)`` would; its artifact maps
+    (parameters, buffers, optimizer state, scalar tables, batch) to (outputs, new values
+    of the written inputs)."""
+    if dynamic_shapes is not None:
+        raise ExportError("dynamic_shapes: a training step is exported for static shapes "
+                          "(its gradients are compiled for concrete sizes); export one "
+                          "artifact per batch shape")
+    if weights != "arguments":
+        raise ExportError("weights='constants': a training step updates its parameters, "
+                          "which must be inputs and outputs; use weights='arguments'")
+    cap = export_step.capture(fn, args, kwargs, sharp_edges)
+    n = len(cap.input_names)
+    exp = _build(cap.lowered, fn, [], [], cap.input_names, [{}] * n, cap.tensors,
+                 cap.input_names, "arguments", train=cap)
+    exp._stepper = cap.stepper
+    return exp
 
 
 def _location(op) -> str:
@@ -341,8 +422,10 @@ def _refuse(lowered) -> None:
 
 
 def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves, paths,
-           weights: str) -> Exported:
-    """The artifact of a ``LoweredProgram`` (``export``'s second half)."""
+           weights: str, train=None, tree_names=None) -> Exported:
+    """The artifact of a ``LoweredProgram`` (``export``'s second half); ``train``: the
+    ``export_step.StepCapture`` of a training step (its output names and facts);
+    ``tree_names``: names of the output tree's tensors (default: their paths)."""
     import sympy
     from torch_mlir import ir as tir
 
@@ -404,13 +487,16 @@ def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves
                                               lowered.out_spec)
     keyed = torch_pytree.tree_flatten_with_path(placeholder)[0]
     out_paths = {idx: "output" + torch_pytree.keystr(p) for p, idx in keyed}
-    output_names = [out_paths.get(i, f"output[{i}]") for i in lowered.out_positions] + \
+    if tree_names is None:
+        tree_names = train.output_names() if train is not None else \
+            [out_paths.get(i, f"output[{i}]") for i in lowered.out_positions]
+    output_names = tree_names + \
         [f"writes.{input_names[i]}" for i in mutated] + \
         (["index_checks"] if lowered.checks else [])
     consts = [_encode_const(c, sym_names) for c in lowered.out_consts]
     # non-tensor inputs: baked in, checked at each torch call
     user_leaves = [{"path": p, "tensor": True} if isinstance(x, torch.Tensor) else
-                   {"path": p, "value": _encode_value(x)} for p, x in zip(paths, leaves)]
+                   {"path": p, "value": encode_value(x)} for p, x in zip(paths, leaves)]
     guards = []
     for text, rel, value in env.guards:
         op = _RELATIONS[type(rel).__name__]
@@ -437,6 +523,7 @@ def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves
         "fresh_outputs": list(lowered.fresh_outputs),
         "checks": [[e.__name__, m] for e, m in lowered.checks],
         "dims": dims, "guards": guards, "seeded": plan.seeded,
+        "train_step": train.info if train is not None else None,
         # (the plain values: the others are functions and classes the code calls)
         "baked_in": [f"{g.kind} {g.owner + ': ' if g.owner else ''}{g.name} = "
                      f"{_short(v)}" for g, v in lowered.guards
@@ -458,16 +545,20 @@ def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves
     return exp
 
 
+def _version() -> str:
+    """The installed thunder_mlir's version (package metadata; not ``import
+    thunder_mlir``, which imports this module: a cycle, tests/test_layers.py)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("thunder_mlir")
+    except metadata.PackageNotFoundError:
+        return "dev"
+
+
 def _short(value) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _encode_value(x):
-    """A Python input value as JSON (compared at each call), or its repr."""
-    if x is None or isinstance(x, (bool, int, float, str)):
-        return {"json": x}
-    return {"repr": repr(x)}
 
 
 def _encode_const(c, sym_names):
@@ -491,6 +582,11 @@ def _jax_artifact(region: str, meta: dict, step, plan, constants, first_use, in_
     from jax._src.lib.mlir.dialects import func as func_dialect
     from jax._src.lib.mlir.dialects import hlo
 
+    from thunder_mlir.runtime import xla
+
+    # jax's export creates jax's XLA clients where none exist: thunder_mlir's first, made
+    # as its runs need them (runtime/xla.py start_backends), not with jax's defaults
+    xla.start_backends()
     ctx = jmlir.make_ir_context()
     n_weights = meta["n_weights"]
     with ctx, ir.Location.unknown(ctx):
@@ -570,18 +666,13 @@ def _jax_artifact(region: str, meta: dict, step, plan, constants, first_use, in_
     return text, jexp
 
 
-def _element(type_text: str) -> str:
-    """The element type of a ranked tensor type's text: ``tensor<?x4xf32>`` -> ``f32``."""
-    return type_text[len("tensor<"):-1].rsplit("x", 1)[-1]
-
-
 def _np_dtype(type_text: str):
     import ml_dtypes
 
     return {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
             "f64": np.float64, "i64": np.int64, "i32": np.int32, "i16": np.int16,
             "i8": np.int8, "ui8": np.uint8, "i1": np.bool_, "complex<f32>": np.complex64,
-            "complex<f64>": np.complex128}[_element(type_text)]
+            "complex<f64>": np.complex128}[element_type(type_text)]
 
 
 def _numpy(t: torch.Tensor) -> np.ndarray:
@@ -659,228 +750,3 @@ def _emit(text: str, sizes: dict, hlo, const):
                     "min": hlo.minimum}[node.func.id](a, b)
         raise ExportError(f"internal: cannot emit the size expression {text}")
     return go(ast.parse(text, mode="eval").body)
-
-
-# ------------------------------------------------------------------ the artifact
-class Exported:
-    """A program exported by ``thunder_mlir.export`` (or read by ``deserialize``).
-
-    ``input_names``/``output_names``: the names of ``@main``'s flat inputs and outputs
-    (module docstring of thunder_mlir/export.py); ``dims``: each symbolic dimension's
-    [min, max] (max None: unbounded); ``checks``: the messages of the run-time index
-    checks whose code is the ``index_checks`` output; ``versions``: of the exporter and
-    the calling convention; ``baked_in``: the Python values (globals, closures, module
-    attributes) the program was specialized on; ``weights``: {name: tensor} a torch call
-    passes for the weight inputs (the module's own tensors after ``export``, so an
-    optimizer's updates are seen; set it after ``deserialize``); ``jax_exported``: the
-    ``jax.export.Exported``.
-
-    Calling it on torch tensors (``exp(*args, **kwargs)``, fn's signature) runs the
-    artifact on XLA through the jit's DLPack runtime and gives eager's meaning: the output
-    pytree, the in-place writes into the inputs, eager's IndexError for an index out of
-    range. Raises ``CallArgumentError`` for arguments whose structure, Python values,
-    dtypes or shapes differ from the export (ranges and shape guards included)."""
-
-    def __init__(self, jax_exported, meta: dict, module_text: str | None = None):
-        self.jax_exported = jax_exported
-        self._meta = meta
-        self._text = module_text
-        self.input_names: list[str] = list(meta["input_names"])
-        self.output_names: list[str] = list(meta["output_names"])
-        self.dims: dict = {k: tuple(v) for k, v in meta["dims"].items()}
-        self.checks: list[str] = [m for _, m in meta["checks"]]
-        self.versions: dict = dict(meta["versions"])
-        self.baked_in: list[str] = list(meta["baked_in"])
-        self.weights: dict[str, torch.Tensor] = {}
-        self._out_spec_object = None
-        self._consts_object = None
-        self._run = None
-
-    def __repr__(self) -> str:
-        return (f"Exported({self._meta['function']}, {len(self.input_names)} inputs, "
-                f"{len(self.output_names)} outputs, dims={self.dims})")
-
-    def mlir_module(self) -> str:
-        """The StableHLO module's text (public ``@main``, with locations naming the user's
-        lines)."""
-        if self._text is None:
-            self._text = self.jax_exported.mlir_module()
-        return self._text
-
-    def serialize(self) -> bytes:
-        """The artifact in jax.export's serialization (``jax.export.Exported.serialize``:
-        a flatbuffer holding the StableHLO portable artifact, avals and versions), which
-        ``jax.export.deserialize`` and ``thunder_mlir.deserialize`` read."""
-        return bytes(self.jax_exported.serialize())
-
-    # ------------------------------------------------------------- the torch call
-    def _executable(self):
-        if self._run is None:
-            from thunder_mlir.runtime.plan import Plan, XlaStep
-            from thunder_mlir.runtime.refine import ShapeSpecializedExecutable
-            from thunder_mlir.runtime.xla import compile_stablehlo
-
-            text = self.mlir_module()
-            device = torch.device("cpu")
-            exe = ShapeSpecializedExecutable(text, device) if self.dims else \
-                compile_stablehlo(text, device)
-            n, m = len(self.input_names), len(self.output_names)
-            step = XlaStep("main", exe, tuple(range(n)), tuple(range(n, n + m)),
-                           program=f"the exported program of `{self._meta['function']}`")
-            self._run = Plan([step], n + m, n, range(n, n + m), device)
-        return self._run
-
-    def __call__(self, *args, **kwargs):
-        from thunder_mlir.error_reporting import argument_paths
-        from thunder_mlir.errors import CallArgumentError
-        from thunder_mlir.frontend import runtime_checks
-        from thunder_mlir.runtime.plan import draw_seed
-        from thunder_mlir.runtime.write_back import write_back
-
-        meta = self._meta
-        leaves, _ = pytrees.flatten((args, kwargs))
-        paths = argument_paths(args, kwargs)
-        expected = meta["user_leaves"]
-        if paths != [e["path"] for e in expected]:
-            raise CallArgumentError(f"the exported program takes {[e['path'] for e in expected]}"
-                                    f", got {paths}")
-        tensors = []
-        for x, e in zip(leaves, expected):
-            if e.get("tensor"):
-                if not isinstance(x, torch.Tensor):
-                    raise CallArgumentError(f"{e['path']} must be a tensor, got "
-                                            f"{type(x).__name__}")
-                tensors.append(x)
-            elif _encode_value(x) != e["value"]:
-                raise CallArgumentError(f"{e['path']} was {e['value']} at export (baked into "
-                                        f"the program), got {x!r}")
-        n_w = meta["n_weights"] if meta["weights"] == "arguments" else 0
-        if n_w:
-            missing = [k for k in self.input_names[:n_w] if k not in self.weights]
-            if missing:
-                raise CallArgumentError(f"the weights {missing[:3]} are not set: assign "
-                                        "Exported.weights = {name: tensor}")
-            weights = [self.weights[k] for k in self.input_names[:n_w]]
-        else:
-            weights = []
-        inputs = weights + tensors
-        # (with weights as constants, @main's inputs start after them)
-        sizes = self._check_shapes(inputs, 0 if n_w else meta["n_weights"])
-        run_inputs = [t.detach().contiguous() for t in inputs]
-        if meta["seeded"]:
-            run_inputs.append(draw_seed(torch.device("cpu")))
-        outs = self._executable().run(run_inputs)
-        if meta["checks"]:
-            runtime_checks.raise_failed([(_ERRORS.get(e, RuntimeError), m)
-                                         for e, m in meta["checks"]], outs[-1])
-            outs = outs[:-1]
-        mutated = meta["mutated"]
-        if mutated:
-            k = len(mutated)
-            with torch.no_grad():
-                write_back(inputs, mutated, outs[-k:])
-            outs = outs[:-k]
-        outs = [o.clone() if j in meta["fresh_outputs"] else o for j, o in enumerate(outs)]
-        return self._rebuild(outs, sizes)
-
-    def _check_shapes(self, inputs, offset: int) -> dict[str, int]:
-        """The size of each symbolic dimension at this call; CallArgumentError where an
-        input's dtype or shape, a range or a shape guard differs from the export."""
-        from thunder_mlir.errors import CallArgumentError
-
-        meta = self._meta
-        shapes = meta["input_shapes"][offset:]
-        types = meta["input_types"][offset:]
-        names = meta["input_names"]
-        sizes: dict[str, int] = {}
-        for i, t in enumerate(inputs):
-            shape, name = shapes[i], names[i]
-            if _ELEMENT.get(t.dtype) != _element(types[i]):
-                raise CallArgumentError(f"{name} must be {types[i]}, got {t.dtype}")
-            if t.ndim != len(shape):
-                raise CallArgumentError(f"{name} must have {len(shape)} dims, got "
-                                        f"{tuple(t.shape)}")
-            for d, (n, s) in enumerate(zip(t.shape, shape)):
-                if isinstance(s, int):
-                    if n != s:
-                        raise CallArgumentError(f"dim {d} of {name} must be {s} (static at "
-                                                f"export), got {tuple(t.shape)}")
-                elif s in sizes and sizes[s] != n:
-                    raise CallArgumentError(f"dim {d} of {name} is {n}, but {s} = {sizes[s]}"
-                                            " at another input")
-                else:
-                    sizes.setdefault(s, n)
-        for name, (lo, hi) in meta["dims"].items():
-            v = sizes[name]
-            if v < lo or (hi is not None and v > hi):
-                raise CallArgumentError(f"dimension {name} = {v} is outside the exported "
-                                        f"range [{lo}, {hi if hi is not None else 'inf'}]")
-        for lhs, op, rhs, text in meta["guards"]:
-            a, b = _evaluate(lhs, sizes), _evaluate(rhs, sizes)
-            if not {"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b,
-                    ">=": a >= b}[op]:
-                raise CallArgumentError(f"the shape guard {text} of the exported trace does "
-                                        f"not hold at sizes {sizes}")
-        return sizes
-
-    def _rebuild(self, outs, sizes):
-        meta = self._meta
-        spec = self._out_spec_object
-        if spec is None and meta["out_spec"] is not None:
-            spec = torch_pytree.treespec_loads(meta["out_spec"])
-        if spec is None:  # a container torch cannot serialize: the flat tensors
-            return tuple(outs)
-        leaves = []
-        for k, c in enumerate(meta["out_consts"]):
-            if "json" in c:
-                leaves.append(c["json"])
-            elif "dim" in c:
-                leaves.append(_evaluate(c["dim"], sizes))
-            elif "size" in c:
-                leaves.append(torch.Size([s if isinstance(s, int) else _evaluate(s, sizes)
-                                          for s in c["size"]]))
-            elif self._consts_object is not None:
-                leaves.append(self._consts_object[k])
-            else:
-                raise ExportError(f"output leaf {k} is a Python object ({c['object']}) the "
-                                  "artifact does not carry")
-        for pos, t in zip(meta["out_positions"], outs):
-            leaves[pos] = t
-        return torch_pytree.tree_unflatten(leaves, spec)
-
-
-def deserialize(blob: bytes) -> Exported:
-    """The ``Exported`` of bytes from ``Exported.serialize`` (``jax.export.deserialize``
-    and the ``thunder.export`` module attribute). Weights passed as arguments must be set
-    (``exp.weights = {name: tensor}``, e.g. from the module: ``{("params." or "buffers.")
-    + name: t}``) before a torch call. Raises ExportError for bytes jax reads but
-    thunder_mlir did not write."""
-    import jax.export
-    from jax._src.interpreters import mlir as jmlir
-    from jax._src.lib import _jax
-    from jax._src.lib.mlir import ir
-
-    jexp = jax.export.deserialize(bytearray(blob))
-    with jmlir.make_ir_context():
-        module = _jax.mlir.deserialize_portable_artifact(jexp.mlir_module_serialized)
-        if not isinstance(module, ir.Module):  # (bytes or text in some jaxlib versions)
-            module = ir.Module.parse(module)
-        attrs = module.operation.attributes
-        if META_ATTR not in attrs:
-            raise ExportError("the artifact was not written by thunder_mlir.export (no "
-                              f"{META_ATTR} attribute); run it with jax.export.deserialize")
-        meta = json.loads(ir.StringAttr(attrs[META_ATTR]).value)
-    if meta.get("format") != FORMAT:
-        raise ExportError(f"unknown artifact format {meta.get('format')!r} (this reads "
-                          f"{FORMAT})")
-    return Exported(jexp, meta)  # (the text is printed on demand: mlir_module)
-
-
-def module_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """{input name: tensor} of a module's parameters and buffers, as ``export`` names
-    them (``params.<name>``/``buffers.<name>``): ``exp.weights = module_weights(m)``."""
-    buffers = dict(module.named_buffers(remove_duplicate=False))
-    out = {f"params.{n}": p for n, p in module.named_parameters(remove_duplicate=False)}
-    out.update({f"buffers.{n}": b for n, b in buffers.items() if b is not None})
-    return out
-

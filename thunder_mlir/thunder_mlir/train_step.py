@@ -88,6 +88,28 @@ class _Call:
         self.optimizers, self.params = optimizers_, params
 
 
+class PreparedCall:
+    """One call of a ``TrainStep`` prepared on the host (``TrainStep.prepare``):
+    ``inputs``, the arguments of its program (``_program``: layout, parameters, buffers,
+    present ``.grad`` tensors, optimizer states, scalar tables, the other arguments);
+    ``objects``, the Python objects the trace reads (``_Call``); ``params``: the
+    parameters, in the program's order; ``optimizers``; ``states``: per optimizer its
+    state tensors; ``fresh``: per optimizer the state made for parameters without one."""
+
+    def __init__(self, inputs, objects, params, optimizers_, states, fresh):
+        self.inputs, self.objects, self.params = inputs, objects, params
+        self.optimizers, self.states, self.fresh = optimizers_, states, fresh
+
+    def traced_with(self, fn: ThunderFunction):
+        """``fn(*inputs)`` (a ThunderFunction of ``_program``) with this call's objects
+        visible to the trace (``_program`` reads them)."""
+        _ACTIVE.call = self.objects
+        try:
+            return fn(*self.inputs)
+        finally:
+            _ACTIVE.call = None
+
+
 class _GradTable:
     """The ``.grad`` of every parameter while the step is traced: parameter index ->
     TensorProxy or None. ``owns(x)``: ``x`` is a parameter's proxy or the caller's
@@ -695,6 +717,14 @@ class TrainStep:
     def call(self, args, kwargs, hooks_on_host: bool = False):
         """``self(*args, **kwargs)``; ``hooks_on_host``: the caller runs the optimizers'
         step hooks around the call (``OptimizerStep``), so they are not refused."""
+        call = self.prepare(args, kwargs, hooks_on_host)
+        return self.finish(call, call.traced_with(self._fn))
+
+    def prepare(self, args, kwargs, hooks_on_host: bool = False) -> PreparedCall:
+        """The host's part before the program runs (module docstring, 1.): the program's
+        arguments for this call and what ``finish`` needs. ``thunder_mlir.export`` traces
+        the program of a ``PreparedCall`` (``traced_with``) and calls ``finish`` after
+        running its artifact, so an exported step and ``jit(step)`` share this code."""
         from thunder_mlir.module import ThunderModule
 
         modules, opts, rest = [], [], []
@@ -784,13 +814,18 @@ class TrainStep:
         layout = (tuple(g is not None for g in grads), tuple(opt_layouts),
                   tuple(id(o) for o in modules + opts), _fn_id(self.fn))
         self._objects = modules + opts
-        _ACTIVE.call = _Call(self.fn, args_tpl, kwargs_tpl, modules, names, opts, params)
-        try:
-            out, kinds, new_grads, stepped, custom = self._fn(
-                layout, params, buffers, [g for g in grads if g is not None], states,
-                tables, rest)
-        finally:
-            _ACTIVE.call = None
+        objects = _Call(self.fn, args_tpl, kwargs_tpl, modules, names, opts, params)
+        inputs = (layout, params, buffers, [g for g in grads if g is not None], states,
+                  tables, rest)
+        return PreparedCall(inputs, objects, params, opts, states, fresh)
+
+    def finish(self, call: PreparedCall, result):
+        """The host's part after the program ran (module docstring, 3.): ``.grad`` set,
+        new optimizer state kept, step counters advanced. ``result``: the program's
+        output, ``(out, kinds, new_grads, stepped, custom)`` (``_program``); returns
+        ``out``."""
+        out, kinds, new_grads, stepped, custom = result
+        params, opts, states, fresh = call.params, call.optimizers, call.states, call.fresh
         it = iter(new_grads)
         for p, kind in zip(params, kinds):
             if kind == "none":
@@ -805,6 +840,9 @@ class TrainStep:
             elif done is not None:
                 _after_step(self, opt, done, new)
         return out
+
+
+program = _program  # the function a step's ThunderFunction traces (export.py uses it)
 
 
 def _fn_id(fn) -> int:

@@ -51,8 +51,13 @@ class XlaStep:
         try:
             res = self.executable.execute_sharded(args)
             if self.handlers is not None:
-                return res.consume_with_handlers(self.handlers)
+                arrays = res.consume_with_handlers(self.handlers)
+                if device.platform == "cpu" and not xla.runs_inline(device):
+                    wait_for(arrays)
+                return arrays
             arrays = [r[0] for r in res.disassemble_into_single_device_arrays()]
+            if device.platform == "cpu" and not xla.runs_inline(device):
+                wait_for(arrays)
         except ThunderError:
             raise
         except Exception as e:  # noqa: BLE001 - every XLA runtime error: one of ours
@@ -62,6 +67,14 @@ class XlaStep:
         if type(self.executable) is not ShapeSpecializedExecutable:
             self.handlers = result_handlers(arrays, device)
         return arrays
+
+
+def wait_for(arrays) -> None:
+    """Block until ``arrays`` (one run's results) are computed: a CPU run on a client that
+    dispatches asynchronously (``xla.runs_inline`` false) then returns as an inline one
+    does, with its inputs read and its results written (the CPU runtime relies on it)."""
+    for a in arrays:
+        a.block_until_ready()
 
 
 @dataclass
@@ -134,6 +147,13 @@ class Plan:
         step = self._step
         execute, handlers = step.executable.execute_sharded, step.handlers
         on_cpu = self._on_cpu
+        if on_cpu and not xla.runs_inline(self._jax_device):  # (step.execute waits)
+            dev = self._jax_device
+
+            def run_waiting(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+                args = buffers(inputs if order is None else [inputs[i] for i in order])
+                return _select(step.execute(args, dev), inputs, pick, on_cpu)
+            return run_waiting
         # (a try block costs nothing until it raises: Python 3.11's zero-cost exceptions)
         if order is None and pick is None:  # the common case
             def run(inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:

@@ -32,6 +32,8 @@ _MAX_EXECUTABLES = 512
 _backends_started = False
 _cpu_pool_threads: int | None = None  # the main CPU client's intra-op threads, once known
 _single_thread_client = None  # a second CPU client with a 1-thread pool (small programs)
+# the CPU clients thunder_mlir made with asynchronous dispatch off (``runs_inline``)
+_INLINE_CLIENTS: list = []
 
 #: A program whose XLA cost analysis gives fewer floating-point operations per kernel (the
 #: top-level instructions of its optimized entry computation: fusions, library dots, copies)
@@ -97,7 +99,9 @@ def start_backends() -> None:
     CPUs while the clients are created and then restored, for it and for every thread the
     clients started (threads inherit the mask; restoring it leaves them free to run
     anywhere). Where jax's backends already exist (the user ran jax first) or the platform
-    has no affinity API, the clients are used as they are.
+    has no affinity API, the clients are used as they are (a CPU client made by jax may
+    dispatch asynchronously: thunder_mlir's runs on it wait for their results,
+    ``runs_inline``).
 
     Before any client exists, ``gpu_memory_env`` is applied to ``os.environ``: XLA's GPU
     client does not preallocate 75% of the GPU (it shares the device with torch's caching
@@ -108,7 +112,8 @@ def start_backends() -> None:
     right after ``execute``, so asynchronous dispatch only adds a hand-off to a worker
     thread and back (~15 us of a ~75 us decode step of examples/generate.py's tiny GPT-2,
     benchmarks/decode.py). A user's ``JAX_CPU_ENABLE_ASYNC_DISPATCH`` is kept, and so is
-    the option of backends that already exist.
+    the option of backends that already exist; runs on such a client wait for their
+    results (``runs_inline``).
 
     The host allocator keeps freed memory for the next run (``host_allocator``: XLA's CPU
     results are new buffers at every run) unless the user chose a policy."""
@@ -122,22 +127,40 @@ def start_backends() -> None:
     if jax_internals.backends_are_initialized():
         _cpu_pool_threads = len(os.sched_getaffinity(0)) \
             if hasattr(os, "sched_getaffinity") else None
-        return
+        return  # (how jax made its CPU client is unknown: runs_inline is False for it)
+    import jax
+
     os.environ.update(gpu_memory_env(os.environ))
     if "JAX_CPU_ENABLE_ASYNC_DISPATCH" not in os.environ:
-        import jax
-
         jax.config.update("jax_cpu_enable_async_dispatch", False)
+    inline = not jax.config.values.get("jax_cpu_enable_async_dispatch", True)
     if not hasattr(os, "sched_getaffinity"):
         backend.backends()
-        return
-    mask = os.sched_getaffinity(0)
-    n = torch.get_num_threads()
-    _cpu_pool_threads = min(max(n, 1), len(mask))
-    if n >= len(mask):
-        backend.backends()
-        return
-    _create_with_affinity(n, backend.backends)
+    else:
+        mask = os.sched_getaffinity(0)
+        n = torch.get_num_threads()
+        _cpu_pool_threads = min(max(n, 1), len(mask))
+        if n >= len(mask):
+            backend.backends()
+        else:
+            _create_with_affinity(n, backend.backends)
+    if inline:
+        _INLINE_CLIENTS.append(backend.get_backend("cpu"))
+
+
+def runs_inline(device) -> bool:
+    """Whether jax device ``device``'s client runs a computation before ``execute``
+    returns (a CPU client thunder_mlir made with asynchronous dispatch off,
+    ``start_backends``). The CPU runtime relies on it where it is true: resident written
+    inputs are read by torch right after the run (runtime/resident.py), staging tensors
+    are refilled at the next call (dlpack.ArgumentImports). Where it is false (jax's
+    backends existed before thunder_mlir's first run, as after a ``jax.jit`` or
+    ``jax.export`` call, or the user's ``JAX_CPU_ENABLE_ASYNC_DISPATCH`` asks for
+    asynchronous dispatch), a CPU run waits for its results before returning
+    (``XlaStep.execute``): without that wait a compiled training step's parameters were
+    read by torch before XLA had written them (tests/test_xla_threads.py)."""
+    client = device.client
+    return any(client is c for c in _INLINE_CLIENTS)
 
 
 def cpu_pool_threads() -> int | None:
@@ -166,6 +189,8 @@ def single_thread_cpu_device():
             asynchronous = bool(jax.config.values.get("jax_cpu_enable_async_dispatch", True))
             _single_thread_client = _create_with_affinity(
                 1, lambda: jax_internals.make_cpu_client(asynchronous))
+            if not asynchronous:
+                _INLINE_CLIENTS.append(_single_thread_client)
     return _single_thread_client.devices()[0]
 
 

@@ -6,6 +6,7 @@
     thunder-opt in.mlir -p decompose --mlir-print-ir-after-all --dump-dir dumps/
     thunder-opt bad.mlir -p grad --verify-diagnostics --split-input-file
     thunder-opt in.mlir -p decompose,partition --mlir-timing
+    thunder-opt model.bin -p stablehlo-refine-shapes   # a serialized artifact (export)
 
 The file is parsed in a context with the thunder dialect loaded, each pipeline element runs
 in order and the module is verified after it, and the result is printed. A pipeline
@@ -178,13 +179,39 @@ def build_pipeline(text: str | None) -> list[Stage]:
 
 # ----------------------------------------------------------------- parse/print
 def read_source(path: str) -> tuple[str, str]:
-    """(text, source name) of ``path``; ``-`` is stdin."""
+    """(text, source name) of ``path``; ``-`` is stdin. A file that is not UTF-8 text
+    (``.mlir``) is read as a serialized artifact (``thunder_mlir.export``'s, or any
+    ``jax.export`` one: ``read_artifact``)."""
     if path == "-":
         return sys.stdin.read(), "<stdin>"
     try:
-        return Path(path).read_text(), path
+        data = Path(path).read_bytes()
     except OSError as e:
         raise OptError(f"cannot read '{path}': {e.strerror}") from None
+    try:
+        if b"\0" not in data:
+            return data.decode("utf-8"), path
+    except UnicodeDecodeError:
+        pass
+    return read_artifact(data, path), path
+
+
+def read_artifact(data: bytes, path: str) -> str:
+    """The StableHLO text of a serialized artifact (jax.export's flatbuffer, which has no
+    magic bytes: recognized by deserializing it, ``thunder_mlir.deserialize`` first, then
+    ``jax.export.deserialize``). Raises OptError for bytes that are neither."""
+    from thunder_mlir.errors import ExportError
+    from thunder_mlir.exported import deserialize
+
+    try:
+        return deserialize(data).mlir_module()
+    except ExportError:  # a jax.export artifact thunder_mlir did not write
+        import jax.export
+
+        return jax.export.deserialize(bytearray(data)).mlir_module()
+    except Exception as e:  # noqa: BLE001 - flatbuffers' errors for other bytes vary
+        raise OptError(f"cannot read '{path}': neither MLIR text nor a serialized artifact "
+                       f"(thunder_mlir.export / jax.export): {type(e).__name__}: {e}") from None
 
 
 def split_source(text: str, split: bool) -> list[str]:
