@@ -637,7 +637,7 @@ def _opinfo_failures(op_db, check, dtypes):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for op in op_db:
-            if not swept(op.full_name):  # (CI's half: conftest.py)
+            if not swept(op.full_name):  # (CI's quarter: conftest.py)
                 continue
             for dt in dtypes:
                 r = check(op, dt)
@@ -650,7 +650,7 @@ def _opinfo_failures(op_db, check, dtypes):
 
 def test_opinfo_cpu_autocast_matches_eager(op_db):
     """The first ``N_SAMPLES`` float32 and bfloat16 samples of every OpInfo (CI: of the
-    ``swept`` half) under CPU autocast: eager's output dtypes (all ops) and values (ops
+    ``swept`` quarter) under CPU autocast: eager's output dtypes (all ops) and values (ops
     whose eager result autocast changes)."""
     from autocast_opinfo import CLOSER
 
@@ -664,18 +664,18 @@ def test_opinfo_cpu_autocast_matches_eager(op_db):
             print(f"not compared on this CPU ({_NO_BF16_REASON}): {convs}")
         failures = [f for f in failures if f not in convs]
     assert not failures, "\n".join(failures)
-    assert passed > (1000 if SWEEPS_ALL else 450)
+    assert passed > (1000 if SWEEPS_ALL else 200)
 
 
 def test_opinfo_cuda_autocast_dtypes_match_fake_eager(op_db):
     """The first ``N_SAMPLES`` float32 and float16 samples of every OpInfo (CI: of the
-    ``swept`` half) traced for CUDA under CUDA autocast: eager's output dtypes (eager on
+    ``swept`` quarter) traced for CUDA under CUDA autocast: eager's output dtypes (eager on
     fake CUDA tensors)."""
     failures, passed = _opinfo_failures(op_db, check_cuda, (torch.float32, torch.float16))
     print(f"\nOpInfo CUDA autocast (trace level): {passed} op/dtype pairs match fake eager, "
           f"{len(failures)} differ")
     assert not failures, "\n".join(failures)
-    assert passed > (1000 if SWEEPS_ALL else 450)
+    assert passed > (1000 if SWEEPS_ALL else 200)
 
 
 def test_run_pinned_sets_and_restores_the_traced_state():

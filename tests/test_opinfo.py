@@ -651,7 +651,7 @@ def _differ(a, b, tol: dict | None = None) -> bool:
 
 def first_samples(select, n: int = 8, autograd: bool = False):
     """Per op of op_db (random ops and ops without float32 on the CPU left out; with
-    ``autograd`` those without autograd support too; in CI, the half ``conftest.swept``
+    ``autograd`` those without autograd support too; in CI, the quarter ``conftest.swept``
     names): its first eager-valid float32 CPU
     sample among the first ``n`` for which ``select(tensors)`` (the sample's tensor leaves
     in order) gives a non-None choice. Yields (op, full name, the sample's program over

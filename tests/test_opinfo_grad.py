@@ -326,7 +326,7 @@ def run_op(op, max_samples) -> GradResult:
 
 
 def _ops():
-    """The differentiable float32 OpInfos; in CI, the half ``conftest.swept`` names."""
+    """The differentiable float32 OpInfos; in CI, the quarter ``conftest.swept`` names."""
     ops = [o for o in _oi._ops() if o.supports_autograd
            and torch.float32 in o.supported_dtypes("cpu") and swept(_oi._full_name(o))]
     return ops
