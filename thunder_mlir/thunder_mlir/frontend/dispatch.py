@@ -17,7 +17,8 @@ import torch
 
 from thunder_mlir.errors import DataDependentControlFlowError, DynamicShapeFallback, \
     Fallback, SharpEdgeError
-from thunder_mlir.frontend import autocast, cpu_scalars, scalar_args, value_guards
+from thunder_mlir.frontend import autocast, cpu_scalars, scalar_args, value_guards, \
+    zero_tensors
 from thunder_mlir.frontend.aliasing import eager_meta, is_view, record_view, \
     separate_returned_inputs
 from thunder_mlir.frontend.autograd_attributes import handle as handle_autograd_attribute
@@ -229,6 +230,10 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
             except Fallback:
                 pass
         return torch_fallback.emit_fallback(trace, func, a, k)
+
+    if zero_tensors.reads_zero(args, kwargs):  # eager's ZeroTensor kernels: zeros out
+        traced = run
+        run = lambda: zero_tensors.propagate(func, args, kwargs, traced())  # noqa: E731
 
     with trace.location_of_user_line():
         # scalars as torch's parser reads them: eager's TypeError, 0-d tensors' values

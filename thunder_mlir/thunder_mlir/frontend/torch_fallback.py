@@ -280,6 +280,8 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     for k, i in enumerate(out_pos):
         m = out_leaves[i]
         out_leaves[i] = TensorProxy(fresh[k], result_shapes[k], m.dtype, trace.device)
+        if m._is_zerotensor():  # (zeros at run time, _materialized; eager refuses writes)
+            out_leaves[i]._zero_tensor = True
         if base_meta is not None and isinstance(m, torch.Tensor) and m.device.type == "meta" \
                 and torch._C._is_alias_of(m, base_meta):
             views.append(out_leaves[i])
@@ -405,12 +407,24 @@ def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spe
         a, k = optree.tree_unflatten(spec, vals)
         out = autocast.run_pinned(pin, func, a, k)
         flat = optree.tree_leaves(out, none_is_leaf=True)
-        outs = [x for x in flat if isinstance(x, torch.Tensor)
+        outs = [_materialized(x) for x in flat if isinstance(x, torch.Tensor)
                 and not any(x is c for c in clones)]
         if trial:
             _check_trial_metadata(name, outs, traced)
         return outs + clones
     return run
+
+
+def _materialized(t: torch.Tensor) -> torch.Tensor:
+    """``t``, or zeros of its metadata where it is one of ATen's ZeroTensors
+    (``aten._efficientzerotensor``, a product with one): a tensor with no memory (its data
+    pointer is null), which DLPack would hand XLA as a buffer to read (a segmentation
+    fault). Eager reads a ZeroTensor as zeros; writes into one are refused while tracing
+    (frontend/zero_tensors.py)."""
+    if not t._is_zerotensor():
+        return t
+    with torch._C.DisableTorchFunction():
+        return torch.zeros(t.shape, dtype=t.dtype, device=t.device)
 
 
 # ------------------------------------------------------- calls the IR alone determines
