@@ -339,6 +339,8 @@ class ThunderFunction:
                 setattr(obj, name, value)
         if entry.object_state is not None:  # writes to input objects, objects returned
             return _object_results(entry, nodes, tensors, outs)
+        if entry.symbolic_consts:  # sizes in the outputs: this call's ints
+            return entry.rebuild_concrete(outs, tensors)
         return entry.rebuild(outs)
 
     def _compile_static(self, compile_args, known_values, guess_sizes: bool = True):
@@ -521,8 +523,9 @@ def _object_results(entry: CacheEntry, nodes: list, tensors, outs):
     outs = outs[:len(outs) - n_state]
     pytrees.replay(writes, nodes, tensors, state_outs)
     if not out_objects:
-        return entry.rebuild(outs)
-    leaves = list(entry.out_consts)
+        return entry.rebuild_concrete(outs, tensors) if entry.symbolic_consts else \
+            entry.rebuild(outs)
+    leaves = entry.concrete_consts(tensors) if entry.symbolic_consts else list(entry.out_consts)
     for pos, t in zip(entry.out_tensor_positions, outs):
         leaves[pos] = t
     for pos, d in out_objects:
