@@ -714,6 +714,33 @@ def backward_error(outputs: list[TensorProxy]) -> str | None:
     return None
 
 
+def saved_outputs(outputs: list[TensorProxy]) -> list[int]:
+    """The positions in ``outputs`` (the program's tensor outputs) of the tensors whose
+    memory eager's autograd graph of the outputs saves for backward: an output that is a
+    saved tensor (``exp``'s and ``tanh``'s results), a view of one, or the base of one.
+    Eager's backward raises "one of the variables needed for gradient computation has been
+    modified by an inplace operation" where the caller writes such an output in place
+    after the call; the compiled backward reads residuals of its own, so the jit saves
+    these outputs with ``ctx.save_for_backward`` and its backward unpacks them, which
+    checks their versions as eager's does (runtime/autograd.py). Read from the meta twins'
+    graph (their saved tensors' storages); empty where an output has no current twin."""
+    twins = {k: o._mirror for k, o in enumerate(outputs)
+             if o.requires_grad and getattr(o, "_mirror_of", None) is not None
+             and o._mirror_of == o.value and o._mirror.requires_grad}
+    if not twins:
+        return []
+    saved = set()
+    for fn in _reachable(list(twins.values())):
+        for name in _saved_attributes(fn):
+            try:
+                v = getattr(fn, name)
+            except Exception:  # noqa: BLE001 - written since (backward_error reports it)
+                continue
+            saved |= {_storage(t) for t in (v if isinstance(v, (list, tuple)) else [v])
+                      if isinstance(t, torch.Tensor)}
+    return [k for k, t in twins.items() if _storage(t) in saved]
+
+
 def backward_nodes(root: TensorProxy) -> list | None:
     """The nodes of eager's autograd graph that ``root.backward()`` would run: those its
     eager twin's ``grad_fn`` reaches. None when ``root`` has no current twin (an op ran
