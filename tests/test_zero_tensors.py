@@ -64,3 +64,15 @@ def test_write_into_zero_tensor_raises_eagers_error(write):
         thunder_mlir.jit(fn)(X.clone())
     assert "test_zero_tensors.py" in str(jit.value)  # the user's line
     del eager
+
+
+def test_sparse_factory_keeps_eagers_layout_and_feeds_xla_dense():
+    """A factory with ``layout=torch.sparse_coo`` returned its dense twin (the symbols
+    dropped ``layout``); one read by XLA raised "unsupported memory format option"."""
+    def fn(x):
+        return x.new_zeros(4, layout=torch.sparse_coo), x + torch.zeros(4, layout=torch.sparse_coo)
+    x = torch.randn(4)
+    (js, jd), (es, ed) = thunder_mlir.jit(fn)(x), fn(x)
+    assert js.layout == es.layout == torch.sparse_coo
+    torch.testing.assert_close(js.to_dense(), es.to_dense())
+    torch.testing.assert_close(jd, ed)

@@ -221,6 +221,8 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
             sym, a, k = autocast.prepare(trace, func, sym, a, k)
         if sym is not None and value_guards.is_data_dependent(func, a, k):
             sym = None  # its sizes depend on the values: the torch fallback, guarded
+        if sym is not None and k.get("layout") not in (None, torch.strided):
+            sym = None  # a sparse (or mkldnn) factory: eager's own (symbols make dense ones)
         if sym is not None:
             try:
                 if sym.name not in COMPLEX_SYMBOLS and involves_complex(a, k):
