@@ -351,3 +351,26 @@ def test_resize_runs_where_eager_is_defined_and_is_refused_elsewhere():
         J(lambda x: x.resize_(6))(torch.ones(3))
     with pytest.raises(NotImplementedError, match="resize_ to more elements"):
         J(lambda x: (x * 1).resize_as_(torch.ones(5)))(torch.ones(3))
+
+
+def test_as_strided_output_of_a_written_input_view_is_refused_before_the_run():
+    """Generator seed 5, program 109: an output ``t.as_strided(t.shape, t.stride(),
+    t.storage_offset())`` of an input written through another view. The traced geometry
+    reads the input as dense at offset 0; on the caller's view ``base[1:5]`` the returned
+    view addressed the base's row 0 (a silent wrong value). Refused before anything is
+    written, as the fallback's as_strided of such an input is; a dense input runs."""
+    def f(x0):
+        v = x0.reshape(2, -1)
+        torch.add(v, 1, out=v)
+        w = x0.as_strided(x0.shape, x0.stride(), x0.storage_offset())
+        v.add_(1)
+        return v, w
+    base = torch.zeros(6, 4)
+    with pytest.raises(NotImplementedError, match="as_strided view of an input"):
+        J(f)(base[1:5])
+    assert torch.equal(base, torch.zeros(6, 4))  # nothing written
+    xe, xa = torch.randn(4, 4), None
+    xa = xe.clone()
+    (ve, we), (va, wa) = f(xe), J(f)(xa)
+    assert _same(va, ve) and _same(wa, we) and _same(xa, xe)
+    assert wa._base is xa and wa.storage_offset() == we.storage_offset()

@@ -142,6 +142,9 @@ class CacheEntry:
     # the positions of ``out_consts`` that hold size symbols (``x.shape``, ``u.numel()`` of
     # a data-dependent size): ints at each call (``rebuild_concrete``)
     symbolic_consts: list = field(default_factory=list)
+    # inputs an output recipe views with as_strided: checked dense before each run
+    # (frontend/aliasing.py check_strided_inputs)
+    strided_inputs: list = field(default_factory=list)
     sym_reasons: list = field(default_factory=list)
     sym_check: Any = None
     shape_guards: list[str] = field(default_factory=list)

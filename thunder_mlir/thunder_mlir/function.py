@@ -296,6 +296,8 @@ class ThunderFunction:
             check_separate(entry, tensors, lambda: [
                 p for p, x in zip(_paths(*function_arguments(args, kwargs, state)), leaves)
                 if isinstance(x, torch.Tensor)])
+        if entry.strided_inputs:  # (as_strided output views of inputs: aliasing.py)
+            aliasing.check_strided_inputs(entry.strided_inputs, tensors)
         try:
             if entry.backward_plan is not None:
                 from thunder_mlir.runtime.autograd import run_with_autograd

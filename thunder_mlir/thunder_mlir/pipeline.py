@@ -849,6 +849,7 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
     entry.fresh_outputs = _forwarded_inputs(plan, len(positions) + len(state_outs),
                                             output_views)
     entry.output_views = [r for r in output_views if r[0] not in entry.fresh_outputs]
+    entry.strided_inputs = aliasing.strided_recipes(entry.output_views)
     if not needs_grad and aliased and plan._single and not entry.fresh_outputs:
         from thunder_mlir.runtime.resident import ResidentWrites
 
