@@ -265,7 +265,6 @@ def refuse_aten(func) -> None:
     to write instead; returns for any other op (the caller's internal error follows)."""
     if getattr(func, "overloadpacket", None) is torch.ops.aten.set_:
         import os
-        import sys
 
         import thunder_mlir.ir.proxy as proxy_module
 
