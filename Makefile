@@ -8,6 +8,11 @@ SOURCES := $(shell find thunder_mlir dialects passes tools -type f -not -path '*
 
 # The tested versions inside pyproject's ranges (constraints/default.txt; docs/compat.md).
 CONSTRAINTS := constraints/default.txt
+# tests/test_litgpt.py's litgpt and what it imports, installed without their declared
+# dependencies: litgpt 0.5.13 (the only release) pins huggingface-hub<1.4, which
+# transformers 5.23's >=1.31 excludes, so it cannot be a test extra pip resolves; it
+# imports and runs with the hub transformers brings (versions in constraints/default.txt)
+LITGPT := litgpt lightning lightning-utilities torchmetrics jsonargparse psutil
 
 .PHONY: setup demo test bench bench-big compat gpu-bundle gpu-aot gpu-programs
 
@@ -21,6 +26,7 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) $(SOURCES) | $(BIN)/python
 	rm -rf $(WHEELS)
 	$(BIN)/pip wheel -q --no-deps -w $(WHEELS) .
 	$(BIN)/pip install -q -c $(CONSTRAINTS) "$$(ls $(WHEELS)/*.whl)[test,examples]"
+	$(BIN)/pip install -q --no-deps -c $(CONSTRAINTS) $(LITGPT)
 	$(BIN)/pip install -q --force-reinstall --no-deps $(WHEELS)/*.whl
 	touch $@
 

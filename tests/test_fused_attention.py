@@ -153,6 +153,7 @@ def test_gpu_training_program_uses_cudnn_attention_without_a_gpu():
     assert "2x4x32x32x" not in fwd_region[1] + bwd_region[1]
     stages = {s.name: s for s in captured.stages}
     assert stages["prims"].pipeline.startswith("builtin.module(cudnn-attention,decompose")
+    assert stages["grad"].pipeline == "builtin.module(grad{remat=true save-materialized=true})"
     assert "computed-once=false" in stages["stablehlo"].pipeline
     assert "narrow-dots=true" in stages["stablehlo"].pipeline
     assert "fused-attention: on (cuDNN" in stages["xla-compile"].text
@@ -164,6 +165,53 @@ def test_compile_only_asks_for_meta_inputs():
     with pipeline.compile_only(target):
         with pytest.raises(thunder_mlir.UnsupportedInputError, match="pass meta tensors"):
             thunder_mlir.jit(lambda x: x * 2)(torch.ones(3))
+
+
+class _GatedMLP(torch.nn.Module):
+    """Llama's MLP: down(silu(gate(x)) * up(x)), the product read by the backward's gemm."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = torch.nn.Linear(16, 48, bias=False)
+        self.up = torch.nn.Linear(16, 48, bias=False)
+        self.down = torch.nn.Linear(48, 16, bias=False)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+def test_gpu_grad_choice_computes_eagers_gradients(monkeypatch):
+    """The GPU target's ``grad{save-materialized=true}`` (a value a backward gemm reads is
+    saved, not recomputed) run on the CPU, forced on: a gated MLP's gradients through
+    ``jit(model)`` and an AdamW ``jit(step)`` (whose ``loss.backward()`` differentiates with
+    the same option) equal eager's, and the product is a residual (one more than without)."""
+    from conftest import mse_training_step
+
+    torch.manual_seed(0)
+    x, y = torch.randn(4, 16), torch.randn(4, 16)
+    counts = {}
+    for save in (False, True):
+        monkeypatch.setattr(pipeline.Target, "save_materialized", property(lambda self, save=save: save))
+        model = _GatedMLP()
+        torch.manual_seed(1)
+        model.load_state_dict(_GatedMLP().state_dict())
+        want = torch.autograd.grad(F.mse_loss(model(x), y), list(model.parameters()))
+        jm = thunder_mlir.jit(model)
+        got = torch.autograd.grad(F.mse_loss(jm(x), y), list(model.parameters()))
+        torch.testing.assert_close(got, want)
+        grad_stage = next(s for s in thunder_mlir.last_traces(jm) if s.name == "grad")
+        assert ("save-materialized=true" in grad_stage.pipeline) == save
+        counts[save] = int(grad_stage.text.split("thunder.num_residuals = ")[1].split()[0])
+        m2 = _GatedMLP()
+        m2.load_state_dict(model.state_dict())
+        o, o2 = (torch.optim.AdamW(m.parameters(), lr=0.1) for m in (model, m2))
+        jstep = thunder_mlir.jit(mse_training_step)
+        for _ in range(2):
+            torch.testing.assert_close(jstep(m2, o2, x, y),
+                                       mse_training_step(model, o, x, y).detach())
+            for p, q in zip(model.parameters(), m2.parameters()):
+                torch.testing.assert_close(q, p)
+    assert counts[True] == counts[False] + 1
 
 
 @pytest.mark.parametrize("layer", ["conv1d_addmm", "linear"])

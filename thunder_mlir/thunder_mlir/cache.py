@@ -134,6 +134,9 @@ class CacheEntry:
     # (writes to input objects, objects returned, number of state outputs): see
     # frontend/pytrees.py; None when the program neither writes nor returns objects
     object_state: Any = None
+    # (attribute path from the jitted module, description as object_state's) per tensor
+    # attribute the program assigns (frontend/module_attributes.py): set after every run
+    attribute_tensors: list = field(default_factory=list)
     # dynamic shapes (dynamic.py, ir/symbolic.py): the (tensor index, dim) each size symbol
     # s<k> reads, why it is symbolic, the check of the trace's shape guards on the symbols'
     # sizes, the guards as text, entries of the same key with other guards, and why a

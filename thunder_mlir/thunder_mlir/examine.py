@@ -157,7 +157,7 @@ def examine(fn, *args, **kwargs) -> Examination:
         state.update(m.named_buffers(remove_duplicate=False))
         flags = tuple(sub.training for sub in m.modules())
         fn = functools.partial(_functional_forward, m)
-        args, kwargs = (flags, state, args, kwargs), {}
+        args, kwargs = (flags, state, {}, args, kwargs), {}  # ({}: no lifted attributes)
     leaves, spec = pytrees.flatten((args, kwargs))
     while _metas(leaves) is None and pytrees.register_types(leaves):  # input objects
         leaves, spec = pytrees.flatten((args, kwargs))

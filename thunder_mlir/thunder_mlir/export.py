@@ -51,6 +51,7 @@ import torch.utils._pytree as torch_pytree
 
 from thunder_mlir.errors import ExportError
 from thunder_mlir.frontend import pytrees
+from thunder_mlir.frontend.module_attributes import LiftNeeded
 
 FORMAT = "thunder_mlir.export/1"
 META_ATTR = "thunder.export"
@@ -238,7 +239,7 @@ def export(fn: Callable | torch.nn.Module, *args, dynamic_shapes=None,
         from thunder_mlir.module import _functional_forward, _ModuleState
 
         state = _ModuleState(fn)
-        flags, params = state.read()
+        flags, params, _ = state.read()
         buffers = {n for n, _ in fn.named_buffers(remove_duplicate=False)}
         order = sorted(params)  # optree's order of the state dict (the program's inputs)
         weight_names = [("buffers." if n in buffers else "params.") + n for n in order]
@@ -246,7 +247,8 @@ def export(fn: Callable | torch.nn.Module, *args, dynamic_shapes=None,
         tf = ThunderFunction(functools.partial(_functional_forward, fn), sharp_edges=sharp_edges)
         tf.watch = state.watched
         tf.dynamic.static_tensors = len(order)
-        call = functools.partial(tf, flags, {n: meta(params[n]) for n in order},
+        # (tensors held as plain attributes are not inputs of an artifact: LiftNeeded below)
+        call = functools.partial(tf, flags, {n: meta(params[n]) for n in order}, {},
                                  meta_args, meta_kwargs)
     else:
         tf = ThunderFunction(fn, sharp_edges=sharp_edges)
@@ -258,6 +260,11 @@ def export(fn: Callable | torch.nn.Module, *args, dynamic_shapes=None,
             call()
         except pipeline.ProgramsCaptured as captured:
             lowered = captured.lowered
+        except LiftNeeded as need:  # (module_attributes.py: jit makes them inputs)
+            raise ExportError(
+                f"the module holds tensors as plain attributes ({need}), which jit reads as "
+                "inputs but export does not name yet; register them as buffers "
+                "(module.register_buffer(name, tensor, persistent=False)) to export") from None
     if lowered is None:
         raise ExportError("internal: the call compiled no program")
     if tf.dynamic.disabled is not None:
@@ -266,6 +273,17 @@ def export(fn: Callable | torch.nn.Module, *args, dynamic_shapes=None,
     tensor_marks = [{}] * len(weight_names) + [marks.get(id(t), {}) for t in user_tensors]
     return _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves,
                   paths, weights)
+
+
+def _version() -> str:
+    """The installed thunder_mlir's version (package metadata; not ``import
+    thunder_mlir``, which imports this module: a cycle, tests/test_layers.py)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("thunder_mlir")
+    except metadata.PackageNotFoundError:
+        return "dev"
 
 
 def _location(op) -> str:
@@ -402,10 +420,9 @@ def _build(lowered, fn, weight_names, weight_values, names, tensor_marks, leaves
     import jax
     import jaxlib
 
-    import thunder_mlir
     meta = {
         "format": FORMAT,
-        "versions": {"thunder_mlir": getattr(thunder_mlir, "__version__", "dev"),
+        "versions": {"thunder_mlir": _version(),
                      "jax": jax.__version__, "jaxlib": jaxlib.__version__,
                      "torch": torch.__version__,
                      "calling_convention": CALLING_CONVENTION_VERSION},

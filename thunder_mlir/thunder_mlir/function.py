@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 import torch.utils._pytree as torch_pytree
 
-from thunder_mlir.frontend import aliasing, pytrees, runtime_checks
+from thunder_mlir.frontend import aliasing, module_attributes, pytrees, runtime_checks
 from thunder_mlir.cache import CacheEntry, FunctionCache
 from thunder_mlir.ir.context import COMPILE_LOCK
 from thunder_mlir.error_reporting import argument_paths as _paths, boundary_exception, \
@@ -219,19 +219,33 @@ class ThunderFunction:
                 raise
 
     def call_module(self, state, current: tuple, args: tuple, kwargs: dict):
-        """``self(flags, params, args, kwargs)`` for a module's function (``fn`` takes the
-        training flags and the {qualified name: parameter or buffer} dict of
-        ``state``, a ``module._ModuleState``, then the call's arguments), without building
-        that dict or flattening it on a cache hit: ``current`` is ``state.current()``, the
-        flags and the parameters in the order optree flattens the dict in, their tree
-        structure ``state.token``. The key holds the same metadata, leaf by leaf, as the
-        general path's; its tree-structure part is (``state.token``, the arguments'
-        structure)."""
+        """``self(flags, params, lifted, args, kwargs)`` for a module's function (``fn``
+        takes the training flags, the {qualified name: parameter or buffer} dict of
+        ``state``, a ``module._ModuleState``, the {path: value} dict of its lifted tensor
+        attributes (frontend/module_attributes.py), then the call's arguments), without
+        building the first dict or flattening it on a cache hit: ``current`` is
+        ``state.current()``, the flags and the parameters in the order optree flattens the
+        dict in, their tree structure ``state.token``. The key holds the same metadata,
+        leaf by leaf, as the general path's; its tree-structure part is (``state.token``,
+        the lifted values' structure, the arguments' structure). Raises
+        ``module_attributes.LiftNeeded`` (a BaseException) when a trace finds tensors the
+        module holds that are not inputs yet: the caller (``module._call_lifting``) lifts
+        them and calls again."""
         if getattr(_tracing_state, "trace", None) is not None:  # inlined (__call__)
-            flags, params = state.read()
-            return self.fn(flags, params, args, kwargs)
+            flags, params, _ = state.read()
+            # (no lifted attributes: the caller's trace lifts those its module holds)
+            return self.fn(flags, params, {}, args, kwargs)
         try:
             flags, values = current
+            # tensors held as plain attributes (frontend/module_attributes.py): after the
+            # parameters and buffers, the values of the {path: value} dict in path order
+            lifted = state.lifted_values() if state.lifted else None
+            if lifted is None:
+                lifted_leaves, lifted_spec = (), None
+            elif all(type(v) is _TENSOR for v in lifted.values()):
+                lifted_leaves, lifted_spec = tuple(lifted.values()), state.lifted
+            else:
+                lifted_leaves, lifted_spec = pytrees.flatten(lifted)
             cached_flags, flag_metas = state.flag_metas
             # the flags' metadata of the last call, if each flag is the same object (True
             # and 1 are equal, but key apart)
@@ -247,17 +261,25 @@ class ThunderFunction:
             param_metas, _ = _metas_tensors(values)
             if param_metas is None:
                 raise UnsupportedInputError("a parameter or buffer is a tensor subclass")
+            if lifted is None:
+                lifted_metas, lifted_tensors = (), ()
+            else:
+                lifted_metas, lifted_tensors = _metas_tensors(lifted_leaves)
+                if lifted_metas is None:
+                    raise UnsupportedInputError("a lifted attribute holds another value")
         except Exception:  # noqa: BLE001 - an input refused: the general path reports it
-            flags, params = state.read()
-            return self(flags, params, args, kwargs)
-        self.dynamic.static_tensors = len(values)  # they keep static shapes (dynamic.py)
+            flags, params, lifted = state.read()
+            return self(flags, params, lifted, args, kwargs)
+        # they keep static shapes (dynamic.py)
+        self.dynamic.static_tensors = len(values) + len(lifted_tensors)
         try:
-            return self._run((*flags, *values, *rest), (state.token, spec), nodes,
-                             flag_metas + param_metas + rest_metas,
-                             [*values, *rest_tensors], args, kwargs, state)
+            return self._run((*flags, *values, *lifted_leaves, *rest),
+                             (state.token, lifted_spec, spec), nodes,
+                             flag_metas + param_metas + lifted_metas + rest_metas,
+                             [*values, *lifted_tensors, *rest_tensors], args, kwargs, state)
         except Exception as e:
-            flags, params = state.read()
-            shown = boundary_exception(e, self, (flags, params, args, kwargs), {})
+            flags, params, lifted = state.read()
+            shown = boundary_exception(e, self, (flags, params, lifted, args, kwargs), {})
             if shown is e:
                 raise
             tb = shown.__traceback__
@@ -294,7 +316,7 @@ class ThunderFunction:
         self.last = entry
         if entry.mutated_inputs:  # (written inputs must not share memory: write_back.py)
             check_separate(entry, tensors, lambda: [
-                p for p, x in zip(_paths(*function_arguments(args, kwargs, state)), leaves)
+                p for p, x in zip(_call_paths(args, kwargs, state), leaves)
                 if isinstance(x, torch.Tensor)])
         if entry.strided_inputs:  # (as_strided output views of inputs: aliasing.py)
             aliasing.check_strided_inputs(entry.strided_inputs, tensors)
@@ -340,7 +362,7 @@ class ThunderFunction:
             for obj, name, value in entry.attribute_writes:
                 setattr(obj, name, value)
         if entry.object_state is not None:  # writes to input objects, objects returned
-            return _object_results(entry, nodes, tensors, outs)
+            return _object_results(entry, nodes, tensors, outs, state)
         if entry.symbolic_consts:  # sizes in the outputs: this call's ints
             return entry.rebuild_concrete(outs, tensors)
         return entry.rebuild(outs)
@@ -454,14 +476,42 @@ class ThunderFunction:
 def function_arguments(args: tuple, kwargs: dict, state=None) -> tuple[tuple, dict]:
     """The (positional, keyword) arguments a ThunderFunction's ``fn`` is called with, for a
     call whose own arguments are ``args``/``kwargs``: those, or, for a module's call
-    (``call_module``: ``state`` its ``module._ModuleState``), ``(flags, params, args,
-    kwargs)`` with the training flags and parameters read from ``state`` now. The one place
-    a module call's arguments are wrapped: ``_run`` and everything it passes them to (a
-    failed value guard's recompilation, value_specialization.py) keep the call's own."""
+    (``call_module``: ``state`` its ``module._ModuleState``), ``(flags, params, lifted,
+    args, kwargs)`` with the training flags, parameters and lifted attributes
+    (frontend/module_attributes.py) read from ``state`` now. The one place a module call's
+    arguments are wrapped: ``_run`` and everything it passes them to (a failed value
+    guard's recompilation, value_specialization.py; the names of ``_call_paths``) keep
+    the call's own."""
     if state is None:
         return args, kwargs
-    flags, params = state.read()
-    return (flags, params, args, kwargs), {}
+    flags, params, lifted = state.read()
+    return (flags, params, lifted, args, kwargs), {}
+
+
+_MODULE_PARTS = ("training flags", "parameter or buffer", "attribute")
+
+
+def _call_paths(args, kwargs, state) -> list[str]:
+    """The name of each leaf of a call's inputs for messages: ``argument_paths``'s, and
+    for a module's call (``state``: its ``_ModuleState``; ``args``, ``kwargs`` the call's
+    own, wrapped here by ``function_arguments``) the leaves of its
+    flags, parameters and buffers, lifted attributes (frontend/module_attributes.py) and
+    arguments, named as the user knows them: ``parameter or buffer 'lin.weight'``,
+    ``attribute 'kv.k' of the module``, ``args[0]``."""
+    if state is None:
+        return _paths(args, kwargs)
+    args, kwargs = function_arguments(args, kwargs, state)
+    names = []
+    for part, value in zip(_MODULE_PARTS[:3], args):
+        if part == "parameter or buffer":
+            names += [f"parameter or buffer {k!r}" for k in sorted(value)]
+        elif part == "attribute":
+            for k in sorted(value):
+                n = len(pytrees.flatten(value[k])[0])
+                names += [f"attribute '{'.'.join(k)}' of the module"] * n
+        else:
+            names += [part] * len(pytrees.flatten(value)[0])
+    return names + _paths(args[3], args[4])
 
 
 def _write_dirty(entry: CacheEntry, tensors: list, values: list) -> None:
@@ -515,15 +565,21 @@ def _dynamic_fallback(e: BaseException) -> str | None:
     return None
 
 
-def _object_results(entry: CacheEntry, nodes: list, tensors, outs):
-    """Replay the program's writes to the caller's input objects ``nodes`` and rebuild
-    the outputs, input objects returned as the caller's own (frontend/pytrees.py)."""
+def _object_results(entry: CacheEntry, nodes: list, tensors, outs, state=None):
+    """Replay the program's writes to the caller's input objects ``nodes`` and, for a
+    module's call (``state``), the tensors it assigned to attributes of the module tree,
+    and rebuild the outputs, input objects returned as the caller's own
+    (frontend/pytrees.py, frontend/module_attributes.py)."""
     writes, out_objects, n_state = entry.object_state
     if writes:  # two paths to one object: eager's writes through one show through the other
         pytrees.check_unshared(nodes)
     state_outs = outs[len(outs) - n_state:]
     outs = outs[:len(outs) - n_state]
     pytrees.replay(writes, nodes, tensors, state_outs)
+    for path, d in entry.attribute_tensors:
+        holder = module_attributes.resolve(state.module, path[:-1])
+        object.__getattribute__(holder, "__dict__")[path[-1]] = \
+            pytrees.build(d, nodes, tensors, state_outs)
     if not out_objects:
         return entry.rebuild_concrete(outs, tensors) if entry.symbolic_consts else \
             entry.rebuild(outs)

@@ -16,16 +16,56 @@ from torch.nn.parameter import is_lazy
 
 from thunder_mlir.error_reporting import error_boundary
 from thunder_mlir.errors import PerformanceWarning
-from thunder_mlir.frontend import torch_internals
+from thunder_mlir.frontend import module_attributes, torch_internals
+from thunder_mlir.frontend.guards import active_recorder
+from thunder_mlir.frontend.sharp_edges import freeze_containers
 from thunder_mlir.frontend.tracing import _local as _tracing_state
 from thunder_mlir.function import ThunderFunction
 
 
-def _functional_forward(module: torch.nn.Module, training_flags, state, args, kwargs):
+def _install(root, lifted: dict) -> list:
+    """Put each lifted attribute's traced value (``{path: value}``; tensors are proxies)
+    on its holder for the trace (lists and dicts as ``TracedList``/``TracedDict``, which
+    refuse mutation), telling the active recorder; returns what ``_restore`` needs."""
+    undo = []
+    rec = active_recorder()
+    for path, value in lifted.items():
+        if value is module_attributes.NotLifted:
+            continue
+        holder = module_attributes.resolve(root, path[:-1])
+        if holder is module_attributes.MISSING:
+            continue
+        d = object.__getattribute__(holder, "__dict__")
+        name = path[-1]
+        undo.append((d, name, d.get(name, module_attributes.MISSING)))
+        traced = freeze_containers(value)
+        d[name] = traced  # (not setattr: the recorder would take it for the program's write)
+        if rec is not None:
+            rec.installed[(id(holder), name)] = traced
+    return undo
+
+
+def _restore(undo: list) -> None:
+    """Give each lifted attribute its own value back after the trace (``_install``)."""
+    for d, name, old in reversed(undo):
+        if old is module_attributes.MISSING:
+            d.pop(name, None)
+        else:
+            d[name] = old
+
+
+def _functional_forward(module: torch.nn.Module, training_flags, state, lifted, args,
+                        kwargs):
     # training_flags is unused in the body: as an input it is part of the cache key.
+    # lifted: {attribute path: value} of the tensors the module holds as plain attributes
+    # (frontend/module_attributes.py), put on their holders while the forward is traced.
     # functional_call writes into the dict it gets (restoring state): give it a copy.
-    return torch.func.functional_call(module, dict(state), tuple(args), dict(kwargs),
-                                      tie_weights=False, strict=False)
+    undo = _install(module, lifted)
+    try:
+        return torch.func.functional_call(module, dict(state), tuple(args), dict(kwargs),
+                                          tie_weights=False, strict=False)
+    finally:
+        _restore(undo)
 
 
 _XLA_ALIGNMENT = 64  # bytes: what XLA's CPU client imports without a copy (torch allocates so)
@@ -119,6 +159,10 @@ class _ModuleState:
     def __init__(self, module: torch.nn.Module):
         self.module = module
         self.generation = -1  # rebuilds so far: part of the cache key (a new structure)
+        # the attribute paths (from the module) of the tensors it holds as plain attributes
+        # that its programs read: inputs after the parameters and buffers, read at every
+        # call (frontend/module_attributes.py), in sorted order (optree's, for their dict)
+        self.lifted: tuple[tuple[str, ...], ...] = ()
         self._build()
 
     def _build(self) -> None:
@@ -227,28 +271,54 @@ class _ModuleState:
         return all(d.get(k) is child for d, k, child in self._children) and \
             all(k in d for _, d, k in self._entries)  # (a name removed and another added)
 
-    def read(self) -> tuple[tuple, dict]:
+    def read(self) -> tuple[tuple, dict, dict]:
         """(structure generation and training flag of each module, {qualified name:
-        parameter or buffer})."""
+        parameter or buffer}, {lifted attribute path: its value now})."""
         flags, _ = self.current()
         state = {}
         for name, d, k in self._entries:
             v = d[k]
             if v is not None:
                 state[name] = v
-        return flags, state
+        return flags, state, self.lifted_values()
 
-    def watched(self) -> list[tuple[torch.nn.Module, str]]:
-        """Every module of the tree with a description: the objects whose attribute reads
-        are guarded (guards.py)."""
+    def lift(self, paths) -> None:
+        """Make the attributes at ``paths`` program inputs from the next call on
+        (``LiftNeeded``), with every public tensor attribute of the tree's modules
+        (``module_attributes.module_tensor_attributes``: one more trace for all of them, not
+        one per layer's cache); raises RuntimeError if ``paths`` are all inputs already (a
+        tensor the tracer cannot reach through them: a bug)."""
+        if not set(paths) - set(self.lifted):
+            raise RuntimeError(f"thunder_mlir: the attributes {sorted(paths)} are program "
+                               "inputs already, yet their tensors reached the trace")
+        found = module_attributes.module_tensor_attributes(self.module)
+        self.lifted = tuple(sorted(set(self.lifted) | set(paths) | set(found)))
+
+    def lifted_values(self) -> dict:
+        """{lifted attribute path: its value now, or ``NotLifted``}, in sorted path order."""
+        root = self.module
+        return {p: module_attributes.current_value(root, p) for p in self.lifted}
+
+    def watched(self) -> list[tuple[torch.nn.Module, str, tuple[str, ...]]]:
+        """Every module of the tree with a description and its path from the module: the
+        objects whose attribute reads are guarded (guards.py) and whose tensor attributes
+        are lifted (frontend/module_attributes.py)."""
         return [(sub, f"module '{name}' ({type(sub).__name__})" if name else
-                 f"the module ({type(sub).__name__})")
+                 f"the module ({type(sub).__name__})", tuple(name.split(".")) if name else ())
                 for name, sub in self.module.named_modules(remove_duplicate=False)]
+
+
+_WRAPPER_ATTRIBUTES = frozenset({"_original", "_state", "_fn"})  # ThunderModule's own
 
 
 class ThunderModule(torch.nn.Module):
     """Wraps ``module``; ``forward`` has the original's signature. ``_original`` is the
-    wrapped module (its parameters are this module's parameters)."""
+    wrapped module (its parameters are this module's parameters).
+
+    Attributes the wrapper does not have are the original's, read and assigned through it
+    (as Lightning Thunder's ThunderModule): ``jm.set_kv_cache(batch_size=1)``,
+    ``jm.max_seq_length = 64`` (litgpt's ``generate`` reads ``model.max_seq_length``) act
+    on the wrapped module. Raises AttributeError for a name neither has."""
 
     def __init__(self, module: torch.nn.Module, **jit_options):
         super().__init__()
@@ -260,6 +330,24 @@ class ThunderModule(torch.nn.Module):
     def signature_target(self):
         """The user's callable whose signature a call must fit: the module's ``forward``."""
         return self._original.forward
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)  # (this wrapper's parameters and submodules)
+        except AttributeError:
+            original = self.__dict__.get("_modules", {}).get("_original")
+            if original is None:
+                raise
+            return getattr(original, name)
+
+    def __setattr__(self, name: str, value) -> None:
+        original = self.__dict__.get("_modules", {}).get("_original")
+        if original is not None and name not in _WRAPPER_ATTRIBUTES and \
+                name not in self.__dict__ and name not in self.__dict__["_modules"] and \
+                hasattr(original, name):
+            setattr(original, name, value)  # an attribute of the wrapped module
+        else:
+            super().__setattr__(name, value)
 
     @error_boundary
     def __call__(self, *args, **kwargs):  # errors show the user's frames, not torch's
@@ -280,15 +368,20 @@ class ThunderModule(torch.nn.Module):
             # eagerly (hooks, initialization and result exactly eager's); the next ones,
             # with every parameter materialized, are compiled.
             return self._original(*args, **kwargs)
-        return self._fn.call_module(self._state, current, args, kwargs)
+        return _call_lifting(self._fn, self._state, current, args, kwargs)
 
 
-def _functional_method(method, training_flags, state, args, kwargs):
+def _functional_method(method, training_flags, state, lifted, args, kwargs):
     # as _functional_forward, for a method called directly (no module hooks run, as eager)
     from torch.nn.utils.stateless import _reparametrize_module
 
-    with _reparametrize_module(method.__self__, dict(state), tie_weights=False, strict=False):
-        return method(*args, **kwargs)
+    undo = _install(method.__self__, lifted)
+    try:
+        with _reparametrize_module(method.__self__, dict(state), tie_weights=False,
+                                   strict=False):
+            return method(*args, **kwargs)
+    finally:
+        _restore(undo)
 
 
 class ThunderMethod:
@@ -321,5 +414,17 @@ class ThunderMethod:
                 "gradients cannot run. Remove them (register_full_backward_hook).")
         if self._state.uninitialized and self._state.still_uninitialized():
             return self._method(*args, **kwargs)  # Lazy parameters: this call runs eagerly
-        return self._fn.call_module(self._state, current, args, kwargs)
+        return _call_lifting(self._fn, self._state, current, args, kwargs)
+
+
+def _call_lifting(fn: ThunderFunction, state: _ModuleState, current, args, kwargs):
+    """``fn.call_module``; where the trace finds tensors held as plain attributes of the
+    module or of objects it holds (``LiftNeeded``), they become program inputs and the
+    call is traced again (frontend/module_attributes.py)."""
+    while True:
+        try:
+            return fn.call_module(state, current, args, kwargs)
+        except module_attributes.LiftNeeded as need:
+            state.lift(need.paths)
+            current = state.current()
 

@@ -164,7 +164,8 @@ class _GradTable:
             try:
                 grads = inline_gradients(trace.module, trace.func_op, loss.value,
                                          [self.proxies[i].value for i in leaves],
-                                         before_grad(trace.device))
+                                         before_grad(trace.device),
+                                         save_materialized(trace.device))
             except RuntimeError as e:  # eager's error: an op without a derivative
                 if isinstance(e, ThunderError):
                     raise
@@ -193,6 +194,14 @@ def before_grad(device):
     from thunder_mlir.transforms import fused_attention
 
     return lambda module: fused_attention.run(module, device)
+
+
+def save_materialized(device) -> bool:
+    """The target's ``grad`` option ``save-materialized`` (pipeline.Target) for
+    ``inline_gradients``."""
+    from thunder_mlir.pipeline import Target
+
+    return Target.of(device).save_materialized
 
 
 def gradients(loss: TensorProxy, params: list[TensorProxy]) -> list[TensorProxy | None]:

@@ -70,10 +70,12 @@ def _func(module: ir.Module, name: str):
     return None
 
 
-def run(module: ir.Module, remat: bool = True) -> None:
+def run(module: ir.Module, remat: bool = True, save_materialized: bool = False) -> None:
     """Differentiate ``@computation`` (see module docstring). ``remat``: rematerialize
     cheap ops in the backward (False: every forward value the backward reads is a
-    residual). VJPs that run torch.autograd register their backward callables in
+    residual). ``save_materialized``: never recompute a value a gemm, convolution or
+    custom call of the backward reads (``_materialized_backward``; pipeline.Target: the
+    GPU's choice). VJPs that run torch.autograd register their backward callables in
     ir/implementations.py (torch_vjp.py). Raises PassError if the module has no
     ``@computation``, MissingImplementationError if an executor call or custom VJP rule
     on the differentiated path names a symbol this process does not hold."""
@@ -83,10 +85,10 @@ def run(module: ir.Module, remat: bool = True) -> None:
             error = PassError("grad: the module has no func.func @computation")
             error.location = module.operation.location
             raise error
-        _differentiate(module, fwd, remat)
+        _differentiate(module, fwd, remat, save_materialized)
 
 
-def _differentiate(module: ir.Module, fwd, remat: bool) -> None:
+def _differentiate(module: ir.Module, fwd, remat: bool, save_materialized: bool) -> None:
     from thunder_mlir.frontend.tracing import Trace
 
     block = fwd.regions[0].blocks[0]
@@ -163,7 +165,7 @@ def _differentiate(module: ir.Module, fwd, remat: bool) -> None:
         for op in [*nested_ops(fwd), *nested_ops(bwd)]:
             if USER_RESULT in op.attributes:
                 del op.attributes[USER_RESULT]
-    residuals = _split(fwd, bwd, body, remat)
+    residuals = _split(fwd, bwd, body, remat, save_materialized)
     # forward returns outputs + residuals
     with ir.InsertionPoint(ret):
         func_d.ReturnOp(outputs + residuals)
@@ -290,9 +292,10 @@ def _inline_composites_without_rules(block) -> None:
             changed = True
 
 
-def _split(fwd, bwd, body, remat: bool) -> list[ir.Value]:
-    """Choose the residuals (the min cut of ``_saved_values`` if ``remat``, else every
-    forward value the backward reads), clone the ops between them and the values the
+def _split(fwd, bwd, body, remat: bool, save_materialized: bool = False) -> list[ir.Value]:
+    """Choose the residuals (the min cut of ``_saved_values`` if ``remat``, with the values
+    of ``_materialized_backward`` banned from recomputation if ``save_materialized``; else
+    every forward value the backward reads), clone the ops between them and the values the
     backward reads into the backward, and make the residuals arguments of ``@backward``.
 
     ``uses`` maps each forward value the backward reads to its (op, operand index) sites,
@@ -310,7 +313,8 @@ def _split(fwd, bwd, body, remat: bool) -> list[ir.Value]:
                 uses.setdefault(v, []).append((user, i))
     needed = list(uses)
     if remat and needed:
-        needed = _rematerialize(bblock, body, _saved_values(needed), uses)
+        banned = _materialized_backward(uses) if save_materialized else frozenset()
+        needed = _rematerialize(bblock, body, _saved_values(needed, banned), uses)
     residuals = []
     for v in needed:
         arg = bblock.add_argument(v.type, v.location)
@@ -330,7 +334,57 @@ def _recomputable(op) -> bool:
     return short in RECOMPUTABLE and len(op.results) == 1 and len(op.regions) == 0
 
 
-def _saved_values(needed: list) -> set:
+# backward ops that read their operands from memory whole (a gemm, a convolution, a custom
+# call): a value one of them reads is written to memory in the backward if recomputed there
+# (torch's partitioner: not ``is_fusible``); layout ops are followed to their users
+_NOT_FUSIBLE = {"dot_general", "convolution", "cudnn_attention", "cudnn_attention_backward",
+                "triangular_solve", "cholesky", "scatter", "index_add", "take_along_add"}
+_LAYOUT = {"reshape", "transpose"}
+# ops a gemm reads through without writing their results (XLA's gemm fusion takes them into
+# its operands; a widening convert is how ATen's opmath dot of 16-bit values reads them,
+# which the GPU lowering turns back into a 16-bit dot: ``hlo._widened_16bit``): never
+# banned from recomputation, so that the backward reads their narrow operand
+_OPERAND_OPS = {"thunder.convert_element_type", "thunder.reshape", "thunder.transpose",
+                "thunder.broadcast_in_dim"}
+
+
+def _fusible(op) -> bool:
+    """Whether ``op`` can read an operand computed in the same fusion: a prim other than
+    ``_NOT_FUSIBLE``, or a composite whose decomposition has only such prims."""
+    if op.name == "thunder.composite":
+        return all(_fusible(inner) for inner in nested_ops(op)
+                   if inner.name not in ("thunder.yield", "func.return"))
+    short = op.name[len("thunder."):] if op.name.startswith("thunder.") else None
+    return short is not None and short in prim_defs.PRIMS and short not in _NOT_FUSIBLE
+
+
+def _materialized_backward(uses: dict) -> set:
+    """The forward values of ``uses`` (value -> its (op, operand) sites in the backward)
+    that a backward op which cannot fuse its operands reads (a gemm of the weight's
+    gradient, a convolution, a custom call; through reshapes and transposes), except the
+    results of ``_OPERAND_OPS``: recomputing one in the backward writes it to memory there
+    as well, so it is never free (torch's
+    ``min_cut_rematerialization_partition``, ``ban_if_materialized_backward``:
+    ``is_materialized_backwards``, torch/_functorch/partitioners.py)."""
+    out = set()
+    for v, sites in uses.items():
+        if not isinstance(v.owner, ir.Block) and v.owner.operation.name in _OPERAND_OPS:
+            continue
+        stack, seen = [op for op, _ in sites], set()
+        while stack:
+            op = stack.pop()
+            if op in seen:
+                continue
+            seen.add(op)
+            if not _fusible(op):
+                out.add(v)
+                break
+            if op.name[len("thunder."):] in _LAYOUT:
+                stack.extend(u.owner for r in op.results for u in r.uses)
+    return out
+
+
+def _saved_values(needed: list, banned: set = frozenset()) -> set:
     """The forward values to save so that the backward can read (or recompute) every
     value of ``needed`` with the fewest bytes saved: the minimum s-t cut of torch's
     ``min_cut_rematerialization_partition`` (torch/_functorch/partitioners.py), where each
@@ -341,8 +395,10 @@ def _saved_values(needed: list) -> set:
     forward), a recomputable op's operands feed it, and every value the backward reads
     feeds the sink. The cut edges are the saved values; the recomputable ops between
     them and the sink are recomputed in the backward. Inputs cost 0: the caller keeps
-    them alive anyway (parameters), so saving one adds no memory. Unlike torch's, no
-    1.1**distance weight is added (ties go to networkx's max-flow order)."""
+    them alive anyway (parameters), so saving one adds no memory. ``banned``: values never
+    recomputed (fed by the source, as torch bans the recomputation of a value the
+    backward materializes: ``_materialized_backward``). Unlike torch's, no 1.1**distance
+    weight is added (ties go to networkx's max-flow order)."""
     import networkx as nx
 
     graph = nx.DiGraph()
@@ -363,7 +419,7 @@ def _saved_values(needed: list) -> set:
         op = None if isinstance(v.owner, ir.Block) else v.owner.operation
         cost = 0 if op is None else nbytes(v.type)  # an input: alive anyway
         graph.add_edge(node(v, "in"), node(v, "out"), capacity=cost)
-        if op is None or not _recomputable(op):
+        if op is None or not _recomputable(op) or v in banned:
             graph.add_edge("source", node(v, "in"))  # no capacity: infinite
             continue
         for o in set(op.operands):

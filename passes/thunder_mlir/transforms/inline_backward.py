@@ -48,7 +48,8 @@ def _value_at(block, ops, pos) -> ir.Value:
 
 
 def inline_gradients(module: ir.Module, func_op, loss: ir.Value,
-                     leaves: list[ir.Value], before_grad=None) -> list[ir.Value | None]:
+                     leaves: list[ir.Value], before_grad=None,
+                     save_materialized: bool = False) -> list[ir.Value | None]:
     """Append to ``func_op``'s (unterminated) entry block the computation of d``loss``/d
     ``leaf`` for each of ``leaves`` (values of that block's top level); -> per leaf its
     gradient value, or None where ``loss`` does not depend on the leaf (eager leaves its
@@ -58,7 +59,8 @@ def inline_gradients(module: ir.Module, func_op, loss: ir.Value,
     derivative. ``before_grad``: a callable run on the clone before it is differentiated,
     the target's passes that precede ``grad`` (pipeline.Target: ``fused-attention``, whose
     composites carry their own VJP rule); the traced program gets them later, with the
-    rest of the pipeline, and XLA's CSE merges its forward ops with the clone's copies."""
+    rest of the pipeline, and XLA's CSE merges its forward ops with the clone's copies.
+    ``save_materialized``: ``grad``'s option of the same name (pipeline.Target)."""
     block = func_op.regions[0].blocks[0]
     loss_pos = _position(block, loss)
     leaf_pos = [_position(block, v) for v in leaves]
@@ -94,7 +96,7 @@ def inline_gradients(module: ir.Module, func_op, loss: ir.Value,
         wfunc.attributes[grad.DIFF_OUTPUTS] = ir.ArrayAttr.get([ir.BoolAttr.get(True)])
         if before_grad is not None:
             before_grad(work)
-        grad.run(work, remat=True)
+        grad.run(work, remat=True, save_materialized=save_materialized)
         error = grad.backward_error(work)
         if error is not None:
             raise RuntimeError(error)

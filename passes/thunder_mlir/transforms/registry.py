@@ -254,14 +254,17 @@ class Grad(ModulePass):
     residuals) + ``@backward`` (grad.py). ``remat``: save the fewest bytes from
     which the backward can recompute what it reads (the min cut over cheap ops,
     ``grad.RECOMPUTABLE``; rematerialization); false saves every forward value the
-    backward reads."""
+    backward reads. ``save-materialized``: with ``remat``, a value that a gemm,
+    convolution or custom call of the backward reads is saved, never recomputed (torch's
+    partitioner's ``ban_if_materialized_backward``; the GPU target's choice)."""
 
     name: ClassVar[str] = grad.NAME
     summary: ClassVar[str] = "reverse-mode AD: @computation -> @forward + @backward"
     remat: bool = True
+    save_materialized: bool = False
 
     def apply(self, module: ir.Module, ctx: PassContext) -> None:
-        grad.run(module, remat=self.remat)
+        grad.run(module, remat=self.remat, save_materialized=self.save_materialized)
 
 
 @register_pass

@@ -24,6 +24,7 @@ from thunder_mlir.frontend.aliasing import eager_meta, is_view, record_view, \
 from thunder_mlir.frontend.autograd_attributes import handle as handle_autograd_attribute
 from thunder_mlir.frontend.differentiability import user_op
 from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame
+from thunder_mlir.frontend.module_attributes import LiftNeeded
 from thunder_mlir.frontend.symbols import SYMBOLS
 from thunder_mlir.frontend.symbols.complex_support import COMPLEX_SYMBOLS, involves_complex
 from thunder_mlir.frontend import torch_fallback  # examine() wraps its emit_fallback
@@ -285,18 +286,26 @@ dispatch.refuse_aten = refuse_aten
 
 
 def _check_no_foreign_tensors(func, args, kwargs) -> None:
+    """Raise for a tensor from outside the program reaching ``func``: ``LiftNeeded`` where
+    it is held by an attribute of the jitted module or of an object reached from it (it
+    becomes a program input: frontend/module_attributes.py), else SharpEdgeError naming
+    it where the monitor knows its name (a global, a closure cell)."""
     for leaf in optree.tree_leaves((args, kwargs), none_is_leaf=True):
         if isinstance(leaf, torch.Tensor) and type(leaf) is not TensorProxy:
+            monitor = current_trace().monitor
+            if monitor is not None and id(leaf) in monitor.recorder.liftable:
+                raise LiftNeeded(tuple(monitor.recorder.candidates))
             f = user_frame()
             name = qualified_name(func)
-            monitor = current_trace().monitor
             known = monitor.tensor_names.get(id(leaf)) if monitor is not None else None
             what = f"the {known}, a tensor" if known else "a torch.Tensor"
             raise SharpEdgeError(
                 f"{describe_frame(f)}\n  {what} of shape {tuple(leaf.shape)} that is not an "
-                f"input of the jitted function reaches {name} (read from a global, a closure "
-                "or an attribute of a non-input object). thunder_mlir does not bake tensors "
-                "into the program as constants: pass it as an argument instead.")
+                f"input of the jitted function reaches {name}. It was read from a global, a "
+                "closure, or an object that is neither an input nor held by the jitted "
+                "module (tensors held by attributes of the jitted module and of the "
+                "objects it holds are inputs). thunder_mlir does not bake tensors into the "
+                "program as constants: pass it as an argument instead.")
 
 
 register_dispatch(dispatch)

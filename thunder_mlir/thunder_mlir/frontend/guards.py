@@ -17,13 +17,18 @@ guarded: an attribute the program never reads may change freely.
 * A plain value (number, string, bool, None, dtype, device, and tuples, lists, dicts and
   sets of those) is guarded by value; a function, a class or another object by identity
   (and the object's own attribute reads are recorded in turn).
-* Tensors are not guarded here: parameters and buffers are program inputs, and a tensor
-  read from elsewhere is refused where an op uses it (``tracing._check_no_foreign_tensors``).
+* Tensors are not guarded here: parameters and buffers are program inputs; so are tensors
+  held as plain attributes of the module tree and of objects reached from it, which the
+  recorder finds by their attribute path (``candidates``; module_attributes.py lifts them);
+  a tensor read from elsewhere is refused where an op uses it
+  (``dispatch._check_no_foreign_tensors``).
 * A write (``self.calls += 1``) is undone when the trace ends and *replayed* after every
   run of the compiled program, so the object ends as eager leaves it. Its value is a
   Python value fixed by the trace's inputs and guards (a read of ``self.calls`` guards it,
-  so ``self.calls += 1`` re-traces on each call, as eager semantics require); writing a
-  tensor computed in the program to an attribute is refused (NotImplementedError).
+  so ``self.calls += 1`` re-traces on each call, as eager semantics require). Tensors the
+  program assigns to public attributes of the module tree or of objects reached from it
+  are state outputs set after every run (``tensor_writes``, module_attributes.py); to
+  other objects, or inside a new object, they are refused (NotImplementedError).
 
 The key of a function's guards is computed by one generated function (``key_function``):
 one dictionary lookup per guard, no Python loop on the cache-hit path.
@@ -37,6 +42,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+
+from thunder_mlir.frontend import module_attributes
 
 MISSING = object()  # the value of a global, cell or attribute that does not exist
 
@@ -110,7 +117,9 @@ class Guard:
             return id(value)
         if self.by_type:
             return type(value)
-        return freeze(value) if self.frozen else value
+        if self.frozen:
+            return freeze(value)
+        return _untensor(value) if self.kind == "attr" else value
 
     def same_source(self, other: "Guard") -> bool:
         return self.kind == other.kind and self.name == other.name and self.scope is other.scope
@@ -139,10 +148,20 @@ def _cell(cell):
         return MISSING
 
 
+class TensorNow:
+    """The key of a by-value attribute guard whose value is now a tensor (a ``None`` cache
+    the program filled: the attribute is then a program input, module_attributes.py)."""
+
+
+def _untensor(v):
+    return TensorNow if isinstance(v, torch.Tensor) else v
+
+
 def key_function(schema: list[Guard]) -> Callable[[], tuple]:
     """A function returning ``tuple(g.key(g.current()) for g in schema)``, generated as one
     expression (dictionary lookups bound in advance) for the cache-hit path."""
-    env: dict[str, Any] = {"M": MISSING, "_fz": freeze, "_ga": _getattr, "_cell": _cell}
+    env: dict[str, Any] = {"M": MISSING, "_fz": freeze, "_ga": _getattr, "_cell": _cell,
+                           "_nt": _untensor}
     parts = []
     for i, g in enumerate(schema):
         if g.kind == "cell":
@@ -160,6 +179,8 @@ def key_function(schema: list[Guard]) -> Callable[[], tuple]:
             expr = f"type({expr})"
         elif g.frozen:
             expr = f"_fz({expr})"
+        elif g.kind == "attr":
+            expr = f"_nt({expr})"
         parts.append(expr)
     return eval(f"lambda: ({''.join(p + ', ' for p in parts)})", env)  # noqa: S307
 
@@ -219,6 +240,11 @@ def _recording_class(cls: type) -> type | None:
     return rc
 
 
+def active_recorder() -> AttributeRecorder | None:
+    """The recorder of this thread's trace, if one is active."""
+    return getattr(_ACTIVE, "recorder", None)
+
+
 def _watchable(v) -> bool:
     """Objects whose attribute reads are recorded: instances of Python classes that are not
     functions, classes, modules (Python modules), tensors or torch internals."""
@@ -244,9 +270,25 @@ class AttributeRecorder:
         self._names: dict[int, str] = {}
         self._undo: list[tuple[Any, str, Any]] = []
         self.errors: list[str] = []
+        # tensors held as attributes (frontend/module_attributes.py): each watched object's
+        # attribute path from the jitted module (objects reached from it only), the paths
+        # read whose values hold tensors from outside the trace (in order), the id of each
+        # such tensor -> its path, and the lifted attributes holding input proxies
+        # ((id(holder), name) -> the value installed)
+        self._paths: dict[int, tuple[str, ...]] = {}
+        self.candidates: dict[tuple[str, ...], None] = {}
+        self.liftable: dict[int, tuple[str, ...]] = {}
+        self.installed: dict[tuple[int, str], Any] = {}
+        # (id(holder), name) -> (path, value): tensors the program assigns to attributes
+        # of such objects, set on them after every run
+        self.tensor_writes: dict[tuple[int, str], tuple[tuple[str, ...], Any]] = {}
 
-    def watch(self, obj, owner: str) -> None:
-        """Record ``obj``'s attribute reads and writes from now until the trace ends."""
+    def watch(self, obj, owner: str, path: tuple[str, ...] | None = None) -> None:
+        """Record ``obj``'s attribute reads and writes from now until the trace ends.
+        ``path``: its attribute path from the jitted module, if reached from it: then the
+        tensors its attributes hold are lifted as program inputs (module_attributes.py)."""
+        if path is not None and id(obj) not in self._paths:
+            self._paths[id(obj)] = path
         if id(obj) in self._names or getattr(type(obj), "__thunder_recorded__", None):
             return
         rc = _recording_class(type(obj))
@@ -296,6 +338,23 @@ class AttributeRecorder:
             # empties the cache (cache.py)
             return
         self._seen.add(k)
+        if k in self.installed:
+            return  # a lifted attribute: input proxies (module_attributes.py)
+        path = self._paths.get(id(obj))
+        if path is not None and (module_attributes.attribute(obj, name) is not value or
+                                 isinstance(value, torch.nn.Module)):
+            path = None  # (a property, a class attribute: no path the call can re-read)
+        if path is not None:
+            tensors = module_attributes.tensor_leaves(value)
+            if tensors is not None:  # a tensor attribute: to become a program input
+                source = path + (name,)
+                self.candidates[source] = None
+                for t in tensors:
+                    self.liftable.setdefault(id(t), source)
+                if type(value) not in (torch.Tensor, torch.nn.Parameter):
+                    # a list or dict: lifted before the program can mutate the caller's
+                    raise module_attributes.LiftNeeded(tuple(self.candidates))
+                return
         if isinstance(value, (torch.Tensor, torch.nn.Module)):
             return  # inputs of the program / structure checked by module.py
         try:
@@ -322,13 +381,37 @@ class AttributeRecorder:
         else:
             g.by_identity = True
             if _watchable(value):
-                self.watch(value, f"{owner}.{name}")
+                self.watch(value, f"{owner}.{name}", None if path is None else path + (name,))
         self.guards.append((g, value))
 
     def on_write(self, obj, name: str, value) -> None:
         from thunder_mlir.ir.proxy import TensorProxy
 
         if id(obj) not in self._names:  # made by the program (see on_read): not replayed
+            return
+        k = (id(obj), name)
+        if k in self.installed:  # a lifted attribute (module_attributes.py)
+            if value is self.installed[k]:
+                return  # its own value again (self.k = self.k.to(k.dtype)): no write
+            if module_attributes.holds_traced_tensors(value):
+                self._tensor_write(obj, name, value)
+            elif not any(isinstance(x, torch.Tensor) for x in (value, *_leaves(value))):
+                self.writes[k] = (obj, name, value)  # a plain value: replayed (no undo:
+                self._seen.add(k)  # module._restore gives the attribute its own back)
+            else:
+                self._refuse(f"assigning a tensor from outside the program to attribute "
+                             f"'{name}' of {self._names.get(id(obj), type(obj).__name__)}",
+                             "the compiled program cannot leave it there. Assign it "
+                             "outside the jitted call, or pass it as an argument")
+            return
+        path = self._paths.get(id(obj))
+        if path is not None and name[0] != "_" and \
+                module_attributes.holds_traced_tensors(value) and \
+                not (isinstance(obj, torch.nn.Module) and any(
+                    name in getattr(obj, d, ()) for d in
+                    ("_parameters", "_buffers", "_modules"))):
+            self._remember(obj, name)  # (undone when the trace ends)
+            self._tensor_write(obj, name, value)
             return
 
         if isinstance(obj, torch.nn.Module):
@@ -354,10 +437,16 @@ class AttributeRecorder:
                          f"{self._names.get(id(obj), type(obj).__name__)}",
                          "the compiled program cannot leave tensors on objects. Return it "
                          "instead, or register a buffer and update it in place")
-        k = (id(obj), name)
         self._remember(obj, name)
         self.writes[k] = (obj, name, value)
         self._seen.add(k)  # a later read sees the written value: nothing to guard
+
+    def _tensor_write(self, obj, name: str, value) -> None:
+        """The program assigns tensors it computed (or its inputs) to an attribute of the
+        module tree or of an object reached from it: a state output, set on the holder at
+        its path after every run (``tensor_writes``; module_attributes.py)."""
+        self.tensor_writes[(id(obj), name)] = (self._paths[id(obj)] + (name,), value)
+        self._seen.add((id(obj), name))  # a later read sees the written value
 
     def _remember(self, obj, name: str) -> None:
         """Keep the value before the first write, to restore when the trace ends."""
@@ -380,15 +469,24 @@ class AttributeRecorder:
         return list(self.writes.values())
 
 
-def _leaves(v):
+def _leaves(v, depth: int = 0):
+    """The values inside ``v``: elements of containers, and the instance attributes of
+    plain objects (a new object holding the program's tensors must not be replayed as a
+    plain value), to a depth of 8."""
+    if depth > 8:
+        return
     if type(v) in (list, tuple, set, frozenset):
         for x in v:
             yield x
-            yield from _leaves(x)
+            yield from _leaves(x, depth + 1)
     elif type(v) is dict:
         for x in v.values():
             yield x
-            yield from _leaves(x)
+            yield from _leaves(x, depth + 1)
+    elif _watchable(v) and not isinstance(v, torch.nn.Module):
+        for x in list(getattr(v, "__dict__", {}).values()):
+            yield x
+            yield from _leaves(x, depth + 1)
 
 
 def _is_trace_input(p) -> bool:

@@ -177,7 +177,8 @@ def library_roots() -> tuple[str, ...]:
        ``pip install --target``, a ``PYTHONPATH`` directory of installed packages) and,
        for an editable install (``pip install -e``), its project directory named by
        ``direct_url.json`` (PEP 610);
-    6. torch's and thunder_mlir's package directories, always.
+    6. torch's and thunder_mlir's package directories (each directory of its ``__path__``:
+       a source checkout's layer roots), always.
 
     The user's own project stays user code: a root of 4 or 5 is dropped when it holds
     the user's program (``_user_anchor``: the ``__main__`` script, else the working
@@ -205,6 +206,9 @@ def library_roots() -> tuple[str, ...]:
     sites += [p for p in sys.path if p and os.path.basename(p.rstrip(os.sep)) in _SITE_DIR_NAMES]
     fixed += sites
     fixed += [PACKAGE_DIR, _directory(torch.__file__)]
+    # (a source checkout adds each layer's root to the package's __path__: dialects/,
+    # passes/, tools/; tests/test_editable_install.py)
+    fixed += [p for p in getattr(sys.modules.get("thunder_mlir"), "__path__", ())]
     candidates = [q for s in dict.fromkeys(sites) for q in _pth_paths(s)]
     anchor = _user_anchor()
     own_projects = []
