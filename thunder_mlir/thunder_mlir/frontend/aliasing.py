@@ -367,6 +367,13 @@ def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy],
             found = _chain(o, roots)
             if found is not None:
                 root, steps = found
+                if root[0] == "output" and o.requires_grad and not outs[root[1]].requires_grad:
+                    raise NotImplementedError(
+                        f"{steps[-1][4]}\n  this output is a view that requires grad of a "
+                        "tensor that no longer does (detach_() after the view was made): "
+                        "eager's view keeps its autograd history while sharing the detached "
+                        "tensor's memory, which thunder_mlir cannot return. Return "
+                        "view.clone(), or detach() into a new name instead of detach_().")
                 templates = [_template(step, inputs_by_id) for step in steps]
                 if all(t is not None for t in templates):  # (None: a step copies, as eager)
                     recipe = (pos, root, templates)

@@ -268,6 +268,8 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
 
         def call():
             out = call_()
+            if all(any(o is p for p in inputs) for o in _proxies(out)):
+                return out  # (the op returned its input itself: no node reads its grad_fn)
             for p in rebased:
                 _raise_rebased_view_error(p)
             return out
@@ -421,24 +423,68 @@ def _twin_of_view(p: TensorProxy, new_root: bool = False) -> bool:
 
 
 def _base_requires_grad(p: TensorProxy) -> None:
-    """A tensor written with a value that requires grad: its base and every view of the
-    base require grad from then on, as eager's (the base's grad_fn becomes CopySlices),
-    and each such view's eager twin is a view of the base's."""
+    """A tensor written with a value that requires grad: its autograd root (its base, or
+    the ``detach()`` it is a view of: ``_autograd_root``) and every view of that root
+    require grad from then on, as eager's (the base's grad_fn becomes CopySlices), and
+    each such view's eager twin is a view of the base's. A ``detach()`` view shares the
+    memory, not the autograd history: it and its views are apart (nor do they require
+    grad after a write into the base)."""
     from thunder_mlir.frontend.aliasing import keep_view_twin
 
     root = getattr(p, "_alias_root", None)
     root = p if root is None else root
+    top = _autograd_root(p)
     if not is_inexact(root.tdtype):
+        return
+    if top is not root:  # (written through a detach() view: its own graph)
+        for v in [top] + [r() for r in getattr(root, "_views", ())]:
+            if v is not None and is_inexact(v.tdtype) and not v.requires_grad and \
+                    _autograd_root(v) is top:
+                _set_requires_grad(v, True)
         return
     if not root.requires_grad:
         _set_requires_grad(root, True)
     rooted = getattr(root, "_mirror_of", None) is not None and root._mirror_of == root.value
     for ref in getattr(root, "_views", ()):
         v = ref()
-        if v is not None and is_inexact(v.tdtype) and not v.requires_grad:
+        if v is not None and is_inexact(v.tdtype) and not v.requires_grad and \
+                _autograd_root(v) is root:
             _set_requires_grad(v, True)
             if rooted and not keep_view_twin(v):  # its twin, a view of the base's written
                 _twin_of_view(v)  # twin (refresh_views ran before the base required grad)
+
+
+def _refuse_graded_write_into_detached(p: TensorProxy) -> None:
+    """Raise NotImplementedError where ``p``, a ``detach()``/``.data`` view of a tensor
+    (or a view of one), was written with a value that requires grad: eager gives the
+    detached tensor a history of its own (it requires grad from the write) while its base
+    keeps its history with the written values; functionalization writes into the base,
+    whose history would take the write's gradient."""
+    root = getattr(p, "_alias_root", None)
+    if root is None or _autograd_root(p) is root:
+        return
+    from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+    raise NotImplementedError(
+        f"{describe_frame(user_frame())}\n  an in-place write with a value that requires "
+        "grad into a detach() (or .data) view of another tensor is not supported: eager "
+        "gives the detached tensor its own autograd history while the tensor it shares "
+        "memory with keeps its own, which the compiled program cannot reproduce. Write "
+        "into a copy (v = t.detach().clone()) or compute the new value out of place.")
+
+
+def _autograd_root(v: TensorProxy) -> TensorProxy:
+    """The tensor whose autograd history ``v`` shares: the innermost ``detach()`` (or
+    ``.data``) result on ``v``'s chain of views, else the chain's root. Eager's detach()
+    shares its base's memory but starts a history of its own."""
+    from thunder_mlir.frontend.aliasing import _VIEW_OF
+
+    q = v
+    while (made := getattr(q, _VIEW_OF, None)) is not None:
+        if made[0] in (_T.detach, torch.detach, _T.data.__get__):
+            return q
+        q = made[1][0]
+    return q
 
 
 def _current_twins(inputs: list[TensorProxy]) -> list[tuple]:
@@ -639,6 +685,7 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
         else:
             _set_requires_grad(p, True)
         if p.requires_grad and grad_on:
+            _refuse_graded_write_into_detached(p)
             _base_requires_grad(p)
         root = getattr(p, "_alias_root", None)
         root = p if root is None else root
