@@ -543,3 +543,32 @@ def test_write_with_grad_into_a_detached_view_is_refused():
     x, y = torch.randn(4, 6), torch.randn(4, 6)
     for a, e in zip(J(f)(x, y), f(x, y)):
         assert _same(a, e) and not a.requires_grad
+
+
+def test_as_strided_of_a_view_gives_gradient_to_the_views_elements_alone():
+    """Generator seed 11 program 28: ``t.diagonal().as_strided((2, 2), (1, 3), 1)`` reads
+    storage outside the diagonal; eager's backward gives those elements no gradient (it
+    scatters into the view's geometry), the jit gave them the output's gradient. Now eager's
+    gradient for a computed base; refused for a view of an input (the same as_strided of
+    the input itself runs)."""
+    def f(x0, write):
+        t = x0 * 2
+        v = t.diagonal()
+        if write:
+            v.add_(1)
+        return v.as_strided((2, 2), (1, 3), 1), v.as_strided((2,), (7,), 0)
+
+    for write in (False, True):
+        xe = torch.randn(4, 6, requires_grad=True)
+        xa = xe.detach().clone().requires_grad_()
+        oe, oa = f(xe, write), J(f)(xa, write)
+        for a, e in zip(oa, oe):
+            assert _same(a, e)
+        sum((o * (k + 1)).sum() for k, o in enumerate(oe)).backward()
+        sum((o * (k + 1)).sum() for k, o in enumerate(oa)).backward()
+        assert _same(xa.grad, xe.grad)
+    x = torch.randn(4, 6, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="as_strided of a view of an input"):
+        J(lambda x: x.diagonal().as_strided((2, 2), (1, 3), 1) * 1)(x)
+    assert _same(J(lambda x: x.as_strided((2, 2), (1, 3), 1) * 1)(x),
+                 x.as_strided((2, 2), (1, 3), 1))
