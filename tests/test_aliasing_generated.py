@@ -1,6 +1,7 @@
 """Issue 46: aliasing and mutation compared with eager PyTorch.
 
-``test_generated_programs``: a fixed-seed sample of the generator's programs of views x
+``test_generated_programs``: a fixed-seed sample (200 in CI; THUNDER_ALIASING_PROGRAMS=N
+for more) of the generator's programs of views x
 in-place ops x input kinds (tests/aliasing_generator.py), each compared with eager on
 outputs, inputs' final values, aliasing, ``requires_grad`` and gradients; no program may
 differ. Refusals (a NotImplementedError naming the reason) are allowed and printed.
@@ -27,13 +28,19 @@ import aliasing_generator as gen  # noqa: E402
 J = thunder_mlir.jit
 
 
+# programs in CI: about 0.5 s each on 2 busy cores. The issue's 2,000 take about 16 min,
+# beyond CI's budget: THUNDER_ALIASING_PROGRAMS=2000 runs them (the same stream, longer)
+CI_PROGRAMS = 200
+
+
 def test_generated_programs(capsys):
+    n = int(os.environ.get("THUNDER_ALIASING_PROGRAMS", CI_PROGRAMS))
     rng = random.Random(0)
     counts: dict[str, int] = {}
     different = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for i in range(200):
+        for i in range(n):
             program = gen.generate(rng, i)
             verdict = gen.compare(program, seed=i)
             key = verdict if not verdict.startswith("different") else "different"
@@ -41,7 +48,10 @@ def test_generated_programs(capsys):
             if key == "different":
                 different.append(f"{program.name}\n{program.source}{verdict[:400]}")
     with capsys.disabled():
-        print(f"\naliasing generator, 200 programs: {counts}")
+        print(f"\naliasing generator, {n} programs: {counts}")
+        if n < 2000:
+            print(f"  (skipped programs {n}..1999 of issue 46's 2,000, about 0.5 s each; "
+                  "set THUNDER_ALIASING_PROGRAMS=2000 to run them)")
     assert not different, "\n\n".join(different)
 
 
@@ -351,3 +361,214 @@ def test_resize_runs_where_eager_is_defined_and_is_refused_elsewhere():
         J(lambda x: x.resize_(6))(torch.ones(3))
     with pytest.raises(NotImplementedError, match="resize_ to more elements"):
         J(lambda x: (x * 1).resize_as_(torch.ones(5)))(torch.ones(3))
+
+
+def test_as_strided_output_of_a_written_input_view_is_refused_before_the_run():
+    """Generator seed 5, program 109: an output ``t.as_strided(t.shape, t.stride(),
+    t.storage_offset())`` of an input written through another view. The traced geometry
+    reads the input as dense at offset 0; on the caller's view ``base[1:5]`` the returned
+    view addressed the base's row 0 (a silent wrong value). Refused before anything is
+    written, as the fallback's as_strided of such an input is; a dense input runs."""
+    def f(x0):
+        v = x0.reshape(2, -1)
+        torch.add(v, 1, out=v)
+        w = x0.as_strided(x0.shape, x0.stride(), x0.storage_offset())
+        v.add_(1)
+        return v, w
+    base = torch.zeros(6, 4)
+    with pytest.raises(NotImplementedError, match="as_strided view of an input"):
+        J(f)(base[1:5])
+    assert torch.equal(base, torch.zeros(6, 4))  # nothing written
+    xe, xa = torch.randn(4, 4), None
+    xa = xe.clone()
+    (ve, we), (va, wa) = f(xe), J(f)(xa)
+    assert _same(va, ve) and _same(wa, we) and _same(xa, xe)
+    assert wa._base is xa and wa.storage_offset() == we.storage_offset()
+
+
+def test_residual_view_of_a_written_input_is_saved_as_it_was():
+    """Generator seeds 4 and 6 (programs 24, 127, 65): an ``as_strided`` view of a non-leaf
+    input, written in place. The forward saved the view of the input (made in the
+    Function's no-grad forward) for the backward; the write-back into the input then made
+    the backward raise "A view was created in no_grad mode ..." where eager runs. A saved
+    view of a written input is now copied as it was, as the input itself is."""
+    def f(x0):
+        v = x0.as_strided((2, 2), (1, 3), 1)
+        v.sin_()
+        w = x0[:, 1:3]
+        return w, v
+
+    le = torch.randn(4, 6, requires_grad=True)
+    la = le.detach().clone().requires_grad_()
+    xe, xa = le.clone(), la.clone()
+    oe, oa = f(xe), J(f)(xa)
+    for a, e in zip(oa, oe):
+        assert _same(a, e)
+    assert _same(xa, xe)
+    sum((t * (k + 1)).sum() for k, t in enumerate([*oe, xe])).backward()
+    sum((t * (k + 1)).sum() for k, t in enumerate([*oa, xa])).backward()
+    assert _same(la.grad, le.grad)
+
+
+def test_detach_in_place_then_a_write_through_an_earlier_view():
+    """Generator seed 6 program 106: after ``t.detach_()`` the view made before it still
+    requires grad and its base is a leaf: eager's in-place op on it raises "a view of a
+    leaf Variable that requires grad is being used in an in-place operation"; the jit
+    returned. Without grad both run."""
+    def f(x0):
+        t = x0.clone()
+        v = t.as_strided(t.shape, t.stride(), t.storage_offset())
+        t.detach_()
+        v.add_(1)
+        return t
+
+    x = torch.randn(4, 6, requires_grad=True)
+    for fn in (f, J(f)):
+        with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires"):
+            fn(x.clone())
+    y = torch.randn(4, 6)
+    assert _same(J(f)(y), f(y))
+
+
+def test_output_view_of_a_tensor_detached_in_place_is_refused():
+    """Generator seed 6 program 115: ``v = t.view(-1); t.detach_()``, both returned. Eager's
+    ``v`` keeps its autograd history while sharing the detached ``t``'s memory; the jit
+    returned ``v`` without ``requires_grad``. Refused with the reason; without grad (or
+    with the view made after the detach) it runs as eager."""
+    def f(x0):
+        t = x0.clone()
+        v = t.view(-1)
+        t.detach_()
+        return t, t + 1, v
+
+    def g(x0):
+        t = x0.clone()
+        t.detach_()
+        v = t.view(-1)
+        return t, t + 1, v
+
+    x = torch.randn(4, 6, requires_grad=True)
+    assert f(x)[2].requires_grad
+    with pytest.raises(NotImplementedError, match="detach_"):
+        J(f)(x)
+    y = torch.randn(4, 6)
+    for fn, arg in ((f, y), (g, x)):
+        oa, oe = J(fn)(arg), fn(arg)
+        for a, e in zip(oa, oe):
+            assert _same(a, e) and a.requires_grad == e.requires_grad
+        assert oa[2]._base is oa[0]
+
+
+def test_detach_view_does_not_require_grad_after_its_base_is_rewritten():
+    """Generator seed 6 program 149: ``v = t.detach(); t.unsqueeze_(0)``: the in-place view
+    op counts as a write into ``t``, which made every view of ``t`` require grad, ``v``
+    (a detach() view: memory shared, autograd history not) included. Eager's ``v`` does
+    not require grad, also after ``t.mul_(w)`` with ``w`` requiring grad."""
+    def f(x0):
+        t = x0 * 2
+        v = t.detach()
+        t.unsqueeze_(0)
+        return v
+
+    def g(x0, w):
+        t = x0 * 1
+        v = t.detach()
+        t.mul_(w)
+        return v, t
+
+    x = torch.randn(4, 6, requires_grad=True)
+    a, e = J(f)(x), f(x)
+    assert _same(a, e) and not a.requires_grad and not e.requires_grad
+    x, w = torch.randn(4, 6), torch.randn(4, 6, requires_grad=True)
+    for a, e in zip(J(g)(x, w), g(x, w)):
+        assert _same(a, e) and a.requires_grad == e.requires_grad
+
+
+def test_permute_argument_errors_are_eagers():
+    """Generator seed 0 program 180: ``permute`` with a wrong number of dims (a view made
+    before ``unsqueeze``) raised a ValueError from the transpose prim; eager raises
+    RuntimeError (and for duplicate dims too)."""
+    x = torch.randn(2, 3, 4)
+    for dims, error in (((1, 0), "number of dimensions"), ((0, 0, 1), "duplicate dims")):
+        with pytest.raises(RuntimeError, match=error):
+            x.permute(*dims)
+        with pytest.raises(RuntimeError, match=error):
+            J(lambda x: x.permute(*dims))(x)
+
+
+def test_narrow_and_flatten_as_eager():
+    """Generator seeds 11-13: ``narrow`` past the end raised a ValueError from the slice
+    prim (eager: RuntimeError, IndexError for the start); seed 12 program 66: ``flatten``
+    of a 1-D multi-output view whose base was written raised eager's backward error in the
+    forward: eager's flatten returns the tensor itself there (no node reads its grad_fn)."""
+    x = torch.randn(3, 4)
+    for args, error in (((1, 1, 4), RuntimeError), ((1, -1, 2), RuntimeError),
+                        ((1, 5, 0), IndexError), ((1, 2, -1), RuntimeError)):
+        with pytest.raises(error):
+            x.narrow(*args)
+        with pytest.raises(error):
+            J(lambda x: x.narrow(*args))(x)
+    for args in ((1, 4, 0), (1, -4, 4), (1, -1, 1)):
+        assert torch.equal(J(lambda x: x.narrow(*args))(x), x.narrow(*args))
+
+    def f(x0):
+        t = x0 * 2
+        v = t.unbind(0)[1]
+        t.add_(1)
+        w = v.flatten()
+        return v, w
+
+    x = torch.randn(4, 6, requires_grad=True)
+    oe, oa = f(x), J(f)(x)
+    assert oe[1] is oe[0] and oa[1] is oa[0] and _same(oa[0], oe[0])
+    for o in (oe, oa):
+        with pytest.raises(RuntimeError, match="Output 1 of Unbind is a view"):
+            (o[0] * 1).sum().backward()
+
+
+def test_write_with_grad_into_a_detached_view_is_refused():
+    """Generator seeds 9-13: ``v = t.detach(); v.add_(y)`` with ``y`` requiring grad: eager
+    gives ``v`` a history of its own while ``t`` keeps its history with the new values;
+    the jit sent ``y``'s gradient through ``t`` (or lost ``v``'s requires_grad). Refused;
+    without grad it runs."""
+    def f(x0, x1):
+        t = x0 * 2
+        v = t.detach()
+        v.add_(x1.sum())
+        return t + 1, v * 2
+
+    x, y = torch.randn(4, 6, requires_grad=True), torch.randn(4, 6, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="detach"):
+        J(f)(x, y)
+    x, y = torch.randn(4, 6), torch.randn(4, 6)
+    for a, e in zip(J(f)(x, y), f(x, y)):
+        assert _same(a, e) and not a.requires_grad
+
+
+def test_as_strided_of_a_view_gives_gradient_to_the_views_elements_alone():
+    """Generator seed 11 program 28: ``t.diagonal().as_strided((2, 2), (1, 3), 1)`` reads
+    storage outside the diagonal; eager's backward gives those elements no gradient (it
+    scatters into the view's geometry), the jit gave them the output's gradient. Now eager's
+    gradient for a computed base; refused for a view of an input (the same as_strided of
+    the input itself runs)."""
+    def f(x0, write):
+        t = x0 * 2
+        v = t.diagonal()
+        if write:
+            v.add_(1)
+        return v.as_strided((2, 2), (1, 3), 1), v.as_strided((2,), (7,), 0)
+
+    for write in (False, True):
+        xe = torch.randn(4, 6, requires_grad=True)
+        xa = xe.detach().clone().requires_grad_()
+        oe, oa = f(xe, write), J(f)(xa, write)
+        for a, e in zip(oa, oe):
+            assert _same(a, e)
+        sum((o * (k + 1)).sum() for k, o in enumerate(oe)).backward()
+        sum((o * (k + 1)).sum() for k, o in enumerate(oa)).backward()
+        assert _same(xa.grad, xe.grad)
+    x = torch.randn(4, 6, requires_grad=True)
+    with pytest.raises(NotImplementedError, match="as_strided of a view of an input"):
+        J(lambda x: x.diagonal().as_strided((2, 2), (1, 3), 1) * 1)(x)
+    assert _same(J(lambda x: x.as_strided((2, 2), (1, 3), 1) * 1)(x),
+                 x.as_strided((2, 2), (1, 3), 1))

@@ -693,3 +693,46 @@ def test_value_guard_failing_in_a_training_step_as_eager():
         _same(jstep(mine, j_opt, x, m), step(eager, e_opt, x, m))
         torch.testing.assert_close(mine.scale, eager.scale)
     assert sum(thunder_mlir.cache_info(jstep._train._fn)["value_guards"].values()) >= 1
+
+
+def _same_tree(a, b):
+    """``_same`` for outputs holding dicts: sizes must be eager's ints and ``torch.Size``."""
+    if isinstance(a, dict):
+        assert type(b) is dict and a.keys() == b.keys(), (a, b)
+        for k in a:
+            _same_tree(a[k], b[k])
+    elif isinstance(a, (tuple, list)) and not isinstance(a, torch.Size):
+        assert type(a) is type(b) and len(a) == len(b), (a, b)
+        for x, y in zip(a, b):
+            _same_tree(x, y)
+    else:
+        _same(a, b)
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("unique numel", lambda x: (torch.unique(x).float().sum(), torch.unique(x).numel())),
+    ("nonzero shape and sizes", lambda x: (torch.nonzero(x).shape, torch.nonzero(x).size(0),
+                                           [torch.nonzero(x).size(1),
+                                            {"k": torch.nonzero(x).numel()}])),
+    ("masked_select in containers", lambda x: (
+        {"n": len(torch.masked_select(x, x > 0)), "twice": x[x > 0].shape[0] * 2},
+        torch.masked_select(x, x > 0).size(), torch.masked_select(x, x > 0))),
+    ("size expression", lambda x: (torch.unique(x).size(0) * torch.nonzero(x).size(0) - 1,)),
+])
+def test_data_dependent_sizes_in_outputs_are_ints(name, fn):
+    """A size that reaches a Python output is eager's int (torch.Size for a shape), the
+    size of this call, not the unbacked symbol (issue 46: ``u.numel()`` returned ``s0``)."""
+    jfn = thunder_mlir.jit(fn)
+    for x in (torch.tensor([1., 2, 2, 3, 0, -1]), torch.tensor([1., 2, 5, 6, 0, -1, 7, 7]),
+              torch.tensor([4., 4, 0, 3, 3, 3])):
+        _same_tree(jfn(x), fn(x))
+
+
+def test_dynamic_input_sizes_in_outputs_are_ints():
+    """Sizes of inputs traced as symbols (dynamic=True) reach outputs as this call's ints."""
+    def fn(x):
+        return x.shape, x.size(0) * 2, x.numel(), x.sum()
+    jfn = thunder_mlir.jit(fn, dynamic=True)
+    for n in (3, 5, 7):
+        x = torch.ones(n, 2)
+        _same_tree(jfn(x), fn(x))

@@ -493,3 +493,48 @@ def test_in_place_name_rule_matches_eager(name):
     if writes is None:
         pytest.skip(f"torch.Tensor.{name} takes no (tensor[, tensor]) call to observe")
     assert writes_first_argument(getattr(torch.Tensor, name)) == writes, name
+
+
+# ------------------------------------------------------------ set_ (issue 46): refused
+def _set_input(x, y):
+    x.set_(y)
+    return x * 2
+
+
+def _set_intermediate(x, y):
+    z = x * 1
+    z.set_(y)
+    return z + 1
+
+
+def _set_empty(x, y):
+    z = x * 1
+    z.set_()
+    return z
+
+
+def _set_storage(x, y):
+    z = x * 1
+    z.set_(y.untyped_storage(), 1, (2,), (1,))
+    return z + 1
+
+
+def _set_typed_storage(x, y):
+    z = x * 1
+    z.set_(y.storage(), 0, (2, 2), (1, 2))
+    return z + 1
+
+
+@pytest.mark.parametrize("fn", [_set_input, _set_intermediate, _set_empty, _set_storage,
+                                _set_typed_storage], ids=lambda f: f.__name__)
+def test_set_is_refused_naming_the_line(fn):
+    """``Tensor.set_`` (every form; eager runs them all) is refused with the user's line
+    and what to write instead, never the internal "reached ATen dispatch" error: torch
+    sends set_ past the torch-function layer, and a tensor that changes its memory is not
+    modelled (docs/sharp_edges.md)."""
+    fn(torch.randn(4), torch.randn(4))  # eager runs it
+    with pytest.raises(thunder_mlir.UnsupportedError) as e:
+        thunder_mlir.jit(fn)(torch.randn(4), torch.randn(4))
+    text = str(e.value)
+    assert "test_functionalization.py" in text and "set_" in text, text
+    assert "as_strided" in text and "reached ATen dispatch" not in text, text

@@ -183,3 +183,100 @@ def test_write_the_twin_replay_cannot_run_still_moves_the_version():
         y = f(b, torch.randn(3, 4))
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             y.sum().backward()
+
+
+# ------------------------------------------- saved for backward, then written (issue 46)
+MODIFIED = "one of the variables needed for gradient computation has been modified by an " \
+    "inplace operation"
+
+
+def _saved_then_written(x):
+    y = x * 2
+    z = y.sin()   # saves y
+    y.mul_(3)
+    return z
+
+
+def _result_saved_then_written(x):
+    y = x.exp()   # saves its result
+    y[0] = 1.0
+    return y
+
+
+def _view_saved_then_base_written(x):
+    y = x * 2
+    z = y[1:].tanh()
+    y.add_(1)
+    return z
+
+
+def _saved_then_written_without_grad(x):
+    y = x * 2
+    z = y * y
+    with torch.no_grad():
+        y.zero_()
+    return z
+
+
+def _written_then_saved(x):  # eager runs it: the write comes before the op saves y
+    y = x * 2
+    y.mul_(3)
+    return y.sin()
+
+
+SAVED_PROGRAMS = [_saved_then_written, _result_saved_then_written,
+                  _view_saved_then_base_written, _saved_then_written_without_grad,
+                  _written_then_saved]
+# outputs the caller writes after the call, before the backward: eager's graph saved some
+AFTER_CALL = {
+    "exp result": (lambda x: x.exp(), 0),
+    "saved intermediate returned": (lambda x: (lambda y: (y.sin(), y))(x * 2), 1),
+    "base of a saved view": (lambda x: (lambda y: (y[1:].sin(), y))(x * 2), 1),
+    "view of a saved result": (lambda x: torch.tanh(x * 2)[0:2], 0),
+    "reshaped sigmoid": (lambda x: (x * 2).sigmoid().view(2, 2), 0),
+    "not saved (mul by a constant)": (lambda x: x * 2, 0),
+    "not saved (sin's result)": (lambda x: (lambda y: (y.sin(), y))(x * 2), 0),
+}
+
+
+def _backward_outcome(fn, x, write=None):
+    """The gradient of ``x``, or eager's in-place error, for fn's outputs summed (output
+    ``write`` multiplied in place by 2 after the call)."""
+    try:
+        out = fn(x)
+        out = list(out) if isinstance(out, tuple) else [out]
+        if write is not None:
+            out[write].mul_(2)
+        sum(o.sum() for o in out).backward()
+    except RuntimeError as e:
+        assert MODIFIED in str(e), e
+        return "modified"
+    return x.grad
+
+
+def _same_outcome(fn, write=None):
+    x = torch.randn(4)
+    e = _backward_outcome(fn, x.clone().requires_grad_(), write)
+    j = _backward_outcome(thunder_mlir.jit(fn), x.clone().requires_grad_(), write)
+    if isinstance(e, str) or isinstance(j, str):
+        assert e == j, (e, j)
+    else:
+        torch.testing.assert_close(j, e)
+
+
+@pytest.mark.parametrize("fn", SAVED_PROGRAMS, ids=lambda f: f.__name__)
+def test_saved_for_backward_then_written_raises_as_eager(fn):
+    """A tensor eager's graph saves, written in place later in the function: eager's
+    backward raises "modified by an inplace operation"; so does the jit's (never a silent
+    gradient); a write before the op saves runs."""
+    _same_outcome(fn)
+
+
+@pytest.mark.parametrize("name", list(AFTER_CALL))
+def test_output_saved_for_backward_written_after_the_call_raises_as_eager(name):
+    """An output eager's graph saves (exp's result, a view of a saved tensor, the base of
+    one) written by the caller between the call and the backward: eager's backward raises;
+    the jit's read its own residuals and returned a gradient (issue 46). Outputs eager does
+    not save stay writable."""
+    fn, write = AFTER_CALL[name]
+    _same_outcome(fn, write)

@@ -120,6 +120,11 @@ class CacheEntry:
     # inputs eager's backward reads as they are then (`.data`, checkpoint): a write into one
     # between the call and the backward is refused (frontend/region_reads.py)
     unversioned_inputs: tuple = ()
+    # the outputs eager's autograd graph saves for backward (their positions among the
+    # forward's outputs): saved by the Function too, so a write into one after the call
+    # makes the backward raise eager's "modified by an inplace operation"
+    # (differentiability.saved_outputs)
+    saved_outputs: tuple = ()
     # per differentiated output, the positions in ``wrt`` it reaches; None: every one
     # (transforms/grad.output_reach): an input only unused outputs reach gets no gradient
     output_reach: list | None = None
@@ -137,6 +142,12 @@ class CacheEntry:
     # sizes, the guards as text, entries of the same key with other guards, and why a
     # compilation that asked for symbols was made static
     sym_sources: list = field(default_factory=list)
+    # the positions of ``out_consts`` that hold size symbols (``x.shape``, ``u.numel()`` of
+    # a data-dependent size): ints at each call (``rebuild_concrete``)
+    symbolic_consts: list = field(default_factory=list)
+    # inputs an output recipe views with as_strided: checked dense before each run
+    # (frontend/aliasing.py check_strided_inputs)
+    strided_inputs: list = field(default_factory=list)
     sym_reasons: list = field(default_factory=list)
     sym_check: Any = None
     shape_guards: list[str] = field(default_factory=list)
@@ -177,6 +188,27 @@ class CacheEntry:
         if self._rebuild is None:
             self._rebuild = self._make_rebuild()
         return self._rebuild(outs)
+
+    def concrete_consts(self, tensors) -> list:
+        """``out_consts`` with the sizes of this call (the call's input ``tensors``, the
+        unbacked sizes its run recorded) in place of the size symbols of
+        ``symbolic_consts`` (frontend/unbacked_sizes.py ``concrete``)."""
+        from thunder_mlir.frontend.unbacked_sizes import concrete
+
+        sizes = [tensors[i].shape[d] for i, d in self.sym_sources]
+        consts = list(self.out_consts)
+        for pos in self.symbolic_consts:
+            consts[pos] = concrete(consts[pos], sizes)
+        return consts
+
+    def rebuild_concrete(self, outs: list, tensors):
+        """``rebuild`` for an entry with ``symbolic_consts``: their values at this call."""
+        import torch.utils._pytree as torch_pytree
+
+        leaves = self.concrete_consts(tensors)
+        for pos, t in zip(self.out_tensor_positions, outs):
+            leaves[pos] = t
+        return torch_pytree.tree_unflatten(leaves, self.out_spec)
 
     def set_joint_layout(self, keep_outputs: bool, n_grads: int) -> None:
         """A gradient program's plan returns [outputs (keep_outputs)] + [n_grads

@@ -318,6 +318,8 @@ class ThunderFunction:
             check_separate(entry, tensors, lambda: [
                 p for p, x in zip(_call_paths(args, kwargs, state), leaves)
                 if isinstance(x, torch.Tensor)])
+        if entry.strided_inputs:  # (as_strided output views of inputs: aliasing.py)
+            aliasing.check_strided_inputs(entry.strided_inputs, tensors)
         try:
             if entry.backward_plan is not None:
                 from thunder_mlir.runtime.autograd import run_with_autograd
@@ -361,6 +363,8 @@ class ThunderFunction:
                 setattr(obj, name, value)
         if entry.object_state is not None:  # writes to input objects, objects returned
             return _object_results(entry, nodes, tensors, outs, state)
+        if entry.symbolic_consts:  # sizes in the outputs: this call's ints
+            return entry.rebuild_concrete(outs, tensors)
         return entry.rebuild(outs)
 
     def _compile_static(self, compile_args, known_values, guess_sizes: bool = True):
@@ -577,8 +581,9 @@ def _object_results(entry: CacheEntry, nodes: list, tensors, outs, state=None):
         object.__getattribute__(holder, "__dict__")[path[-1]] = \
             pytrees.build(d, nodes, tensors, state_outs)
     if not out_objects:
-        return entry.rebuild(outs)
-    leaves = list(entry.out_consts)
+        return entry.rebuild_concrete(outs, tensors) if entry.symbolic_consts else \
+            entry.rebuild(outs)
+    leaves = entry.concrete_consts(tensors) if entry.symbolic_consts else list(entry.out_consts)
     for pos, t in zip(entry.out_tensor_positions, outs):
         leaves[pos] = t
     for pos, d in out_objects:

@@ -865,9 +865,11 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                        sorted(trace.mutated_inputs),
                        guards=monitor.guards + monitor.recorder.guards,
                        attribute_writes=monitor.recorder.replay())
+    entry.symbolic_consts = [i for i, c in enumerate(consts) if symbolic.has_symint(c)]
     entry.fresh_outputs = _forwarded_inputs(plan, len(positions) + len(state_outs),
                                             output_views)
     entry.output_views = [r for r in output_views if r[0] not in entry.fresh_outputs]
+    entry.strided_inputs = aliasing.strided_recipes(entry.output_views)
     if not needs_grad and aliased and plan._single and not entry.fresh_outputs:
         from thunder_mlir.runtime.resident import ResidentWrites
 
@@ -916,6 +918,9 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
         reached = iter(reached_inputs(module))
         entry.wrt = [i for i, w in enumerate(wrt) if w and next(reached)]
         entry.output_reach = output_reach(module)
+        # outputs eager's graph saves: a write into one after the call fails the backward
+        entry.saved_outputs = tuple(differentiability.saved_outputs(
+            [x for x in out_leaves if type(x) is TensorProxy]))
         entry.residual_bytes = residual_bytes(module)
     return entry
 

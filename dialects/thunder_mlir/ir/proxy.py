@@ -98,6 +98,8 @@ class TensorProxy(torch.Tensor):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if _dispatch and hasattr(_dispatch[0], "refuse_aten"):  # a user-facing refusal
+            _dispatch[0].refuse_aten(func)  # (``Tensor.set_``, which skips torch-function)
         raise RuntimeError(
             f"internal error: {func} reached ATen dispatch with a TensorProxy; the "
             "thunder_mlir symbol table should have intercepted it at the torch-function level")

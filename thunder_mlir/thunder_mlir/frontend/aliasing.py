@@ -367,6 +367,13 @@ def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy],
             found = _chain(o, roots)
             if found is not None:
                 root, steps = found
+                if root[0] == "output" and o.requires_grad and not outs[root[1]].requires_grad:
+                    raise NotImplementedError(
+                        f"{steps[-1][4]}\n  this output is a view that requires grad of a "
+                        "tensor that no longer does (detach_() after the view was made): "
+                        "eager's view keeps its autograd history while sharing the detached "
+                        "tensor's memory, which thunder_mlir cannot return. Return "
+                        "view.clone(), or detach() into a new name instead of detach_().")
                 templates = [_template(step, inputs_by_id) for step in steps]
                 if all(t is not None for t in templates):  # (None: a step copies, as eager)
                     recipe = (pos, root, templates)
@@ -431,6 +438,9 @@ def _template(step, inputs_by_id: dict[int, int]) -> tuple:
     return func, a, kw, k, grad_mode
 
 
+_AS_STRIDED = (torch.Tensor.as_strided, torch.as_strided)
+
+
 class _Copies(Exception):
     """A view step that eager computes as a copy (nothing aliases the base)."""
 
@@ -452,6 +462,29 @@ def _aliases_on_meta(func, args, kwargs, k) -> bool:
         return True
     outs = [t for t in optree.tree_leaves(out, none_is_leaf=True) if isinstance(t, torch.Tensor)]
     return torch._C._is_alias_of(outs[k or 0], a[0])
+
+
+def strided_recipes(recipes: list[tuple]) -> list[int]:
+    """The inputs (tensor indices) of which an output recipe takes an ``as_strided`` view:
+    ``check_strided_inputs`` checks them at each call."""
+    return sorted({i for _, (kind, i), steps in recipes if kind == "input"
+                   and any(step[0] in _AS_STRIDED for step in steps)})
+
+
+def check_strided_inputs(inputs: list[int], tensors) -> None:
+    """Raise NotImplementedError, before the run (nothing written yet), where an output is
+    an ``as_strided`` view of an input (``strided_recipes``) that is the caller's view with
+    a storage offset or strides of its own: the traced sizes, strides and offset read the
+    input as dense at offset 0, and on the caller's view they would address other memory
+    than eager's (issue 46; the fallback's ``as_strided`` of such an input raises alike)."""
+    for i in inputs:
+        t = tensors[i]
+        if t.storage_offset() != 0 or not t.is_contiguous():
+            raise NotImplementedError(
+                "an output is an as_strided view of an input that is a view with a storage "
+                "offset or strides of its own: eager reads the caller's storage around the "
+                "view, which the compiled program does not. Pass a contiguous tensor "
+                "(x.clone()), or call as_strided outside the compiled function.")
 
 
 def apply(recipes: list[tuple], outs: list[torch.Tensor], tensors) -> list[torch.Tensor]:

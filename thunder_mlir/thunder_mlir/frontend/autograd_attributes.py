@@ -100,6 +100,12 @@ def detach_(x: TensorProxy) -> TensorProxy:
                 _twin_of_view(v)
     x.value = prims.stop_gradient(x).value
     _set_flag(x, False)
+    if views and is_inexact(x.tdtype):  # x's twin detached too: its views' twins now
+        # have a leaf base, so a later in-place op on one raises eager's "a view of a leaf
+        # Variable that requires grad is being used in an in-place operation"
+        with torch.inference_mode(False):
+            x._mirror.detach_()
+        x._mirror_of = x.value
     return x
 
 

@@ -268,6 +268,8 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
 
         def call():
             out = call_()
+            if all(any(o is p for p in inputs) for o in _proxies(out)):
+                return out  # (the op returned its input itself: no node reads its grad_fn)
             for p in rebased:
                 _raise_rebased_view_error(p)
             return out
@@ -421,24 +423,68 @@ def _twin_of_view(p: TensorProxy, new_root: bool = False) -> bool:
 
 
 def _base_requires_grad(p: TensorProxy) -> None:
-    """A tensor written with a value that requires grad: its base and every view of the
-    base require grad from then on, as eager's (the base's grad_fn becomes CopySlices),
-    and each such view's eager twin is a view of the base's."""
+    """A tensor written with a value that requires grad: its autograd root (its base, or
+    the ``detach()`` it is a view of: ``_autograd_root``) and every view of that root
+    require grad from then on, as eager's (the base's grad_fn becomes CopySlices), and
+    each such view's eager twin is a view of the base's. A ``detach()`` view shares the
+    memory, not the autograd history: it and its views are apart (nor do they require
+    grad after a write into the base)."""
     from thunder_mlir.frontend.aliasing import keep_view_twin
 
     root = getattr(p, "_alias_root", None)
     root = p if root is None else root
+    top = _autograd_root(p)
     if not is_inexact(root.tdtype):
+        return
+    if top is not root:  # (written through a detach() view: its own graph)
+        for v in [top] + [r() for r in getattr(root, "_views", ())]:
+            if v is not None and is_inexact(v.tdtype) and not v.requires_grad and \
+                    _autograd_root(v) is top:
+                _set_requires_grad(v, True)
         return
     if not root.requires_grad:
         _set_requires_grad(root, True)
     rooted = getattr(root, "_mirror_of", None) is not None and root._mirror_of == root.value
     for ref in getattr(root, "_views", ()):
         v = ref()
-        if v is not None and is_inexact(v.tdtype) and not v.requires_grad:
+        if v is not None and is_inexact(v.tdtype) and not v.requires_grad and \
+                _autograd_root(v) is root:
             _set_requires_grad(v, True)
             if rooted and not keep_view_twin(v):  # its twin, a view of the base's written
                 _twin_of_view(v)  # twin (refresh_views ran before the base required grad)
+
+
+def _refuse_graded_write_into_detached(p: TensorProxy) -> None:
+    """Raise NotImplementedError where ``p``, a ``detach()``/``.data`` view of a tensor
+    (or a view of one), was written with a value that requires grad: eager gives the
+    detached tensor a history of its own (it requires grad from the write) while its base
+    keeps its history with the written values; functionalization writes into the base,
+    whose history would take the write's gradient."""
+    root = getattr(p, "_alias_root", None)
+    if root is None or _autograd_root(p) is root:
+        return
+    from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+    raise NotImplementedError(
+        f"{describe_frame(user_frame())}\n  an in-place write with a value that requires "
+        "grad into a detach() (or .data) view of another tensor is not supported: eager "
+        "gives the detached tensor its own autograd history while the tensor it shares "
+        "memory with keeps its own, which the compiled program cannot reproduce. Write "
+        "into a copy (v = t.detach().clone()) or compute the new value out of place.")
+
+
+def _autograd_root(v: TensorProxy) -> TensorProxy:
+    """The tensor whose autograd history ``v`` shares: the innermost ``detach()`` (or
+    ``.data``) result on ``v``'s chain of views, else the chain's root. Eager's detach()
+    shares its base's memory but starts a history of its own."""
+    from thunder_mlir.frontend.aliasing import _VIEW_OF
+
+    q = v
+    while (made := getattr(q, _VIEW_OF, None)) is not None:
+        if made[0] in (_T.detach, torch.detach, _T.data.__get__):
+            return q
+        q = made[1][0]
+    return q
 
 
 def _current_twins(inputs: list[TensorProxy]) -> list[tuple]:
@@ -639,6 +685,7 @@ def _track(func, args, kwargs, call, inputs: list[TensorProxy]):
         else:
             _set_requires_grad(p, True)
         if p.requires_grad and grad_on:
+            _refuse_graded_write_into_detached(p)
             _base_requires_grad(p)
         root = getattr(p, "_alias_root", None)
         root = p if root is None else root
@@ -712,6 +759,33 @@ def backward_error(outputs: list[TensorProxy]) -> str | None:
     except Exception:  # noqa: BLE001 - a meta kernel missing in some backward: no verdict
         pass
     return None
+
+
+def saved_outputs(outputs: list[TensorProxy]) -> list[int]:
+    """The positions in ``outputs`` (the program's tensor outputs) of the tensors whose
+    memory eager's autograd graph of the outputs saves for backward: an output that is a
+    saved tensor (``exp``'s and ``tanh``'s results), a view of one, or the base of one.
+    Eager's backward raises "one of the variables needed for gradient computation has been
+    modified by an inplace operation" where the caller writes such an output in place
+    after the call; the compiled backward reads residuals of its own, so the jit saves
+    these outputs with ``ctx.save_for_backward`` and its backward unpacks them, which
+    checks their versions as eager's does (runtime/autograd.py). Read from the meta twins'
+    graph (their saved tensors' storages); empty where an output has no current twin."""
+    twins = {k: o._mirror for k, o in enumerate(outputs)
+             if o.requires_grad and getattr(o, "_mirror_of", None) is not None
+             and o._mirror_of == o.value and o._mirror.requires_grad}
+    if not twins:
+        return []
+    saved = set()
+    for fn in _reachable(list(twins.values())):
+        for name in _saved_attributes(fn):
+            try:
+                v = getattr(fn, name)
+            except Exception:  # noqa: BLE001 - written since (backward_error reports it)
+                continue
+            saved |= {_storage(t) for t in (v if isinstance(v, (list, tuple)) else [v])
+                      if isinstance(t, torch.Tensor)}
+    return [k for k, t in twins.items() if _storage(t) in saved]
 
 
 def backward_nodes(root: TensorProxy) -> list | None:

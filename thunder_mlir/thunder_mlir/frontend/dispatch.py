@@ -16,8 +16,9 @@ import optree
 import torch
 
 from thunder_mlir.errors import DataDependentControlFlowError, DynamicShapeFallback, \
-    Fallback, SharpEdgeError
-from thunder_mlir.frontend import autocast, cpu_scalars, scalar_args, value_guards
+    Fallback, SharpEdgeError, UnsupportedError
+from thunder_mlir.frontend import autocast, cpu_scalars, scalar_args, value_guards, \
+    zero_tensors
 from thunder_mlir.frontend.aliasing import eager_meta, is_view, record_view, \
     separate_returned_inputs
 from thunder_mlir.frontend.autograd_attributes import handle as handle_autograd_attribute
@@ -201,6 +202,12 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
     if func in value_guards.PYTHON_VALUES and args and type(args[0]) is TensorProxy:
         with trace.location_of_user_line():  # specialized, with a value guard
             return value_guards.python_value(func, args, kwargs)
+    if func is _T.untyped_storage or func is _T.storage:
+        raise UnsupportedError(
+            f"{describe_frame(user_frame())}\n  tensor.{func.__name__}() is the tensor's "
+            "memory, which a traced program does not have. Read views of the tensor "
+            "instead: for x.set_(y.untyped_storage(), offset, size, stride) use "
+            "x = y.as_strided(size, stride, offset).")
     if func in _DATA_DEPENDENT:
         f, lib = user_frame(), library_frame()
         inside = f"\n  (in {describe_frame(lib)})" if lib is not None and lib is not f else ""
@@ -221,6 +228,8 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
             sym, a, k = autocast.prepare(trace, func, sym, a, k)
         if sym is not None and value_guards.is_data_dependent(func, a, k):
             sym = None  # its sizes depend on the values: the torch fallback, guarded
+        if sym is not None and k.get("layout") not in (None, torch.strided):
+            sym = None  # a sparse (or mkldnn) factory: eager's own (symbols make dense ones)
         if sym is not None:
             try:
                 if sym.name not in COMPLEX_SYMBOLS and involves_complex(a, k):
@@ -230,6 +239,10 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
             except Fallback:
                 pass
         return torch_fallback.emit_fallback(trace, func, a, k)
+
+    if zero_tensors.reads_zero(args, kwargs):  # eager's ZeroTensor kernels: zeros out
+        traced = run
+        run = lambda: zero_tensors.propagate(func, args, kwargs, traced())  # noqa: E731
 
     with trace.location_of_user_line():
         # scalars as torch's parser reads them: eager's TypeError, 0-d tensors' values
@@ -241,6 +254,35 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
     record_view(func, args, kwargs, out)  # outputs that are views return eager's view
     value_guards.note_constant(func, args, kwargs, out)  # torch.tensor(3): its value
     return out
+
+
+def refuse_aten(func) -> None:
+    """Raise a user-facing error for an ATen op that reached a proxy without a
+    torch-function call (``TensorProxy.__torch_dispatch__``): ``Tensor.set_``, which torch
+    sends past the torch-function layer. ``x.set_(y)`` makes ``x`` another tensor over
+    ``y``'s memory (eager: ``x`` is then an alias of ``y``, and ``x``'s own views keep the
+    old memory), ``x.set_()`` makes it empty; thunder_mlir does not model a tensor that
+    changes its memory (issue 46). Raises UnsupportedError naming the user's line and what
+    to write instead; returns for any other op (the caller's internal error follows)."""
+    if getattr(func, "overloadpacket", None) is torch.ops.aten.set_:
+        import os
+
+        import thunder_mlir.ir.proxy as proxy_module
+
+        # (the ir layer may live outside the package's directory: a source checkout)
+        ir_dir = os.path.dirname(os.path.dirname(proxy_module.__file__))
+        f = user_frame()
+        while f is not None and f.f_code.co_filename.startswith(ir_dir):
+            f = f.f_back
+        raise UnsupportedError(
+            f"{describe_frame(f)}\n  Tensor.set_ makes a tensor use another "
+            "tensor's memory (or none), which thunder_mlir does not model. Use the other "
+            "tensor itself: x = y for x.set_(y), x = y.as_strided(size, stride, offset) for "
+            "x.set_(y.untyped_storage(), offset, size, stride), x = x.new_empty(0) for "
+            "x.set_(); or call set_ outside the jitted function.")
+
+
+dispatch.refuse_aten = refuse_aten
 
 
 def _check_no_foreign_tensors(func, args, kwargs) -> None:

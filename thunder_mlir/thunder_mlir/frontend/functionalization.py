@@ -50,6 +50,7 @@ import torch
 
 from thunder_mlir.errors import DynamicShapeFallback
 from thunder_mlir.frontend.aliasing import _VIEW_OF, eager_meta, refresh_views, replay_step
+from thunder_mlir.frontend import zero_tensors
 from thunder_mlir.frontend.symbol import Symbol, emit_composite
 from thunder_mlir.ir import prims, symbolic
 from thunder_mlir.ir.proxy import TensorProxy
@@ -161,6 +162,7 @@ def assign(p: TensorProxy, value: TensorProxy) -> None:
     is recorded as written (written back to the caller's tensor after the run)."""
     from thunder_mlir.frontend.tracing import current_trace
 
+    zero_tensors.check_write(p)  # eager refuses writes into a ZeroTensor
     root, new = p, value
     chain = _chain(p)
     direct = _direct_geometry(p, chain)

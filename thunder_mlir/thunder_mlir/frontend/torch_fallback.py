@@ -280,6 +280,8 @@ def emit_fallback(trace, func: Callable, args: tuple, kwargs: dict) -> Any:
     for k, i in enumerate(out_pos):
         m = out_leaves[i]
         out_leaves[i] = TensorProxy(fresh[k], result_shapes[k], m.dtype, trace.device)
+        if m._is_zerotensor():  # (zeros at run time, _materialized; eager refuses writes)
+            out_leaves[i]._zero_tensor = True
         if base_meta is not None and isinstance(m, torch.Tensor) and m.device.type == "meta" \
                 and torch._C._is_alias_of(m, base_meta):
             views.append(out_leaves[i])
@@ -354,8 +356,52 @@ def _on_root(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     if "size" not in given or "stride" not in given:
         return args, kwargs
     offset = given.get("storage_offset")
-    return (root, given["size"], given["stride"],
-            m.storage_offset() if offset is None else offset), {}
+    from thunder_mlir.frontend.tracing import current_trace
+
+    offset = m.storage_offset() if offset is None else offset
+    if v.requires_grad and torch.is_grad_enabled() and \
+            not _reads_within(m, given["size"], given["stride"], offset):
+        if any(root is q for q in current_trace().inputs):
+            from thunder_mlir.frontend.locations import describe_frame, user_frame
+
+            raise NotImplementedError(
+                f"{describe_frame(user_frame())}\n  as_strided of a view of an input that "
+                "requires grad, reading storage outside the view: eager gives those "
+                "elements no gradient (its backward scatters into the view's geometry), "
+                "which the compiled program does not reproduce for an input. Call "
+                "as_strided on the input itself, or on a copy of the view (v.clone()).")
+        root = _graded_through(root, v, m)
+    return (root, given["size"], given["stride"], offset), {}
+
+
+def _reads_within(m: torch.Tensor, size, stride, offset) -> bool:
+    """Whether ``as_strided(size, stride, offset)`` of the storage reads only elements of
+    the view of geometry ``m`` (then its gradient is eager's as it is)."""
+    try:
+        n = max(m.storage_offset() + sum((k - 1) * st for k, st in zip(m.shape, m.stride())),
+                int(offset) + sum((int(k) - 1) * int(st) for k, st in zip(size, stride))) + 1
+        with torch._C.DisableTorchFunction():
+            pos = torch.arange(n)
+            inside = pos.as_strided(m.shape, m.stride(), m.storage_offset()).flatten()
+            read = pos.as_strided(tuple(map(int, size)), tuple(map(int, stride)), int(offset))
+            return bool(torch.isin(read.flatten(), inside).all())
+    except (TypeError, ValueError, RuntimeError):  # (symbolic sizes: not checked)
+        return True
+
+
+def _graded_through(root: TensorProxy, v: TensorProxy, m: torch.Tensor) -> TensorProxy:
+    """``root``'s values, differentiable through the view ``v``'s elements alone (``m``:
+    ``v``'s eager geometry): eager's ``as_strided`` of a view gives no gradient to the
+    storage elements the view does not cover (as_strided_backward scatters into the
+    input's geometry)."""
+    from thunder_mlir.frontend.differentiability import _set_requires_grad
+    from thunder_mlir.frontend.functionalization import _scatter_update
+    from thunder_mlir.ir import prims
+
+    out = _scatter_update(prims.stop_gradient(root), v, tuple(m.shape), tuple(m.stride()),
+                          m.storage_offset())
+    _set_requires_grad(out, True)
+    return out
 
 
 def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spec, pin,
@@ -405,12 +451,24 @@ def _make_run(name: str, func: Callable, leaves: list, positions: list[int], spe
         a, k = optree.tree_unflatten(spec, vals)
         out = autocast.run_pinned(pin, func, a, k)
         flat = optree.tree_leaves(out, none_is_leaf=True)
-        outs = [x for x in flat if isinstance(x, torch.Tensor)
+        outs = [_materialized(x) for x in flat if isinstance(x, torch.Tensor)
                 and not any(x is c for c in clones)]
         if trial:
             _check_trial_metadata(name, outs, traced)
         return outs + clones
     return run
+
+
+def _materialized(t: torch.Tensor) -> torch.Tensor:
+    """``t``, or zeros of its metadata where it is one of ATen's ZeroTensors
+    (``aten._efficientzerotensor``, a product with one): a tensor with no memory (its data
+    pointer is null), which DLPack would hand XLA as a buffer to read (a segmentation
+    fault). Eager reads a ZeroTensor as zeros; writes into one are refused while tracing
+    (frontend/zero_tensors.py)."""
+    if not t._is_zerotensor():
+        return t
+    with torch._C.DisableTorchFunction():
+        return torch.zeros(t.shape, dtype=t.dtype, device=t.device)
 
 
 # ------------------------------------------------------- calls the IR alone determines

@@ -17,6 +17,7 @@ with its 0/1 specialization; torch/fx/experimental/symbolic_shapes.py).
 from __future__ import annotations
 
 import math
+import threading
 import warnings
 from typing import Any, Callable
 
@@ -236,6 +237,7 @@ def metadata(trace, k: int, name: str, out_spec, metas, shapes: list, numbers: l
             sizes = sizes_of([o.shape for o in outs], [o.dtype for o in outs])
             if sizes is None:
                 fail(outs)
+            record_run_sizes(numbers, sizes)
             key = tuple(sizes)
             if key not in seen:
                 seen.add(key)
@@ -253,3 +255,48 @@ def metadata(trace, k: int, name: str, out_spec, metas, shapes: list, numbers: l
     meta = optree.tree_unflatten(out_spec, [
         None if m is None else torch.empty(m[0], dtype=m[1], device="meta") for m in metas])
     return meta, guarded
+
+
+# ------------------------------------------------------- sizes that reach Python outputs
+# The sizes the unbacked symbols took in this thread's latest run (symbol number -> size),
+# written by each data-dependent op's run-time check (``metadata``'s ``checked``) and read
+# when the call's outputs are rebuilt (``concrete``), in the same call.
+_run_sizes = threading.local()
+
+
+def record_run_sizes(numbers, sizes) -> None:
+    """Note that unbacked symbols s<numbers[j]> took ``sizes[j]`` in the running call."""
+    values = getattr(_run_sizes, "values", None)
+    if values is None:
+        values = _run_sizes.values = {}
+    values.update(zip(numbers, sizes))
+
+
+def concrete(value, input_sizes: list[int]):
+    """``value``, a Python output of a traced program (an int, a SymInt, a SymShape, or
+    tuples, lists and dicts of them), with every size symbol replaced by its value in the
+    running call: eager returns ints (``u.numel()``) and ``torch.Size`` (``u.shape``), which
+    a symbol in the output would not be. ``input_sizes[k]``: the size input symbol s<k>
+    reads at this call (``CacheEntry.sym_sources``); the unbacked symbols' sizes are the
+    ones this thread's run recorded (``record_run_sizes``). Raises RuntimeError where a
+    symbol has no value (an internal error: a silent hint would be a wrong result)."""
+    if type(value) is symbolic.SymInt:
+        values = getattr(_run_sizes, "values", None) or {}
+        mapping = {}
+        for sym in value.expr.free_symbols:
+            k = symbolic.symbol_number(sym)
+            n = input_sizes[k] if k is not None and k < len(input_sizes) else values.get(k)
+            if n is None:
+                raise RuntimeError(f"internal: the size {value} is an output of the program, "
+                                   f"and {sym} has no value at this call")
+            mapping[sym] = n
+        return int(value.expr.xreplace(mapping))
+    if isinstance(value, symbolic.SymShape):
+        return torch.Size([concrete(v, input_sizes) for v in value])
+    if isinstance(value, (tuple, list)) and symbolic.has_symint(value):
+        items = [concrete(v, input_sizes) for v in value]
+        return type(value)(items) if type(value) in (tuple, list) else \
+            type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if isinstance(value, dict) and symbolic.has_symint(value):
+        return {k: concrete(v, input_sizes) for k, v in value.items()}
+    return value

@@ -236,6 +236,11 @@ def _hooks_active() -> bool:
         return True
 
 
+def _storage(t: torch.Tensor) -> int:
+    """The address of ``t``'s storage: equal for a tensor and its views."""
+    return t.untyped_storage().data_ptr()
+
+
 class ThunderAutogradFunction(torch.autograd.Function):
     """``apply(entry, *inputs) -> outputs``; see the module docstring."""
 
@@ -268,13 +273,16 @@ class ThunderAutogradFunction(torch.autograd.Function):
         if entry.unversioned_inputs:  # (read as they are at the backward, in eager;
             ctx.unversioned = [(tensors[i], tensors[i]._version)  # after the call's own
                                for i in entry.unversioned_inputs]  # write-backs: below)
-        if entry.mutated_inputs:  # an input saved as it was, then written back: keep a copy
-            updated = [tensors[i] for i in entry.mutated_inputs]
-            residuals = [r.clone() if any(r is u for u in updated) else r for r in residuals]
-        ctx.save_for_backward(*residuals)
-        ctx.n_saved = len(residuals)
+        if entry.mutated_inputs:  # an input (or a view of one: an as_strided or other
+            # fallback view) saved as it was, then written back: keep a copy
+            updated = {_storage(tensors[i]) for i in entry.mutated_inputs}
+            residuals = [r.clone() if _storage(r) in updated else r for r in residuals]
         result = tuple(copy_outputs(outs[:n], entry.fresh_outputs) if entry.fresh_outputs
                        else outs[:n])
+        # (then the outputs eager's graph saves: unpacked by the backward, which checks
+        # their versions as eager's does: a write into one after the call raises there)
+        ctx.save_for_backward(*residuals, *(result[k] for k in entry.saved_outputs))
+        ctx.n_saved = len(residuals)
         nondiff = [o for o, d in zip(result, entry.diff_outputs) if not d]
         if nondiff:
             ctx.mark_non_differentiable(*nondiff)
@@ -331,7 +339,8 @@ class ThunderAutogradFunction(torch.autograd.Function):
             cots.append(g)
         # raises torch's error when freed by an earlier backward; none saved: nothing is
         # freed, and a second backward runs as eager's does (``(x + 1).sum()``)
-        saved = ctx.saved_tensors if ctx.n_saved else ()
+        saved = ctx.saved_tensors[:ctx.n_saved] if ctx.n_saved or entry.saved_outputs \
+            else ()
         if not ctx.direct:
             in_grads = entry.backward_plan.run(cots + list(saved))
         else:

@@ -37,9 +37,13 @@ STAGING_BYTES = 1 << 16  # the largest argument ArgumentImports copies into a st
 
 
 def prepare(t: torch.Tensor) -> torch.Tensor:
-    """The tensor XLA can read: detached, conj/neg resolved, row-major contiguous."""
+    """The tensor XLA can read: detached, conj/neg resolved, row-major contiguous, dense (a
+    sparse or mkldnn result of a torch fallback op, eager's layout where it is returned, is
+    read by XLA as its dense values)."""
     if t.requires_grad:
         t = t.detach()
+    if t.layout != torch.strided:
+        t = t.to_dense()
     if t.is_conj() or t.is_neg():
         t = t.resolve_conj().resolve_neg()
     return t.contiguous()

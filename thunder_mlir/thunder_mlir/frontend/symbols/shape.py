@@ -68,6 +68,8 @@ def flatten(input, start_dim=0, end_dim=-1):
     if r == 0:
         return prims.reshape(input, (1,))
     s, e = canonical_dim(start_dim, r), canonical_dim(end_dim, r)
+    if s == e:  # (eager returns the tensor itself: ATen's flatten)
+        return input
     mid = 1
     for d in input.tshape[s:e + 1]:
         mid *= d
@@ -85,7 +87,14 @@ def unflatten(input, dim, sizes):
 def permute(input, *dims):
     dims = _shape_arg(dims)
     r = len(input.tshape)
-    return prims.transpose(input, [canonical_dim(d, r) for d in dims])
+    if len(dims) != r:  # (eager's checks and words: ATen's permute)
+        raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does "
+                           "not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {r} is not equal to len(dims) = {len(dims)}")
+    perm = [canonical_dim(d, r) for d in dims]
+    if len(set(perm)) != r:
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return prims.transpose(input, perm)
 
 
 @register("transpose", torch.transpose, T.transpose, torch.swapaxes, T.swapaxes,
@@ -288,6 +297,16 @@ def narrow(input, dim, start, length):
         idx = prims.elementwise("add", prims.iota((length,), torch.int64, 0),
                                 prims.broadcast_in_dim(s0, (length,), []))
         return prims.take(input, idx, d)
+    n = input.tshape[d]
+    if type(n) is int and type(start) is int and type(length) is int:  # (eager's checks)
+        if not -n <= start <= n:
+            raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], "
+                             f"but got {start})")
+        if length < 0:
+            raise RuntimeError("narrow(): length must be non-negative.")
+        if start % max(n, 1) + length > n if start < 0 else start + length > n:
+            raise RuntimeError(f"start ({start % n if start < 0 else start}) + length "
+                               f"({length}) exceeds dimension size ({n}).")
     start = start % input.tshape[d] if start < 0 else start
     return _slice_along(input, d, start, start + length)
 
