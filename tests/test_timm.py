@@ -37,7 +37,6 @@ into ``$(VENV)/timm-site`` (Makefile: TIMM says why apart), which only this file
 
 from __future__ import annotations
 
-import copy
 import glob
 import importlib.util
 import os
