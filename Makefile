@@ -13,6 +13,13 @@ CONSTRAINTS := constraints/default.txt
 # transformers 5.23's >=1.31 excludes, so it cannot be a test extra pip resolves; it
 # imports and runs with the hub transformers brings (versions in constraints/default.txt)
 LITGPT := litgpt lightning lightning-utilities torchmetrics jsonargparse psutil
+# tests/test_timm.py's timm and what it imports (torchvision, pillow), installed without
+# their declared dependencies into $(VENV)/timm-site, which only test_timm.py puts on
+# sys.path. Apart because PyPI's torchvision is a CUDA build: on the CPU-only torch its C
+# extension cannot load and `import torchvision` fails (test_timm.py works around it), and
+# with pillow importable transformers imports torchvision for every model class
+# (is_torchvision_available), which would break every transformers test and the demo
+TIMM := timm torchvision pillow
 
 .PHONY: setup demo test bench bench-big compat gpu-bundle gpu-aot gpu-programs
 
@@ -27,6 +34,8 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) $(SOURCES) | $(BIN)/python
 	$(BIN)/pip wheel -q --no-deps -w $(WHEELS) .
 	$(BIN)/pip install -q -c $(CONSTRAINTS) "$$(ls $(WHEELS)/*.whl)[test,examples]"
 	$(BIN)/pip install -q --no-deps -c $(CONSTRAINTS) $(LITGPT)
+	rm -rf $(VENV)/timm-site
+	$(BIN)/pip install -q --no-deps -c $(CONSTRAINTS) --target $(VENV)/timm-site $(TIMM)
 	$(BIN)/pip install -q --force-reinstall --no-deps $(WHEELS)/*.whl
 	touch $@
 

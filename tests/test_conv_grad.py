@@ -8,6 +8,10 @@ float64, so the comparison is eager's own tolerance, not float32 rounding (float
 convolutions are differentiated by ATen instead, ``vjp_composites._conv3d``). Each gradient
 is one XLA convolution whatever the groups (issue 48: a per-group loop made a depthwise
 Conv2d of C channels C + 2 convolutions and timm's mobilenets never finished compiling).
+On the CPU target a depthwise weight gradient (batch groups of one row) is lowered as one
+multiply-and-reduce per window position instead (``hlo._batch_group_taps``: XLA:CPU runs a
+batch-grouped convolution densely); each case runs with that lowering (``taps``) and with
+the GPU's single batch-grouped convolution (``conv``, the depthwise cases).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import torch
 import torch.nn.functional as F
 
 import thunder_mlir
+from thunder_mlir import pipeline
+from thunder_mlir.ir import hlo as hlo_lowering
 
 # (spatial sizes, batch, in channels, out channels, groups, kernel, stride, padding,
 #  dilation, output_padding of the transposed convolution, or None for none)
@@ -69,8 +75,27 @@ def _grads(fn, args, cots):
     return outs, torch.autograd.grad(outs, leaves, cots)
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_convolution_gradients_are_eagers(case):
+def _one_row_batch_groups(hlo: str) -> int:
+    """The convolutions of ``hlo`` with batch_group_count G > 1 and an lhs batch of G."""
+    n = 0
+    for c in re.findall(r"stablehlo\.convolution\(.*", hlo):
+        g = re.search(r"batch_group_count = (\d+)", c)
+        lhs = re.search(r": \(tensor<(\d+)x", c)
+        n += bool(g and lhs and int(g.group(1)) > 1 and g.group(1) == lhs.group(1))
+    return n
+
+
+# every case with the CPU's lowering; the depthwise ones (where the lowerings differ) with
+# the GPU's too
+_LOWERINGS = [(c, "taps") for c in CASES] + [
+    (c, "conv") for c, v in CASES.items() if v[2] == v[4]]
+
+
+@pytest.mark.parametrize("case,lowering", _LOWERINGS)
+def test_convolution_gradients_are_eagers(case, lowering, monkeypatch):
+    monkeypatch.setattr(pipeline.Target, "batch_group_taps",
+                        property(lambda self: lowering == "taps"))
+    monkeypatch.setattr(hlo_lowering, "MIN_TAP_PRODUCTS", 0)  # (the cases are small)
     torch.manual_seed(0)
     args, fn = _case(case)
     with torch.no_grad():
@@ -85,13 +110,18 @@ def test_convolution_gradients_are_eagers(case):
     for name, a, e in zip(names, a_grads, e_grads):
         torch.testing.assert_close(a, e, msg=lambda m, name=name: f"{case} d{name}: {m}")
     # each gradient of each convolution is one XLA convolution (the forward's, the input
-    # gradient's, the weight gradient's), not one per group
+    # gradient's, the weight gradient's), not one per group; with taps, a depthwise weight
+    # gradient is none
     hlo = next(s for s in thunder_mlir.last_traces(jfn) if s.name == "stablehlo").text
     convs = re.findall(r"stablehlo\.convolution\(.*", hlo)
-    assert len(convs) == 3 * len(expected), case
-    groups = CASES[case][4]
+    groups, cin = CASES[case][4], CASES[case][2]
+    taps = len(expected) if lowering == "taps" and groups == cin else 0
+    assert len(convs) == 3 * len(expected) - taps, case
     if groups > 1:  # the forward's feature groups are the weight gradient's batch groups
-        assert sum(f"batch_group_count = {groups} :" in c for c in convs) == len(expected)
+        assert sum(f"batch_group_count = {groups} :" in c for c in convs) == \
+            len(expected) - taps
+    assert _one_row_batch_groups(hlo) == (
+        0 if lowering == "taps" else len(expected) if groups == cin else 0), case
 
 
 def test_batch_grouped_convolution_gradients_are_the_specs():

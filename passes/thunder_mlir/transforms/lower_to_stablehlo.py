@@ -89,17 +89,19 @@ def _target() -> rewrite.ConversionTarget:
 
 
 def run(module: ir.Module, computed_once: bool = True, accumulate_f32: bool = True,
-        narrow_dots: bool = False) -> None:
+        narrow_dots: bool = False, batch_group_taps: bool = True) -> None:
     """Lower every region function of ``module``; raises LoweringError naming a stuck op.
     ``computed_once``: sine and cosine take ``hlo.lower_computed_once``'s form, else their
     plain StableHLO op; ``accumulate_f32``: 16-bit dots and convolutions produce float32
     and one convert (``hlo._accumulated_in_f32``), else their 16-bit type (both the CPU
     target's choices); ``narrow_dots``: a float32 dot of values converted from 16 bits
     reads the 16-bit values (``hlo._widened_16bit``: the GPU target's choice;
-    pipeline.Target)."""
+    pipeline.Target); ``batch_group_taps``: a convolution with batch groups of one row
+    (a depthwise weight gradient) as one multiply-and-reduce per window position
+    (``hlo._batch_group_taps``: the CPU target's choice)."""
     with module.context, ir.Location.unknown(), lowering_options(
             computed_once=computed_once, accumulate_f32=accumulate_f32,
-            narrow_dots=narrow_dots):
+            narrow_dots=narrow_dots, batch_group_taps=batch_group_taps):
         _run(module)
 
 

@@ -318,18 +318,22 @@ class LowerToStablehlo(ModulePass):
     get a float32 result and one convert (``hlo._accumulated_in_f32``); both are the CPU
     target's choices. ``narrow-dots``: a float32 dot of values converted from 16 bits
     reads the 16-bit values (``hlo._widened_16bit``; the GPU target's choice).
-    pipeline.Target decides them."""
+    ``batch-group-taps``: a depthwise convolution's weight gradient (batch groups of one
+    row) is one multiply-and-reduce per window position (``hlo._batch_group_taps``; the CPU
+    target's choice). pipeline.Target decides them."""
 
     name: ClassVar[str] = lower_to_stablehlo.NAME
     summary: ClassVar[str] = "dialect conversion of each region to StableHLO/CHLO"
     computed_once: bool = True
     accumulate_f32: bool = True
     narrow_dots: bool = False
+    batch_group_taps: bool = True
 
     def apply(self, module: ir.Module, ctx: PassContext) -> None:
         lower_to_stablehlo.run(module, computed_once=self.computed_once,
                                accumulate_f32=self.accumulate_f32,
-                               narrow_dots=self.narrow_dots)
+                               narrow_dots=self.narrow_dots,
+                               batch_group_taps=self.batch_group_taps)
 
 
 __all__ = ["ModulePass", "PassContext", "PipelineError", "PASSES", "register_pass",
