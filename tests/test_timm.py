@@ -22,9 +22,9 @@ channel there (an ill-conditioned variance) and both float32 runs wander far fro
 better one in general, and on the cells measured their errors stayed within 2x of each
 other; a real defect (a wrong op, a missed buffer write) is off by orders of magnitude.
 
-CI runs ``CI_MODELS`` (depthwise convolution with BatchNorm, attention with LayerNorm,
-plain convolution with BatchNorm); ``THUNDER_TIMM_ALL=1`` runs the whole list, and the other
-models are skipped with their names.
+CI runs ``CI_MODELS`` (attention with LayerNorm; ``THUNDER_TIMM_MOBILENET=1`` adds
+mobilenetv3's depthwise convolutions with BatchNorm); ``THUNDER_TIMM_ALL=1`` runs the whole
+list, and the other models are skipped with their names.
 
 timm imports torchvision, whose PyPI wheels are CUDA builds: on a CPU-only torch its C
 extension (torchvision's detection ops) cannot load, and torchvision 0.28's import then
@@ -60,13 +60,15 @@ MODELS = {
     "tf_efficientnet_b0": 64, "visformer_small": 64, "vit_base_patch14_dinov2.lvd142m": 56,
     "vit_base_patch16_siglip_256": 64,
 }
-#: what CI runs (the CI budget, docs/compat.md): tiny configurations of two models (the
-#: timm arguments given) and the modes run. Depthwise and pointwise convolutions +
-#: BatchNorm + squeeze-excite + hard-swish (mobilenetv3, one block per stage; its training
-#: step is left out: XLA:CPU compiles it in 100-180 s); attention + LayerNorm + GELU (deit
-#: tiny, one block), forward and training. The whole models take minutes each.
-CI_MODELS = {"mobilenetv3_large_100": ({"depth_multiplier": 0.1}, ("infer",)),
-             "deit_tiny_patch16_224.fb_in1k": ({"depth": 1}, ("infer", "train"))}
+#: what CI runs (the CI budget, docs/compat.md): a tiny configuration (the timm arguments
+#: given) and the modes run: attention + LayerNorm + GELU (deit tiny, one block), forward
+#: and training. Left out of CI on 2026-12-02 for time (CI at 31 minutes): mobilenetv3 with
+#: one block per stage, infer (35-79 s at load 12; its training step 100-180 s of XLA:CPU
+#: compile); depthwise convolutions and their gradients are test_conv_grad's, BatchNorm's
+#: running statistics ModuleInfo's. The whole models take minutes each.
+CI_MODELS = {"deit_tiny_patch16_224.fb_in1k": ({"depth": 1}, ("infer", "train"))}
+if os.environ.get("THUNDER_TIMM_MOBILENET") == "1":
+    CI_MODELS["mobilenetv3_large_100"] = ({"depth_multiplier": 0.1}, ("infer",))
 SLACK = 4.0
 RTOL, ATOL = 1e-4, 1e-5
 _TORCHVISION_LIB = []  # the torchvision::nms/qnms schemas defined here, kept alive
