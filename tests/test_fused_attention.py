@@ -241,12 +241,12 @@ def _custom_calls(text: str) -> dict:
     import re
 
     calls = {}
-    for m in re.finditer(r'stablehlo\.custom_call @(\S+?)\((.*)$', text, re.M):
+    for m in re.finditer(r'stablehlo\.custom_call @(\S+?)\((.*)$', text, re.MULTILINE):
         line = m.group(2)
         config = re.search(r'backend_config = "((?:[^"\\]|\\.)*)"', line).group(1)
         config = json.loads(config.replace("\\22", '"'))["cudnn_fmha_backend_config"]
 
-        def layouts(key):
+        def layouts(key, line=line):
             seg = re.search(key + r" = \[(.*?)\]\}?(?:,| :)", line).group(1)
             return [tuple(int(d) for d in g.replace(" ", "").split(",") if d)
                     for g in re.findall(r"dense<\[?([\d, ]*)\]?>", seg)]
@@ -303,8 +303,8 @@ def test_gpu_cudnn_calls_are_jaxs_btnh_calls():
             "bmm1_dot_dimension_numbers", "bmm2_dot_dimension_numbers",
             "bmm1_grad_gemm1_dot_dimension_numbers", "bmm1_grad_gemm2_dot_dimension_numbers",
             "bmm2_grad_gemm1_dot_dimension_numbers", "bmm2_grad_gemm2_dot_dimension_numbers")
-    for target in ours:
-        (oc, oshapes, oin, oout), (tc, tshapes, tin, tout) = ours[target], theirs[target]
+    for target, (oc, oshapes, oin, oout) in ours.items():
+        tc, tshapes, tin, tout = theirs[target]
         assert {k: oc.get(k) for k in keys} == {k: tc.get(k) for k in keys}, target
         assert oshapes == tshapes and oin == tin, target
         assert oout[:-1] == tout[:-1], target  # (the workspace's last: [0] either way)
