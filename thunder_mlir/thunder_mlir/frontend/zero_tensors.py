@@ -21,6 +21,7 @@ into one, or through a view of one, raises eager's error (``check_write``).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import optree
@@ -66,13 +67,23 @@ def _eager_stand_in(x):
             torch.zeros(shape, dtype=dtype)
 
 
+@functools.cache
+def _zero_grad_edge():
+    """The composite ``ltorch.zero_grad_edge`` (the identity on ``value``; its VJP gives
+    ``source`` zeros: vjp_composites.py), as ``functionalization.keep_edge`` emits it;
+    defined here too, not imported, so that functionalization, which imports this module,
+    is not imported back (tests/test_layers.py: no import cycles)."""
+    from thunder_mlir.frontend.symbol import Symbol
+
+    return Symbol("ltorch.zero_grad_edge", lambda value, source: value)
+
+
 def propagate(func: Callable, args: tuple, kwargs: dict, out: Any) -> Any:
     """``out``, the traced result of ``func(*args, **kwargs)`` whose arguments hold a
     ZeroTensor, with each tensor that eager's call returns as a ZeroTensor replaced by
     zeros marked as one. Eager's answer comes from the call on CPU stand-ins (a ZeroTensor
     for each traced one, zeros for the other tensors); where that call fails (an op with
     no CPU kernel, symbolic sizes) ``out`` is kept as computed."""
-    from thunder_mlir.frontend.functionalization import _ZERO_GRAD_EDGE
     from thunder_mlir.frontend.symbol import emit_composite
     from thunder_mlir.ir import prims
 
@@ -101,7 +112,7 @@ def propagate(func: Callable, args: tuple, kwargs: dict, out: Any) -> Any:
         filled = prims.full(tuple(p.tshape), value, p.tdtype)
         # (the identity on the filled tensor, with an edge to the op's result: the graph
         # eager records, whose gradient through here is zero)
-        filled = emit_composite(_ZERO_GRAD_EDGE, (filled, p), {}, required=True)
+        filled = emit_composite(_zero_grad_edge(), (filled, p), {}, required=True)
         if e._is_zerotensor():
             filled._zero_tensor = True
         leaves[i] = filled
