@@ -532,7 +532,7 @@ def test_mixtral_eager_experts_forward_and_grads_match_eager():
     model = _mixtral_eager_experts()
     assert model.config._experts_implementation == "eager"
     jm = thunder_mlir.jit(model)
-    for seed in (0, 1, 2, 0):
+    for seed in (0, 1, 0):  # (0, 1, 2, 0) until stop 51: CI time
         ids = torch.randint(0, 64, (1, 6), generator=torch.Generator().manual_seed(seed))
         model.zero_grad()
         want = model(ids).logits

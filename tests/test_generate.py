@@ -6,6 +6,7 @@ with random weights."""
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
@@ -75,6 +76,9 @@ def test_generate_static_cache_is_eager_with_two_programs(kind, batch, n):
 
 @pytest.mark.parametrize("kind, batch", [("gpt2", 4), ("llama", 1), ("llama", 4)])
 def test_generate_dynamic_cache_is_eager(kind, batch):
+    if (kind, batch) == ("llama", 4) and os.environ.get("THUNDER_MLIR_SLOW_TESTS") != "1":
+        pytest.skip("llama batch 4: llama batch 1 and gpt2 batch 4 draw the same paths (CI "
+                    "time, stop 51); set THUNDER_MLIR_SLOW_TESTS=1 to run it")
     jfn = _check(kind, None, batch, 10, recompile_limit=64)
     # the cache grows by one position per step: prefill, the first decode step (static),
     # then the cache length (and the mask's) is dynamic from the second change on
