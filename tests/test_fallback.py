@@ -161,6 +161,29 @@ def test_op_with_data_dependent_shape_is_specialized_on_the_size_seen():
     assert thunder_mlir.cache_misses(jfn) == 2
 
 
+def test_torch_assert_runs_its_python_body_while_tracing():
+    # torch._assert is `assert condition, message` in Python: a Python condition is decided
+    # at trace time (no torch step left in the program: timm asserts in every BatchNorm),
+    # a tensor condition is read with a value guard, and a false one raises eager's
+    # AssertionError with its message
+    def f(x):
+        torch._assert(x.ndim == 2, f"expected 2D input (got {x.ndim}D input)")
+        torch._assert(x.sum() > -100, "sum below -100")
+        return x * 2
+
+    jfn = thunder_mlir.jit(f)
+    x = torch.randn(3, 4)
+    assert torch.equal(jfn(x), f(x))
+    assert thunder_mlir.fallback_ops(jfn) == []
+    assert "_assert" not in thunder_mlir.last_traces(jfn)[0].text
+    for bad, message in ((torch.randn(2, 3, 4), "expected 2D input (got 3D input)"),
+                         (torch.full((2, 2), -100.0), "sum below -100")):
+        with pytest.raises(AssertionError, match=re.escape(message)):
+            f(bad)
+        with pytest.raises(AssertionError, match=re.escape(message)):
+            jfn(bad)
+
+
 def test_ops_without_meta_kernels_run_on_the_fallback_by_a_trial_run():
     # geqrf, lstsq, histogram and binomial have no meta kernel: their output metadata comes
     # from one run on zero-filled inputs, checked against every real run

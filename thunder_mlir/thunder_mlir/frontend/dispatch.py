@@ -65,6 +65,18 @@ _OP_PROPERTIES = {_T.T.__get__, _T.mT.__get__, _T.H.__get__, _T.mH.__get__,
                   _T.real.__get__, _T.imag.__get__}
 
 
+# torch functions written in Python that torch routes through ``__torch_function__`` for
+# their arguments' sake: their body runs as written while tracing. ``torch._assert`` is
+# ``assert condition, message`` (torch/__init__.py): a Python condition is decided at
+# trace time (timm's ``_assert(x.ndim == 4, ...)`` in every BatchNorm and convolution
+# left 52 no-op torch steps in mobilenetv2's forward), a tensor's goes through
+# ``bool(tensor)`` as a user's ``assert`` does.
+def _python_assert(condition, message):
+    assert condition, message
+
+
+_PYTHON_BODIES = {torch._assert: _python_assert}
+
 _NOT_METADATA = object()
 _SIZE_QUERIES = {_T.size, _T.numel, _T.nelement, _T.__len__, _T.stride, _T.storage_offset,
                  _T.is_contiguous}
@@ -180,6 +192,8 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
     """Handle one torch call during tracing (see module docstring)."""
     if func in AUTOGRAD_ATTRIBUTES:
         return handle_autograd_attribute(func, args, kwargs)
+    if func in _PYTHON_BODIES:
+        return _PYTHON_BODIES[func](*args, **kwargs)
     if args and type(args[0]) is TensorProxy and symbolic.is_symbolic(args[0].tshape):
         meta = _symbolic_metadata(func, args, kwargs)
         if meta is not _NOT_METADATA:
