@@ -103,11 +103,13 @@ def artifacts(tmp_path_factory):
     out["bert_constants"] = (thunder_mlir.export(bert, ids, attention_mask=mask,
                                                  weights="constants"), bert)
     out["cnn_arguments"] = (thunder_mlir.export(cnn, img), cnn)
+    out["cnn_constants"] = (thunder_mlir.export(cnn, img, weights="constants"), cnn)
     inputs = {"gpt2_dynamic": [((ids,), {"use_cache": False})]
               + [((torch.randint(0, VOCAB, s),), {"use_cache": False}) for s in [(3, 5), (2, 13)]],
               "gpt2_constants": [((ids,), {"use_cache": False})],
               "bert_constants": [((ids,), {"attention_mask": mask})],
-              "cnn_arguments": [((img,), {})]}
+              "cnn_arguments": [((img,), {})],
+              "cnn_constants": [((img,), {})]}
     return {k: (exp, model, inputs[k]) for k, (exp, model) in out.items()}
 
 
@@ -167,7 +169,7 @@ def _logits(out):
 
 
 @pytest.mark.parametrize("name", ["gpt2_dynamic", "gpt2_constants", "bert_constants",
-                                  "cnn_arguments"])
+                                  "cnn_arguments", "cnn_constants"])
 def test_torch_call_matches_eager(artifacts, name):
     exp, model, calls = artifacts[name]
     for args, kwargs in calls:  # (gpt2_dynamic: three sizes through one artifact)
@@ -195,6 +197,7 @@ def test_names_and_module(artifacts):
     assert "shape_assertion" in text
     assert artifacts["gpt2_constants"][0].input_names == ["args[0]"]
     assert "buffers.blocks.0.bn1.running_mean" in artifacts["cnn_arguments"][0].input_names
+    assert artifacts["cnn_constants"][0].input_names == ["args[0]"]  # weights folded in
     bert = artifacts["bert_constants"][0]
     assert bert.input_names == ["args[0]", "kwargs['attention_mask']"]
     assert bert.output_names[-1] == "index_checks"
@@ -361,22 +364,25 @@ def test_refusals():
                             dynamic_shapes={"t": {0: Dim("n")}})
 
 
-@pytest.mark.parametrize("name", ["cnn_arguments", "gpt2_constants", "bert_constants"])
+@pytest.mark.parametrize("name", ["cnn_arguments", "cnn_constants", "gpt2_constants",
+                                  "bert_constants"])
 def test_iree(artifacts, name):
     """The exported module compiled by IREE (``llvm-cpu``) and run by its runtime,
     compared with eager (every output of the tree; ``index_checks``: every index in range).
-    The CNN runs in CI (~2 s of iree-compile's CPU); GPT-2 and BERT tiny (weights as
-    constants) take ~7 s each on 2 cores, so they run with THUNDER_MLIR_SLOW_TESTS=1.
-    Skipped where iree is not installed."""
+    The CNN with weights as constants runs in CI (~2 s of iree-compile's CPU); the CNN with
+    weights as arguments (as long again) and GPT-2 and BERT tiny (weights as constants, ~7 s
+    each on 2 cores) run with THUNDER_MLIR_SLOW_TESTS=1. Skipped where iree is not
+    installed."""
     try:
         import iree.compiler as ic
         import iree.runtime as ir
     except ImportError:
         print("test_iree: iree-base-compiler/iree-base-runtime are not installed")
         pytest.skip("iree is not installed")
-    if name != "cnn_arguments" and not os.environ.get("THUNDER_MLIR_SLOW_TESTS"):
-        print(f"test_iree[{name}]: skipped (~7 s of iree-compile on 2 cores)")
-        pytest.skip("~7 s (iree-compile of a transformer layer on 2 cores); "
+    if name != "cnn_constants" and not os.environ.get("THUNDER_MLIR_SLOW_TESTS"):
+        cost = "~2 s" if name == "cnn_arguments" else "~7 s"
+        print(f"test_iree[{name}]: skipped ({cost} of iree-compile on 2 cores)")
+        pytest.skip(f"{cost} of iree-compile on 2 cores (CI runs cnn_constants); "
                     "set THUNDER_MLIR_SLOW_TESTS=1 to run it")
     exp, model, calls = artifacts[name]
     args, kwargs = calls[0]
