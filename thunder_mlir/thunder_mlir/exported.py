@@ -51,8 +51,8 @@ class Exported:
     ``input_names``/``output_names``: the names of ``@main``'s flat inputs and outputs
     (module docstring of thunder_mlir/export.py); ``dims``: each symbolic dimension's
     [min, max] (max None: unbounded); ``checks``: the messages of the run-time index
-    checks whose code is the ``index_checks`` output; ``versions``: of the exporter and
-    the calling convention; ``baked_in``: the Python values (globals, closures, module
+    checks whose code is the ``index_checks`` output; ``versions``: of the exporter, the
+    calling convention and the StableHLO the module is written for; ``baked_in``: the Python values (globals, closures, module
     attributes) the program was specialized on; ``weights``: {name: tensor} a torch call
     passes for the weight inputs (the module's own tensors after ``export``, so an
     optimizer's updates are seen; set it after ``deserialize``); ``jax_exported``: the
