@@ -7,6 +7,7 @@ once (module fixture) and the jax runs share one subprocess."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -103,11 +104,13 @@ def artifacts(tmp_path_factory):
     out["bert_constants"] = (thunder_mlir.export(bert, ids, attention_mask=mask,
                                                  weights="constants"), bert)
     out["cnn_arguments"] = (thunder_mlir.export(cnn, img), cnn)
+    out["cnn_constants"] = (thunder_mlir.export(cnn, img, weights="constants"), cnn)
     inputs = {"gpt2_dynamic": [((ids,), {"use_cache": False})]
               + [((torch.randint(0, VOCAB, s),), {"use_cache": False}) for s in [(3, 5), (2, 13)]],
               "gpt2_constants": [((ids,), {"use_cache": False})],
               "bert_constants": [((ids,), {"attention_mask": mask})],
-              "cnn_arguments": [((img,), {})]}
+              "cnn_arguments": [((img,), {})],
+              "cnn_constants": [((img,), {})]}
     return {k: (exp, model, inputs[k]) for k, (exp, model) in out.items()}
 
 
@@ -167,7 +170,7 @@ def _logits(out):
 
 
 @pytest.mark.parametrize("name", ["gpt2_dynamic", "gpt2_constants", "bert_constants",
-                                  "cnn_arguments"])
+                                  "cnn_arguments", "cnn_constants"])
 def test_torch_call_matches_eager(artifacts, name):
     exp, model, calls = artifacts[name]
     for args, kwargs in calls:  # (gpt2_dynamic: three sizes through one artifact)
@@ -195,6 +198,7 @@ def test_names_and_module(artifacts):
     assert "shape_assertion" in text
     assert artifacts["gpt2_constants"][0].input_names == ["args[0]"]
     assert "buffers.blocks.0.bn1.running_mean" in artifacts["cnn_arguments"][0].input_names
+    assert artifacts["cnn_constants"][0].input_names == ["args[0]"]  # weights folded in
     bert = artifacts["bert_constants"][0]
     assert bert.input_names == ["args[0]", "kwargs['attention_mask']"]
     assert bert.output_names[-1] == "index_checks"
@@ -246,10 +250,8 @@ def test_jax_without_torch(artifacts, step_artifact, tmp_path):
         blob = tmp_path / f"{name}.bin"
         blob.write_bytes(exp.serialize())
         for c, (args, kwargs) in enumerate(calls[:2]):  # (the torch call runs all sizes)
-            flat = [exp.weights[n] for n in exp.input_names if n in exp.weights]
-            flat += [a for a in args] + [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
             paths = []
-            for k, t in enumerate(flat):
+            for k, t in enumerate(_flat_inputs(exp, args, kwargs)):
                 p = tmp_path / f"{name}_{c}_in{k}.npy"
                 np.save(p, t.detach().numpy())
                 paths.append(str(p))
@@ -277,6 +279,129 @@ def test_jax_without_torch(artifacts, step_artifact, tmp_path):
         np.testing.assert_allclose(outs[0], _logits(ref).numpy(), rtol=1e-5, atol=1e-5)
         if exp.output_names[-1] == "index_checks":  # every index in range: the check count
             assert int(outs[-1]) == len(exp.checks)
+
+
+_TF_CHILD = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    sys.modules["torch"] = None  # import torch fails in this process
+    import jax
+    import tensorflow as tf
+    from jax.experimental import jax2tf
+    from jax.experimental.jax2tf import jax2tf as jax2tf_impl
+    jax.config.update("jax_enable_x64", True)  # int64 token ids
+    jobs, saved = json.load(open(sys.argv[1])), sys.argv[2]
+    results, fns = {}, {}
+    for job in jobs:
+        key = (job["blob"], job["how"])
+        if key not in fns:
+            exp = jax.export.deserialize(bytearray(open(job["blob"], "rb").read()))
+            if job["how"] == "convert":  # public: jax exports exp.call again, at its version
+                f = jax2tf.convert(exp.call, with_gradient=False, polymorphic_shapes=[
+                    str(a.shape) for a in exp.in_avals])
+            else:  # jax2tf's own call of an Exported: the artifact's StableHLO as written
+                f = (lambda exp: lambda *a: jax2tf_impl._run_exported_as_tf(a, exp))(exp)
+            fns[key] = tf.function(f, autograph=False)
+        outs = fns[key](*[tf.constant(np.load(p)) for p in job["inputs"]])
+        for k, o in enumerate(outs):
+            path = f"{job['out']}_{k}.npy"
+            np.save(path, o.numpy())
+            results.setdefault(job["name"], []).append(path)
+        if job.get("saved"):  # a SavedModel of the call, loaded back and run
+            m = tf.Module()
+            m.f = tf.function(fns[key].python_function, autograph=False, input_signature=[
+                tf.TensorSpec(np.load(p).shape, np.load(p).dtype) for p in job["inputs"]])
+            tf.saved_model.save(m, saved)
+            outs = tf.saved_model.load(saved).f(*[tf.constant(np.load(p))
+                                                  for p in job["inputs"]])
+            results[job["name"] + "_saved"] = []
+            for k, o in enumerate(outs):
+                np.save(f"{job['out']}_saved_{k}.npy", o.numpy())
+                results[job["name"] + "_saved"].append(f"{job['out']}_saved_{k}.npy")
+    print(json.dumps(results))
+""")
+
+
+def test_tensorflow(artifacts, tmp_path):
+    """docs/export.md's TensorFlow recipes, in a child process where ``import torch``
+    fails, against eager: ``jax2tf.convert(exp.call)`` (public; jax exports the call again
+    at its own StableHLO version) for the CNN and GPT-2 with weights as constants and the
+    dynamic GPT-2 at 3 sizes; and jax2tf's call of an ``Exported`` as written
+    (``_run_exported_as_tf``) on artifacts serialized at TensorFlow's StableHLO version
+    (``serialize(stablehlo_version=...)``), BERT included (its erf is a ``chlo``
+    composite, which TF 2.21 reads only at its own version), once through a SavedModel.
+    Checked with tensorflow-cpu 2.21.0 and jax 0.10.2. Skipped where tensorflow is not
+    importable (CI)."""
+    if importlib.util.find_spec("tensorflow") is None:
+        print("test_tensorflow: tensorflow is not installed (docs/export.md: "
+              "tensorflow-cpu 2.21.0 was checked)")
+        pytest.skip("tensorflow is not installed")
+    env = dict(os.environ, PYTHONPATH="")  # (not thunder_mlir's sources either)
+    proc = subprocess.run(
+        [sys.executable, "-c", ("from tensorflow.compiler.mlir.stablehlo import stablehlo; "
+                                "print(stablehlo.get_current_version())")],
+        capture_output=True, text=True, env=env,
+        timeout=300, check=True)
+    tf_version = proc.stdout.strip().splitlines()[-1]
+    jobs, expected = [], {}
+    for name, how in [("cnn_constants", "convert"), ("gpt2_constants", "convert"),
+                      ("gpt2_dynamic", "convert"), ("cnn_constants", "call"),
+                      ("gpt2_dynamic", "call"), ("bert_constants", "call")]:
+        exp, model, calls = artifacts[name]
+        blob = tmp_path / f"{name}_{how}.bin"
+        blob.write_bytes(exp.serialize() if how == "convert" else
+                         exp.serialize(stablehlo_version=tf_version))
+        for c, (args, kwargs) in enumerate(calls):
+            paths = []
+            for k, t in enumerate(_flat_inputs(exp, args, kwargs)):
+                paths.append(str(tmp_path / f"{name}_{how}_{c}_in{k}.npy"))
+                np.save(paths[-1], t.detach().numpy())
+            job = f"{name}_{how}_{c}"
+            jobs.append({"name": job, "blob": str(blob), "inputs": paths, "how": how,
+                         "out": str(tmp_path / job), "saved": name == "bert_constants"})
+            expected[job] = (exp, _eager(model, *args, **kwargs))
+            if name == "bert_constants":
+                expected[job + "_saved"] = expected[job]
+    spec = tmp_path / "jobs.json"
+    spec.write_text(json.dumps(jobs))
+    proc = subprocess.run([sys.executable, "-c", _TF_CHILD, str(spec), str(tmp_path / "saved")],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(results) == set(expected)
+    for job, (exp, ref) in expected.items():
+        outs = [np.load(p) for p in results[job]]
+        assert len(outs) == len(exp.output_names), job
+        np.testing.assert_allclose(outs[0], _logits(ref).numpy(), rtol=1e-5, atol=1e-5,
+                                   err_msg=job)
+        if exp.output_names[-1] == "index_checks":  # every index in range: the check count
+            assert int(outs[-1]) == len(exp.checks), job
+
+
+def test_stablehlo_version(artifacts):
+    """``serialize(stablehlo_version=...)`` writes the module for an older StableHLO (the
+    portable artifact's producer version, ``versions["stablehlo"]``) and means the same;
+    a version outside the installed StableHLO's range is refused."""
+    exp, model, calls = artifacts["cnn_constants"]
+    assert exp.versions["stablehlo"] in exp.jax_exported.mlir_module_serialized.decode(
+        "latin-1")  # (the bytecode's producer string: "StableHLO_v1.15.0")
+    again = thunder_mlir.deserialize(exp.serialize(stablehlo_version="1.13.7"))
+    assert again.versions["stablehlo"] == "1.13.7"
+    assert b"StableHLO_v1.13.7" in again.jax_exported.mlir_module_serialized
+    (args, kwargs), = calls
+    torch.testing.assert_close(again(*args, **kwargs), _eager(model, *args, **kwargs))
+    bert = thunder_mlir.deserialize(artifacts["bert_constants"][0].serialize(
+        stablehlo_version="1.13.7"))  # (its chlo.erf: a composite of the older form)
+    assert bert.versions["stablehlo"] == "1.13.7"
+    for bad in ["0.1.0", "99.0.0", "latest"]:
+        with pytest.raises(ExportError, match="StableHLO versions"):
+            exp.serialize(stablehlo_version=bad)
+
+
+def _flat_inputs(exp, args, kwargs) -> list[torch.Tensor]:
+    """``@main``'s flat inputs of a call, in ``input_names`` order (jax's ``.call``)."""
+    flat = [exp.weights[n] for n in exp.input_names if n in exp.weights]
+    return flat + list(args) + [v for v in kwargs.values() if isinstance(v, torch.Tensor)]
 
 
 def test_dynamic_refuses_outside_range(artifacts):
@@ -361,22 +486,25 @@ def test_refusals():
                             dynamic_shapes={"t": {0: Dim("n")}})
 
 
-@pytest.mark.parametrize("name", ["cnn_arguments", "gpt2_constants", "bert_constants"])
+@pytest.mark.parametrize("name", ["cnn_arguments", "cnn_constants", "gpt2_constants",
+                                  "bert_constants"])
 def test_iree(artifacts, name):
     """The exported module compiled by IREE (``llvm-cpu``) and run by its runtime,
     compared with eager (every output of the tree; ``index_checks``: every index in range).
-    The CNN runs in CI (~2 s of iree-compile's CPU); GPT-2 and BERT tiny (weights as
-    constants) take ~7 s each on 2 cores, so they run with THUNDER_MLIR_SLOW_TESTS=1.
-    Skipped where iree is not installed."""
+    The CNN with weights as constants runs in CI (~2 s of iree-compile's CPU); the CNN with
+    weights as arguments (as long again) and GPT-2 and BERT tiny (weights as constants, ~7 s
+    each on 2 cores) run with THUNDER_MLIR_SLOW_TESTS=1. Skipped where iree is not
+    installed."""
     try:
         import iree.compiler as ic
         import iree.runtime as ir
     except ImportError:
         print("test_iree: iree-base-compiler/iree-base-runtime are not installed")
         pytest.skip("iree is not installed")
-    if name != "cnn_arguments" and not os.environ.get("THUNDER_MLIR_SLOW_TESTS"):
-        print(f"test_iree[{name}]: skipped (~7 s of iree-compile on 2 cores)")
-        pytest.skip("~7 s (iree-compile of a transformer layer on 2 cores); "
+    if name != "cnn_constants" and not os.environ.get("THUNDER_MLIR_SLOW_TESTS"):
+        cost = "~2 s" if name == "cnn_arguments" else "~7 s"
+        print(f"test_iree[{name}]: skipped ({cost} of iree-compile on 2 cores)")
+        pytest.skip(f"{cost} of iree-compile on 2 cores (CI runs cnn_constants); "
                     "set THUNDER_MLIR_SLOW_TESTS=1 to run it")
     exp, model, calls = artifacts[name]
     args, kwargs = calls[0]

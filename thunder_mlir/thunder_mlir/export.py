@@ -619,6 +619,10 @@ def _jax_artifact(region: str, meta: dict, step, plan, constants, first_use, in_
             func_dialect.ReturnOp(results)
         main.attributes["function_type"] = ir.TypeAttr.get(
             ir.FunctionType.get(main_types, [r.type for r in results]))
+        # the StableHLO version _export._module_to_bytecode writes (jax's 4-week window;
+        # Exported.serialize(stablehlo_version=...) writes another)
+        meta["versions"]["stablehlo"] = hlo.get_version_from_compatibility_requirement(
+            hlo.StablehloCompatibilityRequirement.WEEK_4)
         module.operation.attributes[META_ATTR] = ir.StringAttr.get(json.dumps(meta))
         module.operation.attributes["jax.uses_shape_polymorphism"] = \
             ir.BoolAttr.get(bool(meta["dims"]))

@@ -51,8 +51,8 @@ class Exported:
     ``input_names``/``output_names``: the names of ``@main``'s flat inputs and outputs
     (module docstring of thunder_mlir/export.py); ``dims``: each symbolic dimension's
     [min, max] (max None: unbounded); ``checks``: the messages of the run-time index
-    checks whose code is the ``index_checks`` output; ``versions``: of the exporter and
-    the calling convention; ``baked_in``: the Python values (globals, closures, module
+    checks whose code is the ``index_checks`` output; ``versions``: of the exporter, the
+    calling convention and the StableHLO the module is written for; ``baked_in``: the Python values (globals, closures, module
     attributes) the program was specialized on; ``weights``: {name: tensor} a torch call
     passes for the weight inputs (the module's own tensors after ``export``, so an
     optimizer's updates are seen; set it after ``deserialize``); ``jax_exported``: the
@@ -96,11 +96,29 @@ class Exported:
             self._text = self.jax_exported.mlir_module()
         return self._text
 
-    def serialize(self) -> bytes:
+    def serialize(self, stablehlo_version: str | None = None) -> bytes:
         """The artifact in jax.export's serialization (``jax.export.Exported.serialize``:
         a flatbuffer holding the StableHLO portable artifact, avals and versions), which
-        ``jax.export.deserialize`` and ``thunder_mlir.deserialize`` read."""
-        return bytes(self.jax_exported.serialize())
+        ``jax.export.deserialize`` and ``thunder_mlir.deserialize`` read.
+
+        ``stablehlo_version``: the StableHLO version (``"1.13.7"``) the module is written
+        for, a portable artifact's target: a consumer whose StableHLO is at least that
+        version reads it (StableHLO's compatibility guarantee). None: the version written
+        at export, jax.export's own target (``versions["stablehlo"]``: 1.15.0 with jaxlib
+        0.10.2, jax's 4-week compatibility window). An older one serves an older consumer:
+        TensorFlow 2.21's ``XlaCallModule`` reads up to 1.13.7
+        (``tensorflow.compiler.mlir.stablehlo.stablehlo.get_current_version()``;
+        docs/export.md). ``versions["stablehlo"]`` of the written artifact is that version.
+        Raises ExportError for a version outside the installed jaxlib's StableHLO range
+        [minimum, current], or when the program uses an op or attribute that the version
+        does not have (StableHLO's downgrade error)."""
+        if stablehlo_version is None or stablehlo_version == self.versions.get("stablehlo"):
+            return bytes(self.jax_exported.serialize())
+        import dataclasses
+
+        return bytes(dataclasses.replace(
+            self.jax_exported, mlir_module_serialized=portable_artifact(
+                self.jax_exported.mlir_module_serialized, stablehlo_version)).serialize())
 
     # ------------------------------------------------------------- the torch call
     def _executable(self):
@@ -339,6 +357,50 @@ def deserialize(blob: bytes) -> Exported:
         raise ExportError(f"unknown artifact format {meta.get('format')!r} (this reads "
                           f"{FORMAT})")
     return Exported(jexp, meta)  # (the text is printed on demand: mlir_module)
+
+
+def portable_artifact(serialized: bytes, stablehlo_version: str) -> bytes:
+    """A StableHLO portable artifact (``jax.export.Exported.mlir_module_serialized``)
+    written again for ``stablehlo_version`` ("X.Y.Z"), its ``thunder.export`` attribute's
+    ``versions["stablehlo"]`` set to it (``Exported.serialize``). Raises ExportError for a
+    version outside the installed StableHLO's [minimum, current] or a program that needs
+    something newer than it."""
+    from jax._src import xla_bridge
+    from jax._src.interpreters import mlir as jmlir
+    from jax._src.lib import _jax
+    from jax._src.lib.mlir import ir
+    from jax._src.lib.mlir.dialects import hlo
+
+    from thunder_mlir.runtime import xla
+
+    def key(v: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in v.split("."))
+
+    low, high = hlo.get_minimum_version(), hlo.get_current_version()
+    try:
+        ok = key(low) <= key(stablehlo_version) <= key(high)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ExportError(f"stablehlo_version={stablehlo_version!r}: the installed jaxlib "
+                          f"writes StableHLO versions {low} to {high} (\"X.Y.Z\")")
+    xla.start_backends()  # (xla_bridge below: thunder_mlir's clients, not jax's defaults)
+    with jmlir.make_ir_context():
+        module = _jax.mlir.deserialize_portable_artifact(serialized)
+        if not isinstance(module, ir.Module):  # (bytes or text in some jaxlib versions)
+            module = ir.Module.parse(module)
+        attrs = module.operation.attributes
+        if META_ATTR in attrs:
+            meta = json.loads(ir.StringAttr(attrs[META_ATTR]).value)
+            meta["versions"]["stablehlo"] = stablehlo_version
+            attrs[META_ATTR] = ir.StringAttr.get(json.dumps(meta))
+        try:  # (jax's _export._module_to_bytecode, at the caller's target)
+            return _jax.mlir.serialize_portable_artifact(
+                module, stablehlo_version, xla_bridge.get_backend().serialize_with_sdy)
+        except RuntimeError as e:  # (jax.errors.JaxRuntimeError)
+            raise ExportError(f"the program cannot be written for StableHLO "
+                              f"{stablehlo_version}: it uses an op or attribute newer than "
+                              f"that version ({e})") from e
 
 
 def module_weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
