@@ -236,6 +236,8 @@ def main(argv=None) -> int:
         except Exception as e:  # noqa: BLE001 - one failing workload must not end the run
             row["thunder_error"] = f"{type(e).__name__}: {e}"[:2000]
         for impl in [r for r in args.references.split(",") if r]:
+            if w["reference"]["model"] not in jax_models.MODELS:
+                continue  # (a timm model: no plain-jax twin)
             if impl.endswith("-opmath") and (w["reference"]["model"] != "gpt2" or
                                              w["reference"]["program"] != "prefill"):
                 # (Llama has no biased linear layers; in a training step jax differentiates

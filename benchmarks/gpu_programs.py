@@ -29,7 +29,14 @@ references have none):
 * ``gpt2-prefill``: one 2,048-token forward without gradients (logits and the cache);
 * ``gpt2-decode-b1``, ``gpt2-decode-b8``: one token against a static cache of 192
   positions (``StaticCache``: a 128-token prompt and 64 new tokens), ``jit(model.forward)``;
-* ``llama1b-train-step``: ``jit(step)`` of TinyLlama's shape (1.1B) at 8 x 1024.
+* ``llama1b-train-step``: ``jit(step)`` of TinyLlama's shape (1.1B) at 8 x 1024;
+* ``timm-<model>-train`` (issue 48, not in the default list): ``jit(model)`` forward +
+  backward of a timm vision model (random init, train mode: BatchNorm's batch statistics
+  and running-statistics writes), bfloat16 as the GPT-2 rows (torch's CPU build turns
+  ``torch.autocast("cuda")`` off), on 128 x 3 x 224 x 224 images, the cross-entropy
+  outside the jit; no plain-jax reference: the kernel counts and roofline
+  are thunder_mlir's alone. ``TIMM_DEPTHWISE`` lists the models with depthwise
+  convolutions, whose weight gradients are one convolution each (batch_group_count).
 
 Columns: kernels, HBM GiB, matmul TFLOP, roofline ms, and the memory a step needs
 beyond its arguments (gpu_compile.beyond_parameters), for thunder_mlir and each
@@ -57,6 +64,10 @@ sys.path.insert(0, HERE)
 WORKLOADS = ("gpt2-train-model", "gpt2-train-step", "gpt2-prefill", "gpt2-decode-b1",
              "gpt2-decode-b8", "llama1b-train-step")
 PROMPT, NEW_TOKENS = 128, 64
+#: torch.compile's TIMM list's models with depthwise convolutions (issue 48 item 4)
+TIMM_DEPTHWISE = ("mobilenetv2_100", "mobilenetv3_large_100", "ghostnet_100",
+                  "tf_efficientnet_b0", "convnextv2_nano", "mobilevit_s")
+TIMM_BATCH, TIMM_PX = 128, 224
 
 
 def meta_model(kind: str):
@@ -118,6 +129,38 @@ def eager_saved_bytes(kind: str, batch: int, seq: int) -> int:
     return sum(saved.values())
 
 
+def timm_meta_model(name: str):
+    """timm's ``name``, random-init, on the meta device, without stochastic depth
+    (tests/test_timm.py imports timm from ``.venv/timm-site``)."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import test_timm
+
+    timm = test_timm._import_timm()
+    with torch.device("meta"):
+        try:
+            return timm.create_model(name, pretrained=False, drop_path_rate=0.0)
+        except TypeError:
+            return timm.create_model(name, pretrained=False)
+
+
+def capture_timm(name: str, target):
+    """(captured programs, reference spec, stages) of ``timm-<model>-train``."""
+    import thunder_mlir
+    from thunder_mlir import pipeline
+
+    model_name = name[len("timm-"):-len("-train")]
+    model = timm_meta_model(model_name).train().to(torch.bfloat16)
+    x = torch.zeros((TIMM_BATCH, 3, TIMM_PX, TIMM_PX), dtype=torch.bfloat16, device="meta")
+    with pipeline.compile_only(target):
+        try:
+            thunder_mlir.jit(model)(x)
+        except pipeline.ProgramsCaptured as c:
+            ref = {"model": f"timm:{model_name}", "program": "train", "batch": TIMM_BATCH,
+                   "seq": TIMM_PX, "write_back_bytes": c.write_back_bytes}
+            return c.programs, ref, c.stages
+    raise RuntimeError(f"{name}: the call returned without capturing its programs")
+
+
 def reference_of(name: str, batch: int, seq: int) -> dict:
     model = "llama" if name.startswith("llama") else "gpt2"
     program = {"train-model": "loss_and_grads", "train-step": "train_step",
@@ -130,6 +173,8 @@ def capture(name: str, target, batch_scale: float):
     import thunder_mlir
     from thunder_mlir import pipeline
 
+    if name.startswith("timm-"):
+        return capture_timm(name, target)
     kind = "llama" if name.startswith("llama") else "gpt2"
     model = meta_model(kind)
     section = name.split("-", 1)[1]
