@@ -116,15 +116,17 @@ def make_model(name: str, **config) -> torch.nn.Module:
     give the same weights. Raises ValueError if a random module is left on."""
     timm = _import_timm()
     size = {"img_size": MODELS[name]}
+    # (ghostnet's head calls F.dropout with its drop_rate, 0.2 by default: no module shows it)
     for extra in ({**size, "drop_path_rate": 0.0}, size, {"drop_path_rate": 0.0}, {}):
         torch.manual_seed(0)
         try:  # (convolutional networks take any size; not every model has drop paths)
-            model = timm.create_model(name, pretrained=False, **extra, **config)
+            model = timm.create_model(name, pretrained=False, drop_rate=0.0, **extra, **config)
             break
         except TypeError:
             continue
     random = [n for n, m in model.named_modules()
-              if "Drop" in type(m).__name__ and getattr(m, "p", getattr(m, "drop_prob", 0))]
+              if "Drop" in type(m).__name__ and getattr(m, "p", getattr(m, "drop_prob", 0))
+              or isinstance(getattr(m, "drop_rate", None), float) and m.drop_rate > 0]
     if random:
         raise ValueError(f"{name}: random modules {random[:3]} (eager draws other numbers)")
     return model
