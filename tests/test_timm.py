@@ -22,6 +22,19 @@ channel there (an ill-conditioned variance) and both float32 runs wander far fro
 better one in general, and on the cells measured their errors stayed within 2x of each
 other; a real defect (a wrong op, a missed buffer write) is off by orders of magnitude.
 
+**Kinks.** A gradient is discontinuous where an activation has a kink (ReLU6's 0 and 6): a
+pre-activation within float32 rounding of one takes either branch, and the gradients
+upstream of it follow. mobilenetv2_100 train (2 x 960 x 2 x 2 maps at its last blocks,
+train-mode BatchNorm over 8 values) has one, ``blocks.5.2.bn2``'s ReLU6 input [1, 268, 0, 1]:
+2.35e-5 in float64, 4.6e-5 in eager float32, -2.0e-5 in the jit; the jit's mask drops it
+and ``blocks.5.2.bn2.bias``'s gradient lands 5.8e-3 from float64 (eager 2.1e-5, 278x), its
+earlier gradients 25-60x. Eager float32 on the same images changed by one float32 ulp
+(``make_inputs(..., ulp_seed=4)``) lands on the same 5.8e-3. So eager's closeness to
+float64 is taken over ``PERTURBED`` such runs too (seeded ulp changes of the images, the
+size of the rounding of the first layer's products): the jit must be within ``SLACK`` of
+eager's largest error over them. They run only for the values outside ``SLACK`` of eager's
+unperturbed error, and the run that covers each is printed.
+
 CI runs ``CI_MODELS`` (attention with LayerNorm; ``THUNDER_TIMM_MOBILENET=1`` adds
 mobilenetv3's depthwise convolutions with BatchNorm); ``THUNDER_TIMM_ALL=1`` runs the whole
 list, and the other models are skipped with their names.
@@ -70,6 +83,8 @@ CI_MODELS = {"deit_tiny_patch16_224.fb_in1k": ({"depth": 1}, ("infer", "train"))
 if os.environ.get("THUNDER_TIMM_MOBILENET") == "1":
     CI_MODELS["mobilenetv3_large_100"] = ({"depth_multiplier": 0.1}, ("infer",))
 SLACK = 4.0
+#: eager float32 runs on images changed by one ulp (module docstring: Kinks)
+PERTURBED = 8
 RTOL, ATOL = 1e-4, 1e-5
 _TORCHVISION_LIB = []  # the torchvision::nms/qnms schemas defined here, kept alive
 
@@ -101,25 +116,33 @@ def make_model(name: str, **config) -> torch.nn.Module:
     give the same weights. Raises ValueError if a random module is left on."""
     timm = _import_timm()
     size = {"img_size": MODELS[name]}
+    # (ghostnet's head calls F.dropout with its drop_rate, 0.2 by default: no module shows it)
     for extra in ({**size, "drop_path_rate": 0.0}, size, {"drop_path_rate": 0.0}, {}):
         torch.manual_seed(0)
         try:  # (convolutional networks take any size; not every model has drop paths)
-            model = timm.create_model(name, pretrained=False, **extra, **config)
+            model = timm.create_model(name, pretrained=False, drop_rate=0.0, **extra, **config)
             break
         except TypeError:
             continue
     random = [n for n, m in model.named_modules()
-              if "Drop" in type(m).__name__ and getattr(m, "p", getattr(m, "drop_prob", 0))]
+              if "Drop" in type(m).__name__ and getattr(m, "p", getattr(m, "drop_prob", 0))
+              or isinstance(getattr(m, "drop_rate", None), float) and m.drop_rate > 0]
     if random:
         raise ValueError(f"{name}: random modules {random[:3]} (eager draws other numbers)")
     return model
 
 
-def make_inputs(name: str, dtype=torch.float32):
-    """(images [2, 3, px, px], class targets [2]) for model ``name``."""
+def make_inputs(name: str, dtype=torch.float32, ulp_seed: int | None = None):
+    """(images [2, 3, px, px], class targets [2]) for model ``name``; with ``ulp_seed``,
+    each image value x becomes x * (1 + eps * r), r standard normal (seeded), eps float32's:
+    the images changed by about one float32 ulp."""
     g = torch.Generator().manual_seed(1)
     px = MODELS[name]
-    return torch.randn(2, 3, px, px, generator=g).to(dtype), torch.randint(0, 10, (2,), generator=g)
+    x, target = torch.randn(2, 3, px, px, generator=g), torch.randint(0, 10, (2,), generator=g)
+    if ulp_seed is not None:
+        r = torch.randn(x.shape, generator=torch.Generator().manual_seed(ulp_seed))
+        x = x + x * torch.finfo(torch.float32).eps * r
+    return x.to(dtype), target
 
 
 def run_cell(model: torch.nn.Module, mode: str, x, target) -> dict[str, torch.Tensor]:
@@ -142,10 +165,11 @@ def _state(module: torch.nn.Module, mode: str) -> dict[str, torch.Tensor]:
     return state
 
 
-def _results(name: str, mode: str, jit: bool, dtype=torch.float32) -> dict[str, torch.Tensor]:
+def _results(name: str, mode: str, jit: bool, dtype=torch.float32,
+             ulp_seed: int | None = None) -> dict[str, torch.Tensor]:
     config = {} if ALL else CI_MODELS.get(name, ({},))[0]
     model = make_model(name, **config).to(dtype).train(mode == "train")
-    x, target = make_inputs(name, dtype)
+    x, target = make_inputs(name, dtype, ulp_seed)
     fn = thunder_mlir.jit(model) if jit else model
     return {**run_cell(fn, mode, x, target), **_state(model, mode)}
 
@@ -173,14 +197,26 @@ def compare(name: str, mode: str, mine: dict, eager: dict) -> list[str]:
     if not far or any(":" in f for f in far):
         return far
     ref = _results(name, mode, jit=False, dtype=torch.float64)
+    e_eager = {k: _error(eager[k], ref[k]) for k in far}
+    e_mine = {k: _error(mine[k], ref[k]) for k in far}
+    floor = {k: torch.finfo(torch.float32).eps * ref[k].abs().max().item() for k in far}
+    by = dict.fromkeys(far, "eager")
+
+    def outside():
+        return [k for k in far if e_mine[k] > SLACK * max(e_eager[k], floor[k])]
+    for seed in range(PERTURBED):  # eager's spread (module docstring: Kinks)
+        if not outside():
+            break
+        pert = _results(name, mode, jit=False, ulp_seed=seed)
+        for k in outside():
+            if _error(pert[k], ref[k]) > e_eager[k]:
+                e_eager[k], by[k] = _error(pert[k], ref[k]), f"eager, images +-1 ulp (seed {seed})"
     failed = []
+    bad = outside()
     for k in far:
-        e_eager, e_mine = _error(eager[k], ref[k]), _error(mine[k], ref[k])
-        floor = torch.finfo(torch.float32).eps * ref[k].abs().max().item()
-        ok = e_mine <= SLACK * max(e_eager, floor)
-        line = f"{k}: |jit - f64| {e_mine:.3g}, |eager - f64| {e_eager:.3g}"
-        print(f"{name} {mode} rounding {'within' if ok else 'OUTSIDE'} slack: {line}")
-        if not ok:
+        line = f"{k}: |jit - f64| {e_mine[k]:.3g}, |{by[k]} - f64| {e_eager[k]:.3g}"
+        print(f"{name} {mode} rounding {'OUTSIDE' if k in bad else 'within'} slack: {line}")
+        if k in bad:
             failed.append(line)
     return failed
 

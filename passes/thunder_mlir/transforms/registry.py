@@ -320,7 +320,9 @@ class LowerToStablehlo(ModulePass):
     reads the 16-bit values (``hlo._widened_16bit``; the GPU target's choice).
     ``batch-group-taps``: a depthwise convolution's weight gradient (batch groups of one
     row) is one multiply-and-reduce per window position (``hlo._batch_group_taps``; the CPU
-    target's choice). pipeline.Target decides them."""
+    target's choice). ``blocked-contractions``: a float32 convolution whose window is its
+    whole input (a 1 x 1 convolution's weight gradient) is summed in blocks
+    (``hlo._blocked_contraction``; the CPU target's choice). pipeline.Target decides them."""
 
     name: ClassVar[str] = lower_to_stablehlo.NAME
     summary: ClassVar[str] = "dialect conversion of each region to StableHLO/CHLO"
@@ -328,12 +330,14 @@ class LowerToStablehlo(ModulePass):
     accumulate_f32: bool = True
     narrow_dots: bool = False
     batch_group_taps: bool = True
+    blocked_contractions: bool = True
 
     def apply(self, module: ir.Module, ctx: PassContext) -> None:
         lower_to_stablehlo.run(module, computed_once=self.computed_once,
                                accumulate_f32=self.accumulate_f32,
                                narrow_dots=self.narrow_dots,
-                               batch_group_taps=self.batch_group_taps)
+                               batch_group_taps=self.batch_group_taps,
+                               blocked_contractions=self.blocked_contractions)
 
 
 __all__ = ["ModulePass", "PassContext", "PipelineError", "PASSES", "register_pass",
