@@ -575,8 +575,9 @@ def test_as_strided_of_a_view_gives_gradient_to_the_views_elements_alone():
 
 
 # ------------------------------------------- inputs that share memory: synthetic bases
-# aliased-input programs in CI (generate_aliased): about 0.4 s each
-CI_ALIASED_PROGRAMS = 24
+# aliased-input programs in CI (generate_aliased): about 0.5 s each (two compilations:
+# the traced program, then the synthetic one); THUNDER_ALIASED_PROGRAMS=N runs more
+CI_ALIASED_PROGRAMS = 12
 
 
 def test_generated_aliased_input_programs(capsys):
@@ -611,8 +612,7 @@ def _aliased(source: str, base: str, relation: str, wgrad: bool = False):
 
 
 @pytest.mark.parametrize("relation,base", [
-    ("overlap", "nograd"), ("same", "nonleaf"), ("identical", "view"), ("row", "nonleaf"),
-    ("columns", "nograd"), ("transposed", "nonleaf")])
+    ("overlap", "nograd"), ("same", "nonleaf"), ("transposed", "view")])
 def test_written_aliased_inputs_run_as_eager(relation, base):
     """Writes through one input read through the other, outputs that are an input, a view
     of one and values of both, a value that requires grad written (non-leaf base: the

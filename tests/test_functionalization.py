@@ -436,9 +436,10 @@ def _write_two_read_one(a, b, c):
     return a.sum() + b.sum() + c.sum()
 
 
+@pytest.mark.filterwarnings("ignore::thunder_mlir.RecompileWarning")  # (a layout per overlap)
 def test_sharing_check_over_call_sequences_matches_brute_force():
     """The generator for the remembered check (``inputs_overlap`` compares each call with
-    the last that passed and checks only the changed inputs): 300 calls of one jitted
+    the last that passed and checks only the changed inputs): 150 calls of one jitted
     function, each argument drawn from persistent tensors, persistent slices of two bases,
     fresh slices of those bases, ``.detach()`` aliases and fresh tensors. A call runs
     through a synthetic base exactly when a brute-force comparison of the byte spans finds
@@ -467,7 +468,7 @@ def test_sharing_check_over_call_sequences_matches_brute_force():
 
     jf = thunder_mlir.jit(_write_two_read_one)
     synthetic = ran = 0
-    for _ in range(300):
+    for _ in range(150):
         args = [draw() for _ in range(3)]
         spans = [span(t) for t in args]
         overlap = any(spans[i][0] < spans[j][1] and spans[j][0] < spans[i][1]
@@ -479,8 +480,8 @@ def test_sharing_check_over_call_sequences_matches_brute_force():
         assert used == overlap
         synthetic += used
         ran += not used
-    print(f"300 calls: {ran} ran as traced, {synthetic} through a synthetic base")
-    assert ran > 50 and synthetic > 50
+    print(f"150 calls: {ran} ran as traced, {synthetic} through a synthetic base")
+    assert ran > 25 and synthetic > 25
     assert thunder_mlir.cache_misses(jf) == 1
 
 

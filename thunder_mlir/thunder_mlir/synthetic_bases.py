@@ -207,6 +207,19 @@ def call(jitted, entry, args: tuple, kwargs: dict, tensors: list, paths,
         entry.synthetic = {}
     inner = entry.synthetic.get(key)
     if inner is None:
+        if len(entry.synthetic) == jitted.cache.recompile_limit:
+            import warnings
+
+            from thunder_mlir.errors import RecompileWarning
+            from thunder_mlir.frontend.locations import user_stacklevel
+
+            warnings.warn(
+                f"{jitted.cache.name} has compiled {len(entry.synthetic) + 1} programs for "
+                "inputs that share memory, one per layout (which inputs overlap, their "
+                "sizes, strides and storage offsets; limit "
+                f"{jitted.cache.recompile_limit}). Pass the whole buffer and slice it inside "
+                "the function, or pass tensors that do not overlap.", RecompileWarning,
+                stacklevel=user_stacklevel())
         inner = ThunderFunction(program(jitted.fn, spec, positions, key),
                                 sharp_edges=jitted.sharp_edges, executors=jitted.executors,
                                 dynamic=False, recompile_limit=jitted.cache.recompile_limit)

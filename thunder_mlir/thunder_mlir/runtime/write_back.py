@@ -97,12 +97,12 @@ def inputs_overlap(entry, tensors: list) -> bool:
     (``as_strided_``) is not checked again."""
     written = entry.mutated_inputs
     ids = tuple(map(id, tensors))
-    if len(set(ids)) != len(ids) and any(ids.count(ids[i]) > 1
-                                         for i in entry.restrided_inputs):
+    dup = len(set(ids)) != len(ids)
+    if dup and any(ids.count(ids[i]) > 1 for i in entry.restrided_inputs):
         return True
     if not written:
         return False
-    twice = len(set(ids)) != len(ids) and any(ids.count(ids[i]) > 1 for i in written)
+    twice = dup and any(ids.count(ids[i]) > 1 for i in written)
     if not twice and not any(_shared(tensors[i]) for i in written):
         return False
     sig = (ids, tuple(map(_data_ptr, tensors)))
