@@ -220,8 +220,8 @@ def make_aliased_inputs(program: Program, seed: int):
     if wgrad:  # (only where a write reads it: a leaf that requires grad is a gradient)
         leaves.append(w.requires_grad_())
     ns = {"b": b}
-    ns["x0"] = eval(x0, ns)  # noqa: S307 - the generator's own table
-    ns["x1"] = eval(x1, ns)  # noqa: S307
+    ns["x0"] = eval(x0, ns)  # (the generator's own table)
+    ns["x1"] = eval(x1, ns)
     return [ns["x0"], ns["x1"], w], leaves
 
 

@@ -673,8 +673,11 @@ def test_aliasing_pattern_selects_the_program_in_both_orders():
         jf = J(_write_first)
         for make in order:
             args = make()
-            eargs = [a.clone() for a in args] if make is separate else \
-                (lambda b: (b[:4], b[2:]))(args[0]._base.clone())
+            if make is separate:
+                eargs = [a.clone() for a in args]
+            else:
+                b = args[0]._base.clone()
+                eargs = b[:4], b[2:]
             want = _write_first(*eargs)
             got = jf(*args)
             assert _same(got, want)

@@ -318,10 +318,14 @@ def _aliased_inputs():
     do not overlap (two halves, a column of one matrix and a clone)."""
     def base():
         return torch.arange(12.0).reshape(4, 3)
+
+    def twice():
+        t = base()
+        return t, t
     return [
         ("tensor and its row", lambda: (lambda t: (t, t[1]))(base()), True),
         ("overlapping slices", lambda: (lambda t: (t[1:], t[:2]))(base()), True),
-        ("same object twice", lambda: (lambda t: (t, t))(base()), True),
+        ("same object twice", twice, True),
         ("a detach() alias", lambda: (lambda t: (t, t.detach()))(base()), True),
         ("two halves", lambda: (lambda t: (t[:2], t[2:]))(base()), False),
         ("a clone", lambda: (lambda t: (t, t.clone()))(base()), False),

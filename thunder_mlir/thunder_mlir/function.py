@@ -317,8 +317,9 @@ class ThunderFunction:
         if (entry.mutated_inputs or entry.restrided_inputs) and inputs_overlap(entry, tensors):
             # a written input shares memory with another: a synthetic base (one input over
             # their memory) runs it as eager does (synthetic_bases.py)
-            paths = lambda: [p for p, x in zip(_call_paths(args, kwargs, state), leaves)  # noqa: E731
-                             if isinstance(x, torch.Tensor)]
+            def paths():
+                return [p for p, x in zip(_call_paths(args, kwargs, state), leaves)
+                        if isinstance(x, torch.Tensor)]
             return synthetic_bases.call(self, entry, args, kwargs, tensors, paths,
                                         module=state is not None, objects=bool(nodes))
         if entry.strided_inputs:  # (as_strided output views of inputs: aliasing.py)

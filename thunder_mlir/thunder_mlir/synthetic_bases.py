@@ -39,12 +39,16 @@ base; every member's ``grad_fn`` is regenerated from it). Refused with
 
 from __future__ import annotations
 
+import warnings
+
 import optree
 import torch
 
-from thunder_mlir.errors import UnsupportedError
+from thunder_mlir.errors import RecompileWarning, UnsupportedError
 from thunder_mlir.frontend import aliasing, pytrees
+from thunder_mlir.frontend.locations import user_stacklevel
 from thunder_mlir.frontend.metadata_writes import NO_GRAD_RESTRIDE
+from thunder_mlir.frontend.torch_internals import set_version
 from thunder_mlir.runtime.write_back import span
 
 
@@ -185,8 +189,6 @@ def call(jitted, entry, args: tuple, kwargs: dict, tensors: list, paths,
     result as eager's; raises UnsupportedError (``refuse``) where no base keeps eager's
     meaning, and for a module's call (``module``) or inputs held in objects (``objects``):
     the program's inputs there are more than the call's arguments."""
-    from thunder_mlir.function import ThunderFunction
-
     ids = [id(t) for t in tensors]
     written = sorted(set(entry.mutated_inputs) | {
         i for i in entry.restrided_inputs if ids.count(ids[i]) > 1})
@@ -208,11 +210,6 @@ def call(jitted, entry, args: tuple, kwargs: dict, tensors: list, paths,
     inner = entry.synthetic.get(key)
     if inner is None:
         if len(entry.synthetic) == jitted.cache.recompile_limit:
-            import warnings
-
-            from thunder_mlir.errors import RecompileWarning
-            from thunder_mlir.frontend.locations import user_stacklevel
-
             warnings.warn(
                 f"{jitted.cache.name} has compiled {len(entry.synthetic) + 1} programs for "
                 "inputs that share memory, one per layout (which inputs overlap, their "
@@ -220,19 +217,25 @@ def call(jitted, entry, args: tuple, kwargs: dict, tensors: list, paths,
                 f"{jitted.cache.recompile_limit}). Pass the whole buffer and slice it inside "
                 "the function, or pass tensors that do not overlap.", RecompileWarning,
                 stacklevel=user_stacklevel())
-        inner = ThunderFunction(program(jitted.fn, spec, positions, key),
+        inner = type(jitted)(program(jitted.fn, spec, positions, key),  # (ThunderFunction)
                                 sharp_edges=jitted.sharp_edges, executors=jitted.executors,
                                 dynamic=False, recompile_limit=jitted.cache.recompile_limit)
         entry.synthetic[key] = inner
     order = [k for group, _ in key for k, *_ in group]
     at = {positions[k] for k in order}
     rest = tuple(None if p in at else x for p, x in enumerate(leaves))
+    had_grad = [tensors[k].requires_grad for k in order]
     out, same, geometry = inner(tuple(bases), rest)
     jitted.last = inner.last
-    for k, (size, stride, offset) in zip(order, geometry):  # in-place view ops
+    for k, rg, (size, stride, offset) in zip(order, had_grad, geometry):  # in-place view ops
         t = tensors[k]
         if (tuple(t.shape), tuple(t.stride()), t.storage_offset()) != (size, stride, offset):
-            t.as_strided_(size, stride, offset)
+            # (eager's ran before the writes: without history where the tensor had none,
+            # and before the reads the program saved for backward, at this version)
+            version = t._version
+            with torch.set_grad_enabled(rg and torch.is_grad_enabled()):
+                t.as_strided_(size, stride, offset)
+            set_version(t, version)
     if same:
         flat, out_spec = optree.tree_flatten(out, none_is_leaf=True,
                                              namespace=pytrees.NAMESPACE)

@@ -109,10 +109,9 @@ def inputs_overlap(entry, tensors: list) -> bool:
     last = entry.separate_inputs
     if sig == last:
         return False
-    if twice or last is None or len(last[0]) != len(ids) or any(
+    if (twice or last is None or len(last[0]) != len(ids) or any(
             _shared(tensors[k]) for k, (a, b, c, d) in enumerate(zip(ids, sig[1], *last))
-            if a != c or b != d):
-        if overlapping_written_input(tensors, written) is not None:
-            return True
+            if a != c or b != d)) and overlapping_written_input(tensors, written) is not None:
+        return True
     entry.separate_inputs = sig
     return False
