@@ -24,8 +24,15 @@ of each output shows through the others and through the inputs. It returns one o
 ``"pass"``, ``"refused"`` (the jit raised a ``NotImplementedError`` naming the reason where
 eager runs), ``"eager error"`` (both raised, the same type) or ``"different: ..."``.
 
-``python tests/aliasing_generator.py N [SEED]`` surveys N programs and prints the counts and
-each difference.
+``generate_aliased`` draws programs over two inputs that are views of one base (synthetic
+bases, synthetic_bases.py): overlapping, identical (the same object or two equal views),
+interleaved, apart, a tensor and its row, a ``.detach()`` alias; the base a tensor without
+grad, a leaf that requires grad or a non-leaf that does, or a caller's view of a larger
+one; written through one input or the other (or a view of it, or under ``no_grad``), with a
+value that may require grad, then read through both.
+
+``python tests/aliasing_generator.py N [SEED] [aliased]`` surveys N programs and prints the
+counts and each difference.
 """
 
 from __future__ import annotations
@@ -116,6 +123,8 @@ def generate(rng: random.Random, index: int) -> Program:
 def make_inputs(program: Program, seed: int):
     """(the call's arguments, the leaves whose .grad is compared), fresh, equal for equal
     seeds."""
+    if program.kinds[0] == "aliased":
+        return make_aliased_inputs(program, seed)
     g = torch.Generator().manual_seed(seed)
     kind, second = program.kinds
     shape = program.shape
@@ -150,6 +159,70 @@ def make_inputs(program: Program, seed: int):
         start = shape[0] - 1 if second == "overlap" else base.shape[0] - shape[0]
         args.append(base[start:start + shape[0]])
     return args, leaves
+
+
+# (name, x0, x1) over ``b``, a base of shape (8, 4); x1 "x0": the same object twice
+RELATIONS = [
+    ("overlap", "b[0:4]", "b[3:7]"), ("same", "b[0:4]", "x0"),
+    ("identical", "b[0:4]", "b[0:4]"), ("apart", "b[0:4]", "b[4:8]"),
+    ("interleaved", "b[::2]", "b[1::2]"), ("row", "b", "b[2]"),
+    ("columns", "b[:, 1:3]", "b[2:5]"), ("transposed", "b[0:4].t()", "b[2:6]"),
+    ("detach", "b[0:4]", "b[0:4].detach()"),
+]
+BASES = ["nograd", "leaf", "nonleaf", "view"]
+# writes through {x}; {o}: the other input; {w}: a 0-d leaf that requires grad
+WRITES = [
+    ("add", "{x}.add_(1)"), ("mul", "{x}.mul_(2)"), ("zero", "{x}.zero_()"),
+    ("copy", "{x}.copy_(torch.full_like({x}, 5) + {o}.sum())"),
+    ("sin", "{x}.sin_()"), ("add_o", "{x}.add_({o}.sum())"), ("setitem", "{x}[0] = 7"),
+    ("iadd", "{x} += 1"), ("mul_w", "{x}.mul_({w})"), ("add_w", "{x}.add_({w})"),
+    ("t_", "{x}.t_()"), ("unsqueeze_", "{x}.unsqueeze_(0)"),
+]
+ALIASED_OUTPUTS = ["x0", "x1", "x0 * 2 + x1.sum()", "x1[0]", "v", "x0.sum() * x1.sum()"]
+
+
+def generate_aliased(rng: random.Random, index: int) -> Program:
+    """One program over two inputs that share a base (module docstring), drawn with
+    ``rng``."""
+    relation, base = rng.choice(RELATIONS), rng.choice(BASES)
+    lines = ["def f(x0, x1, w):", "    v = x0[1]"]
+    writes = [rng.choice(WRITES) for _ in range(rng.choice([1, 1, 2]))]
+    for name, text in writes:
+        k = rng.choice(["x0", "x1", "x1"])
+        x = rng.choice([k, k, f"{k}[1:]"]) if not name.endswith("_") else k
+        stmt = text.format(x=x, o="x1" if k == "x0" else "x0", w="w")
+        if base == "leaf" and rng.random() < 0.7:  # (in grad mode eager refuses the write)
+            lines += ["    with torch.no_grad():", f"        {stmt}"]
+        else:
+            lines.append(f"    {stmt}")
+    outs = rng.sample(ALIASED_OUTPUTS, rng.randint(1, 3))
+    lines.append(f"    return {', '.join(outs)},")
+    name = f"aliased{index}_{relation[0]}_{base}_{'_'.join(n for n, _ in writes)}"
+    wgrad = any(name.endswith("_w") for name, _ in writes)
+    return Program("\n".join(lines) + "\n", ("aliased", base, relation, wgrad), (8, 4),
+                   name)
+
+
+def make_aliased_inputs(program: Program, seed: int):
+    """``make_inputs`` for ``generate_aliased``'s programs: (x0, x1, w), the leaves."""
+    g = torch.Generator().manual_seed(seed)
+    _, base, (_, x0, x1), wgrad = program.kinds
+    b = torch.randn(10 if base == "view" else 8, 4, generator=g)
+    leaves = []
+    if base in ("leaf", "nonleaf"):
+        b.requires_grad_()
+        leaves.append(b)
+        if base == "nonleaf":
+            b = b.clone()
+    elif base == "view":
+        b = b[1:9]
+    w = torch.randn((), generator=g)
+    if wgrad:  # (only where a write reads it: a leaf that requires grad is a gradient)
+        leaves.append(w.requires_grad_())
+    ns = {"b": b}
+    ns["x0"] = eval(x0, ns)  # (the generator's own table)
+    ns["x1"] = eval(x1, ns)
+    return [ns["x0"], ns["x1"], w], leaves
 
 
 def _run(fn, args):
@@ -268,13 +341,13 @@ def compare(program: Program, seed: int = 0) -> str:
     return "pass"
 
 
-def survey(n: int, seed: int = 0, show: bool = True) -> dict:
-    """Generate and compare ``n`` programs; returns the counts by verdict (the differences
-    by their first line)."""
+def survey(n: int, seed: int = 0, show: bool = True, draw=None) -> dict:
+    """Generate (with ``draw``, ``generate`` by default) and compare ``n`` programs;
+    returns the counts by verdict (the differences by their first line)."""
     rng = random.Random(seed)
     counts: dict[str, int] = {}
     for i in range(n):
-        program = generate(rng, i)
+        program = (draw or generate)(rng, i)
         try:
             verdict = compare(program, seed=i)
         except Exception as e:  # noqa: BLE001 - the oracle itself failed
@@ -292,4 +365,5 @@ if __name__ == "__main__":
     import warnings
 
     warnings.simplefilter("ignore")
-    print(survey(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 0))
+    print(survey(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 0,
+                 draw=generate_aliased if sys.argv[3:] == ["aliased"] else None))

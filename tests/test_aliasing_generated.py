@@ -572,3 +572,145 @@ def test_as_strided_of_a_view_gives_gradient_to_the_views_elements_alone():
         J(lambda x: x.diagonal().as_strided((2, 2), (1, 3), 1) * 1)(x)
     assert _same(J(lambda x: x.as_strided((2, 2), (1, 3), 1) * 1)(x),
                  x.as_strided((2, 2), (1, 3), 1))
+
+
+# ------------------------------------------- inputs that share memory: synthetic bases
+# aliased-input programs in CI (generate_aliased): about 0.5 s each (two compilations:
+# the traced program, then the synthetic one); THUNDER_ALIASED_PROGRAMS=N runs more
+CI_ALIASED_PROGRAMS = 12
+
+
+def test_generated_aliased_input_programs(capsys):
+    """Two inputs that are views of one base (overlapping, the same object, equal views,
+    interleaved, apart, a tensor and its row, a ``.detach()`` alias; the base without grad,
+    a leaf or a non-leaf that requires grad, a caller's view), written through one or the
+    other: every program runs as eager (synthetic_bases.py), or raises eager's error, or is
+    refused with the reason. THUNDER_ALIASED_PROGRAMS=N runs more."""
+    n = int(os.environ.get("THUNDER_ALIASED_PROGRAMS", CI_ALIASED_PROGRAMS))
+    rng = random.Random(0)
+    counts: dict[str, int] = {}
+    different = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(n):
+            program = gen.generate_aliased(rng, i)
+            verdict = gen.compare(program, seed=i)
+            key = verdict if not verdict.startswith("different") else "different"
+            counts[key] = counts.get(key, 0) + 1
+            if key == "different":
+                different.append(f"{program.name}\n{program.source}{verdict[:400]}")
+    with capsys.disabled():
+        print(f"\naliased-input generator, {n} programs: {counts}")
+    assert not different, "\n\n".join(different)
+    assert counts.get("pass", 0) >= n // 2, counts  # (not refused wholesale)
+
+
+def _aliased(source: str, base: str, relation: str, wgrad: bool = False):
+    """A generator program (``generate_aliased``'s inputs) with the given source."""
+    rel = next(r for r in gen.RELATIONS if r[0] == relation)
+    return gen.Program(source, ("aliased", base, rel, wgrad), (8, 4), f"{relation}_{base}")
+
+
+@pytest.mark.parametrize("relation,base", [
+    ("overlap", "nograd"), ("same", "nonleaf"), ("transposed", "view")])
+def test_written_aliased_inputs_run_as_eager(relation, base):
+    """Writes through one input read through the other, outputs that are an input, a view
+    of one and values of both, a value that requires grad written (non-leaf base: the
+    caller's base gets eager's CopySlices history and gradient): compared with eager on
+    outputs, inputs, aliasing, requires_grad, gradients and updates of the outputs."""
+    source = ("def f(x0, x1, w):\n    v = x0[1]\n    x1.mul_(w)\n    x0[1:] += 1\n"
+              "    return x0, x1[0], x0 * 2 + x1.sum(), v\n")
+    assert gen.compare(_aliased(source, base, relation, wgrad=True)) == "pass"
+
+
+def test_write_under_no_grad_through_views_of_a_leaf():
+    """A leaf's views as inputs, written under no_grad() (an optimizer's update) and read
+    after: eager's gradient flows to the leaf through every read. The view of an input
+    was refreshed under no_grad() and lost its gradient (also without aliasing: the second
+    program); a no_grad() write then a write in grad mode is eager's leaf error."""
+    source = ("def f(x0, x1, w):\n    v = x0[1]\n    with torch.no_grad():\n"
+              "        x1.mul_(2)\n    return x0 * 2 + x1.sum(), v * 3, x1[0]\n")
+    for relation in ("overlap", "row", "same"):
+        assert gen.compare(_aliased(source, "leaf", relation)) == "pass"
+    src2 = ("def f(x0, x1, w):\n    v = x0[1:]\n    with torch.no_grad():\n"
+            "        v.mul_(2)\n    return v * 3\n")
+    assert gen.compare(_aliased(src2, "leaf", "apart")) == "pass"
+    src3 = ("def f(x0, x1, w):\n    with torch.no_grad():\n        x0.add_(1)\n"
+            "    x0.mul_(2)\n    return x0 * 3\n")
+    for relation in ("apart", "overlap"):
+        assert gen.compare(_aliased(src3, "leaf", relation)) == "eager error"
+
+
+def test_grad_write_then_setitem_of_a_view_keeps_the_history():
+    """``x.mul_(w); x[1:] += 1; return x`` on a view of a non-leaf: the ``__setitem__`` that
+    stores ``x[1:]`` back was taken for an op eager runs on a leaf (its replay wrote the
+    view, not the leaf), so the write-back dropped the history: ``w.grad`` was None."""
+    source = ("def f(x0, x1, w):\n    x0.mul_(w)\n    x0[1:] += 1\n    return x0\n")
+    assert gen.compare(_aliased(source, "nonleaf", "apart", wgrad=True)) == "pass"
+    src2 = ("def f(x0, x1, w):\n    x0.add_(w)\n    with torch.no_grad():\n"
+            "        x0.mul_(2)\n    return x0 * 3\n")  # (history kept through no_grad)
+    assert gen.compare(_aliased(src2, "nograd", "apart", wgrad=True)) == "pass"
+
+
+def _write_first(a, b):
+    a.add_(1)
+    return a * b
+
+
+def test_aliasing_pattern_selects_the_program_in_both_orders():
+    """One jitted function called with separate inputs and with overlapping ones (same
+    shapes, so the same cache key), in both orders: each call runs the program of its
+    aliasing (the overlap check before the run), with eager's results and memory."""
+    def separate():
+        return torch.randn(4, 3), torch.randn(4, 3)
+
+    def overlapping():
+        b = torch.randn(6, 3)
+        return b[:4], b[2:]
+
+    for order in ((separate, overlapping, separate, overlapping),
+                  (overlapping, separate, overlapping, separate)):
+        jf = J(_write_first)
+        for make in order:
+            args = make()
+            if make is separate:
+                eargs = [a.clone() for a in args]
+            else:
+                b = args[0]._base.clone()
+                eargs = b[:4], b[2:]
+            want = _write_first(*eargs)
+            got = jf(*args)
+            assert _same(got, want)
+            assert all(_same(a, e) for a, e in zip(args, eargs))
+            synthetic = any(jf.last in s.cache.entries.values()
+                            for e in jf.cache.entries.values()
+                            for s in (e.synthetic or {}).values())
+            assert synthetic == (make is overlapping)
+        assert thunder_mlir.cache_misses(jf) == 1
+
+
+def test_non_overlapping_views_of_one_storage_run_as_traced():
+    """Two halves of one buffer, one written: no synthetic base (the traced program)."""
+    b = torch.arange(12.0)
+    eb = b.clone()
+    jf = J(_write_first)
+    assert _same(jf(b[:6], b[6:]), _write_first(eb[:6], eb[6:]))
+    assert _same(b, eb)
+    (entry,) = jf.cache.entries.values()
+    assert jf.last is entry and entry.synthetic is None
+
+
+def test_aliased_inputs_refused_with_the_reason():
+    """Where no synthetic base keeps eager's meaning, an UnsupportedError naming both
+    inputs and the reason, before anything is written: views of another dtype, and a
+    ``.detach()`` alias of a tensor that requires grad (eager's histories differ)."""
+    b = torch.arange(8.0)
+    with pytest.raises(thunder_mlir.UnsupportedError, match="different dtypes") as e:
+        J(_write_first)(b[:4], b.view(torch.int32)[2:6])
+    assert "args[0]" in str(e.value) and "args[1]" in str(e.value)
+    assert _same(b, torch.arange(8.0))
+    x = torch.randn(4, requires_grad=True).clone()
+    before = x.detach().clone()
+    with pytest.raises(thunder_mlir.UnsupportedError, match="not views of one tensor"):
+        J(_write_first)(x.detach(), x)
+    assert _same(x, before)

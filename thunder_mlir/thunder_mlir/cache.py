@@ -107,8 +107,11 @@ class CacheEntry:
     dirty_writes: frozenset = frozenset()
     residual_bytes: int = 0
     # the inputs (identities, data pointers) of the last call whose written inputs were
-    # found apart from the other inputs (runtime/write_back.py ``check_separate``)
+    # found apart from the other inputs (runtime/write_back.py ``inputs_overlap``)
     separate_inputs: tuple | None = None
+    # {layout: ThunderFunction}: the programs of calls whose written inputs share memory
+    # with others, one per layout of their synthetic bases (synthetic_bases.py)
+    synthetic: dict | None = None
     backward_error: str | None = None  # eager's error for a derivative it does not implement
     reentrant_checkpoint: bool = False  # the backward refuses .grad() as torch's does
     # output positions the plan returns as an input tensor itself, where eager's result is
@@ -148,6 +151,9 @@ class CacheEntry:
     # inputs an output recipe views with as_strided: checked dense before each run
     # (frontend/aliasing.py check_strided_inputs)
     strided_inputs: list = field(default_factory=list)
+    # inputs changed by an in-place view op (t_, squeeze_...): passed twice, a synthetic
+    # base gives both arguments the one tensor (synthetic_bases.py)
+    restrided_inputs: tuple = ()
     sym_reasons: list = field(default_factory=list)
     sym_check: Any = None
     shape_guards: list[str] = field(default_factory=list)

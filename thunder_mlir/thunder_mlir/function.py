@@ -22,11 +22,11 @@ from thunder_mlir.cache import CacheEntry, FunctionCache
 from thunder_mlir.ir.context import COMPILE_LOCK
 from thunder_mlir.error_reporting import argument_paths as _paths, boundary_exception, \
     tensor_argument_paths, unsupported_tensor
-from thunder_mlir import dynamic as _dynamic, value_specialization
+from thunder_mlir import dynamic as _dynamic, synthetic_bases, value_specialization
 from thunder_mlir.dynamic import DynamicPolicy
 from thunder_mlir.errors import DynamicShapeFallback, UnsupportedInputError
 from thunder_mlir.pipeline import compile_function
-from thunder_mlir.runtime.write_back import check_separate, write_back
+from thunder_mlir.runtime.write_back import inputs_overlap, write_back
 from thunder_mlir.frontend.sharp_edges import SharpEdgeMonitor
 from thunder_mlir.frontend.value_guards import ValueGuardFailed
 from thunder_mlir.frontend.tracing import _local as _tracing_state
@@ -314,10 +314,14 @@ class ThunderFunction:
         else:
             cache.hits += 1
         self.last = entry
-        if entry.mutated_inputs:  # (written inputs must not share memory: write_back.py)
-            check_separate(entry, tensors, lambda: [
-                p for p, x in zip(_call_paths(args, kwargs, state), leaves)
-                if isinstance(x, torch.Tensor)])
+        if (entry.mutated_inputs or entry.restrided_inputs) and inputs_overlap(entry, tensors):
+            # a written input shares memory with another: a synthetic base (one input over
+            # their memory) runs it as eager does (synthetic_bases.py)
+            def paths():
+                return [p for p, x in zip(_call_paths(args, kwargs, state), leaves)
+                        if isinstance(x, torch.Tensor)]
+            return synthetic_bases.call(self, entry, args, kwargs, tensors, paths,
+                                        module=state is not None, objects=bool(nodes))
         if entry.strided_inputs:  # (as_strided output views of inputs: aliasing.py)
             aliasing.check_strided_inputs(entry.strided_inputs, tensors)
         try:

@@ -894,6 +894,8 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
                                             output_views)
     entry.output_views = [r for r in output_views if r[0] not in entry.fresh_outputs]
     entry.strided_inputs = aliasing.strided_recipes(entry.output_views)
+    entry.restrided_inputs = tuple(sorted({i for _, (kind, i), _ in entry.output_views
+                                           if kind == "restride"}))
     if not needs_grad and aliased and plan._single and not entry.fresh_outputs:
         from thunder_mlir.runtime.resident import ResidentWrites
 

@@ -804,7 +804,7 @@ class TrainStep:
                 groups.append((rule.name, rule.options,
                                tuple(pindex[id(p)] for p in group["params"])))
                 tbl = torch.tensor(rows, dtype=dtype, device=device)
-                if tbl.dim() != 2:  # (an empty group; otherwise no view: check_separate
+                if tbl.dim() != 2:  # (an empty group; otherwise no view: inputs_overlap
                     tbl = tbl.reshape(len(rows), len(rule.scalar_names))  # skips it)
                 tbls.append(tbl)
             opt_layouts.append(tuple(groups))

@@ -549,10 +549,14 @@ def refresh_views(base: TensorProxy) -> None:
         made = getattr(v, _VIEW_OF, None) if v is not None else None
         if made is None:
             continue
-        func, args, kwargs, k, _, _ = made
+        func, args, kwargs, k, _, grad_mode = made
         depth, _local.op_depth = getattr(_local, "op_depth", 0), 0  # a user-level op again
         try:  # (tracked: a detach() view stays a stop-gradient)
-            fresh = func(*args, **kwargs)
+            # in the grad mode it was made in: a view made in grad mode keeps its history
+            # through a write under no_grad() (eager's view of a leaf updated in place by
+            # an optimizer), one made under no_grad() stays without
+            with torch.set_grad_enabled(grad_mode):
+                fresh = func(*args, **kwargs)
         finally:
             _local.op_depth = depth
         leaves = [t for t in torch_pytree.tree_leaves(fresh) if type(t) is TensorProxy]

@@ -528,20 +528,28 @@ def _leaf_write_accepted(func, args, kwargs, p: TensorProxy) -> bool:
     ``p`` is a leaf that requires grad: replayed on meta tensors, ``p`` such a leaf. Eager
     refuses every op with a derivative ("a leaf Variable that requires grad is being used
     in an in-place operation"); ops without one (``logical_or_``) run. False where the
-    replay fails otherwise (unknown: the write stays refused)."""
+    replay fails otherwise (unknown: the write stays refused), and where the replay does
+    not write ``p`` itself (its version unchanged: ``p`` is a view of the written tensor,
+    refreshed, as ``x[1:]`` in ``x[1:] += 1``'s ``x.__setitem__(slice, x[1:])``)."""
+    twin = []
+
     def to_meta(x):
         if type(x) is not TensorProxy:
             return x
-        return torch.empty(hints(x.tshape), dtype=x.tdtype, device="meta",
-                           requires_grad=x is p)
+        m = torch.empty(hints(x.tshape), dtype=x.tdtype, device="meta",
+                        requires_grad=x is p)
+        if x is p:
+            twin.append(m)
+        return m
 
     try:
         m_args, m_kwargs = optree.tree_map(to_meta, (args, kwargs), none_is_leaf=True)
+        before = [m._version for m in twin]
         with torch._C.DisableTorchFunction(), torch.device("meta"), torch.enable_grad():
             func(*m_args, **m_kwargs)
     except Exception:  # noqa: BLE001 - refused, or not replayable on meta
         return False
-    return True
+    return any(m._version != v for m, v in zip(twin, before))
 
 
 def _nodes_of_op(outs: list[torch.Tensor], inputs: list) -> Iterator:

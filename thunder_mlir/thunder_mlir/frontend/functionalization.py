@@ -181,12 +181,16 @@ def assign(p: TensorProxy, value: TensorProxy) -> None:
         # eager writes the memory and leaves the autograd graph as it was: the gradient
         # flows to the tensor before the write (a momentum update, an EMA under no_grad)
         new = emit_composite(_NO_GRAD_WRITE, (root, new), {}, required=True)
-        root._no_grad_written = True  # (an input so written is written back: function.py)
+        # (an input only so written is written back without grad: pipeline.py; one also
+        # written in grad mode, before or after, is eager's write with history)
+        root._no_grad_written = not getattr(root, "_grad_written", False)
     elif root.requires_grad:
         # a write over every element (fill_, zero_, copy_, t[...] = v): eager's graph keeps
         # the tensor before the write (its node gives it a zero gradient, derivatives.yaml
         # ``self: zeros_like(grad)``), so the inputs behind it still get a .grad
         new = keep_edge(new, root)
+    if torch.is_grad_enabled() and not detached:
+        root._no_grad_written, root._grad_written = False, True
     old, root.value = root.value, new.value
     if getattr(root, "_has_views", False):  # (eager's check of views made before: later)
         from thunder_mlir.frontend.differentiability import note_base_written

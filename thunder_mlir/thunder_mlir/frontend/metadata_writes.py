@@ -38,6 +38,9 @@ INPLACE_VIEWS = {_T.t_: _T.t, _T.transpose_: _T.transpose, _T.swapdims_: _T.swap
 _ALIASING = ("_alias_root", _VIEW_OF, "_views", "_has_views")
 RESTRIDED = "_restrided"  # proxy attribute: its last view step is an in-place view op
 RESTRIDED_INPUT = "_restrided_input"  # proxy attribute: it is caller's input k, restrided
+# proxy attribute: why an in-place view op on it under no_grad() is refused when it
+# requires grad (an input regenerated from a synthetic base: synthetic_bases.py)
+NO_GRAD_RESTRIDE = "_no_grad_restride"
 
 
 def restride(x: TensorProxy, inplace, args: tuple, kwargs: dict) -> TensorProxy:
@@ -46,6 +49,9 @@ def restride(x: TensorProxy, inplace, args: tuple, kwargs: dict) -> TensorProxy:
     Raises eager's errors for bad arguments (the view op's, run on the former self)."""
     trace = current_trace()
     view = INPLACE_VIEWS[inplace]
+    why = getattr(x, NO_GRAD_RESTRIDE, None)
+    if why is not None and x.requires_grad and not torch.is_grad_enabled():
+        raise NotImplementedError(why)
     _eager_check(x, inplace, args, kwargs)
     from thunder_mlir.frontend.differentiability import note_base_written
 

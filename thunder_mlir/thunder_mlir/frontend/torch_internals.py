@@ -19,9 +19,10 @@ Python 3.12, ``make compat``). The difference found between them:
   (2.13 casts it to float32). ``TORCH_BEFORE_2_13`` chooses ``autocast_lists.py``'s entries.
 
 Other private torch calls (``torch._C._autograd`` graph-task queries, ``DelayedError``,
-storage use counts) exist unchanged in both and are wrapped here so a future change has
-one place to go. ``torch._C.DisableTorchFunction*`` and ``torch._prims_common`` are used
-directly across the package: public in all but name and unchanged since torch 2.0.
+storage use counts, ``_unsafe_set_version_counter``) exist unchanged in both and are
+wrapped here so a future change has one place to go. ``torch._C.DisableTorchFunction*``
+and ``torch._prims_common`` are used directly across the package: public in all but name
+and unchanged since torch 2.0.
 """
 
 from __future__ import annotations
@@ -126,3 +127,14 @@ def delayed_error(message: str, n: int):
 def storage_use_count(t: torch.Tensor) -> int:
     """How many tensors share ``t``'s storage, ``t`` included."""
     return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
+
+
+def set_version(t: torch.Tensor, version: int) -> None:
+    """Set ``t``'s version counter (shared with its views) to ``version``: an in-place
+    view op replayed on a caller's tensor after the run that eager made before the reads
+    the program saved for backward (synthetic_bases.py). torch 2.13 takes tuples of
+    tensors and versions; a signature of one tensor is tried where that one is refused."""
+    try:
+        torch._C._autograd._unsafe_set_version_counter((t,), (version,))
+    except TypeError:
+        torch._C._autograd._unsafe_set_version_counter(t, version)

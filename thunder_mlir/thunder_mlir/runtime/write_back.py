@@ -6,17 +6,15 @@ functionalization.py): the trace treats each tensor input as memory of its own, 
 the input's new value, and the runtime copies it back (``write_back``). Eager runs the
 writes on the memory itself, so where two inputs *share* memory (``f(x, x[0])``, two
 overlapping slices of one buffer) a write into one shows through the other, and the
-program's reads after it, and the order of the copies, would differ from eager's. That
-case is refused before the run (``check_separate``): never a silently different result.
-torch.compile reproduces it with AOTAutograd's "synthetic base" (one base for the aliased
-inputs); thunder_mlir does not yet.
+program's reads after it, and the order of the copies, would differ from eager's.
+``inputs_overlap`` finds that case before the run; such a call runs through a synthetic
+base instead (one input over the shared memory: synthetic_bases.py), as AOTAutograd's.
 """
 
 from __future__ import annotations
 
 import torch
 
-from thunder_mlir.errors import UnsupportedError
 from thunder_mlir.frontend.torch_internals import storage_use_count
 
 
@@ -32,7 +30,7 @@ def write_back(tensors: list, positions, values: list) -> None:
         torch._foreach_copy_([tensors[i] for i in positions], values)
 
 
-def _span(t: torch.Tensor) -> tuple[int, int]:
+def span(t: torch.Tensor) -> tuple[int, int]:
     """[first byte, one past the last byte) that ``t``'s elements can occupy."""
     start = t.data_ptr()
     last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
@@ -46,7 +44,7 @@ def overlapping_written_input(tensors: list, written) -> tuple[int, int] | None:
     interleave without sharing an element count as overlapping). Empty tensors hold no
     memory. Cost: one pass over the inputs and a sort, O(n log n)."""
     written = set(written)
-    spans = sorted((*_span(t), k) for k, t in enumerate(tensors) if t.numel())
+    spans = sorted((*span(t), k) for k, t in enumerate(tensors) if t.numel())
     end_any, any_k, end_w, w_k = -1, None, -1, None
     for lo, hi, k in spans:
         if k in written and lo < end_any:
@@ -72,11 +70,11 @@ def _shared(t: torch.Tensor) -> bool:
 _data_ptr = torch.Tensor.data_ptr
 
 
-def check_separate(entry, tensors: list, paths) -> None:
-    """Raise UnsupportedError when an input ``entry``'s program writes in place
-    (``entry.mutated_inputs``) shares memory with another tensor input
-    (``overlapping_written_input``); ``paths``: a callable giving each tensor input's
-    argument path, for the message.
+def inputs_overlap(entry, tensors: list) -> bool:
+    """Whether an input ``entry``'s program writes in place (``entry.mutated_inputs``)
+    shares memory with another tensor input (``overlapping_written_input``), or an input
+    it changes by an in-place view op (``entry.restrided_inputs``) is passed twice: such a
+    call runs through a synthetic base (synthetic_bases.py), the others as traced.
 
     Two tensors share memory only through one storage (memory torch owns; see
     docs/sharp_edges.md for buffers owned outside torch). Per call, in order:
@@ -99,28 +97,21 @@ def check_separate(entry, tensors: list, paths) -> None:
     (``as_strided_``) is not checked again."""
     written = entry.mutated_inputs
     ids = tuple(map(id, tensors))
-    twice = len(set(ids)) != len(ids) and any(ids.count(ids[i]) > 1 for i in written)
+    dup = len(set(ids)) != len(ids)
+    if dup and any(ids.count(ids[i]) > 1 for i in entry.restrided_inputs):
+        return True
+    if not written:
+        return False
+    twice = dup and any(ids.count(ids[i]) > 1 for i in written)
     if not twice and not any(_shared(tensors[i]) for i in written):
-        return
+        return False
     sig = (ids, tuple(map(_data_ptr, tensors)))
     last = entry.separate_inputs
     if sig == last:
-        return
-    if twice or last is None or len(last[0]) != len(ids) or any(
+        return False
+    if (twice or last is None or len(last[0]) != len(ids) or any(
             _shared(tensors[k]) for k, (a, b, c, d) in enumerate(zip(ids, sig[1], *last))
-            if a != c or b != d):
-        pair = overlapping_written_input(tensors, written)
-        if pair is not None:
-            _refuse(tensors, written, paths, pair)
+            if a != c or b != d)) and overlapping_written_input(tensors, written) is not None:
+        return True
     entry.separate_inputs = sig
-
-
-def _refuse(tensors, written, paths, pair) -> None:
-    names = [f"{p} {tuple(t.shape)}" for p, t in zip(paths(), tensors)]
-    i, j = sorted(pair)
-    target = names[j] if j in set(written) else names[i]
-    raise UnsupportedError(
-        f"the inputs {names[i]} and {names[j]} share memory, and the function writes "
-        f"{target} in place. Eager's write shows through the other input; thunder_mlir "
-        "traces each input as memory of its own and would return a different result. "
-        "Pass tensors that do not overlap (e.g. a `.clone()` of one of them).")
+    return False
