@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import sys
 import warnings
 
@@ -84,6 +85,25 @@ def test_as_strided_of_a_computed_tensor_and_of_an_input_view():
         return x
     with pytest.raises(NotImplementedError, match="storage offset"):
         J(g)(torch.ones(12)[2:11])
+
+
+def test_multi_output_view_read_after_its_base_joined_the_graph_raises_as_eager():
+    # generator program 748 of seed 0 (found at THUNDER_ALIASING_PROGRAMS=2000): a chunk of
+    # a tensor without grad, the tensor then written with a value that requires grad, and
+    # the chunk read by `v[...]` (a new view in eager, the proxy itself in the trace):
+    # eager raises "A view was created in no_grad mode and its base ... modified inplace
+    # with grad mode enabled"; the jit returned
+    def f(x0, x1):
+        t = x0 * 2
+        v = t.chunk(2, 1)[0]
+        t.add_(x1.sum())
+        return v[...], t
+
+    x1 = torch.randn(4, 4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="modified inplace with grad mode enabled") as e:
+        f(torch.randn(4, 4), x1)
+    with pytest.raises(RuntimeError, match=re.escape(str(e.value).splitlines()[0][:80])):
+        J(f)(torch.randn(4, 4), x1)
 
 
 def test_issue_2_outputs_that_alias_each_other():

@@ -30,6 +30,8 @@ from torch_mlir import ir
 from thunder_mlir.ir.proxy import TensorProxy
 
 _VIEW_OF = "_view_of"  # proxy attribute: (func, args, kwargs, output index, location)
+# proxy attribute of a view: its base required grad when the view was made
+BASE_REQUIRED_GRAD = "_base_required_grad"
 
 # Python's augmented assignment methods (the data model's ``object.__iadd__`` list, and
 # torch's ``__idiv__``, the ``__name__`` of its ``__itruediv__``) write their first
@@ -90,6 +92,8 @@ def record_view(func, args: tuple, kwargs: dict, out) -> None:
             if func in _STRIDE_CHECKED:
                 _check_strides(step)
             setattr(o, _VIEW_OF, step)
+            # (whether eager's view got a grad_fn when made: ``rebased_view_error``)
+            o.__dict__[BASE_REQUIRED_GRAD] = bool(args[0].requires_grad)
             note_unversioned_read(o)
     # (a `.data` read records itself in unversioned_reads when made: none yet, no walk)
     if _has_unversioned_reads() and _unversioned(args[0]):
@@ -101,6 +105,39 @@ def record_view(func, args: tuple, kwargs: dict, out) -> None:
                 from thunder_mlir.ir import prims
 
                 o.value = prims.stop_gradient(o).value
+
+
+def _eager_meta_call(func, args: tuple, kwargs: dict):
+    """``func`` run on meta tensors with eager's layout (``eager_meta``) for the call's
+    proxies: ({id(proxy): its meta tensor}, the flat outputs), or None where it cannot run
+    on meta (no meta kernel, symbolic sizes)."""
+    metas: dict = {}
+
+    def meta(x):
+        if type(x) is not TensorProxy:
+            return x
+        if id(x) not in metas:
+            m = eager_meta(x)
+            metas[id(x)] = m if m is not None else x.meta
+        return metas[id(x)]
+    try:
+        m_args, m_kwargs = optree.tree_map(meta, (args, kwargs), none_is_leaf=True)
+        with torch._C.DisableTorchFunction():
+            return metas, optree.tree_leaves(func(*m_args, **m_kwargs), none_is_leaf=True)
+    except Exception:  # noqa: BLE001 - the caller keeps its default
+        return None
+
+
+def returns_new_tensor(func, args: tuple, kwargs: dict) -> bool:
+    """Whether eager's ``func(*args, **kwargs)`` returns a tensor that is not one of its
+    inputs (``x[...]`` is a new view, ``x.contiguous()`` of a dense ``x`` is ``x``), by a
+    run on meta tensors; False where it cannot run on meta."""
+    ran = _eager_meta_call(func, args, kwargs)
+    if ran is None:
+        return False
+    metas, m_out = ran
+    ins = {id(m) for m in metas.values()}
+    return any(isinstance(m, torch.Tensor) and id(m) not in ins for m in m_out)
 
 
 def separate_returned_inputs(func, args: tuple, kwargs: dict, out):
@@ -119,23 +156,10 @@ def separate_returned_inputs(func, args: tuple, kwargs: dict, out):
            if type(a) is TensorProxy}
     if not any(type(o) is TensorProxy and id(o) in ins for o in leaves):
         return out
-    metas: dict = {}
-
-    def meta(x):
-        if type(x) is not TensorProxy:
-            return x
-        if id(x) not in metas:
-            m = eager_meta(x)
-            metas[id(x)] = m if m is not None else x.meta
-        return metas[id(x)]
-    try:
-        m_args, m_kwargs = optree.tree_map(meta, (args, kwargs), none_is_leaf=True)
-        with torch._C.DisableTorchFunction():
-            m_out = optree.tree_leaves(func(*m_args, **m_kwargs), none_is_leaf=True)
-    except Exception:  # noqa: BLE001 - no meta kernel (or symbolic sizes): kept
+    ran = _eager_meta_call(func, args, kwargs)
+    if ran is None or len(ran[1]) != len(leaves):
         return out
-    if len(m_out) != len(leaves):
-        return out
+    metas, m_out = ran
     fresh = list(leaves)
     for k, (o, m) in enumerate(zip(leaves, m_out)):
         if type(o) is TensorProxy and id(o) in ins and isinstance(m, torch.Tensor) and \

@@ -267,9 +267,12 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
         call_ = call
 
         def call():
+            from thunder_mlir.frontend.aliasing import returns_new_tensor
+
             out = call_()
-            if all(any(o is p for p in inputs) for o in _proxies(out)):
-                return out  # (the op returned its input itself: no node reads its grad_fn)
+            if all(any(o is p for p in inputs) for o in _proxies(out)) and \
+                    not returns_new_tensor(func, args, kwargs):
+                return out  # (eager returns its input itself: no node reads its grad_fn)
             for p in rebased:
                 _raise_rebased_view_error(p)
             return out
@@ -318,28 +321,38 @@ def rebased_view_error(p: TensorProxy) -> str | None:
     and views of it. Eager raises when it rebuilds the view's ``grad_fn``
     (``handle_view_on_rebase``, torch/csrc/autograd/variable.cpp); here the view's chain
     is replayed on a meta base that requires grad, the base written, and the view's
-    ``grad_fn`` read, so the rule and the message are eager's. None where eager does not
-    raise (or it cannot be replayed on meta)."""
-    from thunder_mlir.frontend.aliasing import _VIEW_OF, replay_step
+    ``grad_fn`` read, so the rule and the message are eager's. Where every view of the
+    chain was made while its base did not require grad (``t = x * 2; v = t.chunk(2)[0]``),
+    ``p`` requires grad because a write in grad mode put the root into the graph
+    (``t.add_(w)``): the replay's base then starts without grad and is written with a value
+    that requires grad ("A view was created in no_grad mode and its base ... modified
+    inplace with grad mode enabled"). None where eager does not raise (or it cannot be
+    replayed on meta)."""
+    from thunder_mlir.frontend.aliasing import _VIEW_OF, BASE_REQUIRED_GRAD, replay_step
 
-    chain, q = [], p
+    chain, q, made_with_grad = [], p, False
     while (made := getattr(q, _VIEW_OF, None)) is not None:
         chain.append(made)
+        made_with_grad |= q.__dict__.get(BASE_REQUIRED_GRAD, True)
         q = made[1][0]
     if not chain or any(type(n) is not int for n in q.tshape) or not is_inexact(q.tdtype):
         return None
     try:
         with torch._C.DisableTorchFunction(), torch.enable_grad():
-            base = torch.empty(q.tshape, dtype=q.tdtype, device="meta",
-                               requires_grad=True).clone()
+            base = torch.empty(q.tshape, dtype=q.tdtype, device="meta")
+            if made_with_grad:
+                base = base.requires_grad_().clone()
             m = base
             for step in reversed(chain):
                 with torch.set_grad_enabled(step[5]):
                     m = replay_step(step, m)
                 if m is None:
                     return None
-            with torch.no_grad():
-                base.add_(0)
+            if made_with_grad:
+                with torch.no_grad():
+                    base.add_(0)
+            else:
+                base.add_(torch.zeros((), dtype=q.tdtype, device="meta", requires_grad=True))
     except Exception:  # noqa: BLE001 - not replayable on meta: not judged
         return None
     try:
