@@ -3,7 +3,8 @@
 SGD update eager), each checkout in its own child process (its sources first on
 ``PYTHONPATH``: ``thunder_mlir/__init__`` adds that checkout's other source roots),
 interleaved A, B, A, B, ... ``--rounds`` times, so both see the same machine load. Prints
-each figure's median in µs and the ratio B / A. Issue 46 asks that the aliasing work not
+each figure's median in µs, the ratio of the medians B / A and the median of each round's
+B / A (paired: robust to load that changes between rounds). Issue 46 asks that the aliasing work not
 grow either (docs/sharp_edges.md).
 
     .venv/bin/python benchmarks/checkout_ab.py --a /path/to/base --b . [--rounds 5]
@@ -104,11 +105,13 @@ def main(argv=None) -> int:
         pass
     print(f"\nCPU: {cpu}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
           f"medians of {args.rounds} interleaved rounds")
-    print("| figure | A µs | B µs | B / A |\n|---|---|---|---|")
+    print("| figure | A µs | B µs | B / A of the medians | median of each round's B / A |\n"
+          "|---|---|---|---|---|")
     for key in ("add_2x2_us", "bert_tiny_step_us"):
         a = statistics.median(x[key] for x in runs["A"])
         b = statistics.median(x[key] for x in runs["B"])
-        print(f"| {key[:-3]} | {a:.1f} | {b:.1f} | {b / a:.3f} |")
+        paired = statistics.median(y[key] / x[key] for x, y in zip(runs["A"], runs["B"]))
+        print(f"| {key[:-3]} | {a:.1f} | {b:.1f} | {b / a:.3f} | {paired:.3f} |")
     return 0
 
 
