@@ -369,13 +369,28 @@ def _operand_bytes(ins: Instruction, shapes: dict[str, str], comps: dict) -> flo
             continue
         if pname in in_place:
             continue  # (the written slice is counted with the results)
-        us = users.get(pname, [])
-        if us and all(u.opcode in _SLICING and u.operands and u.operands[0] == pname
-                      for u in us):
+        us = _through_bitcasts(pname, users)
+        if us and all(u.opcode in _SLICING for u in us):
             total += min(full, sum(array_bytes(u.type) for u in us))
         else:
             total += full
     return total
+
+
+def _through_bitcasts(name: str, users: dict[str, list[Instruction]]) -> list[Instruction]:
+    """The instructions that read value ``name`` of a fused computation, looking through
+    ``bitcast`` (a reinterpretation that moves no data): a slice of a bitcast of a
+    parameter reads the slice's bytes. A user reading it other than as its first operand
+    (the sliced one) is returned as an opaque reader (a ``tuple``): the whole is read."""
+    out: list[Instruction] = []
+    for u in users.get(name, []):
+        if u.opcode == "bitcast":
+            out += _through_bitcasts(u.name, users)
+        elif u.operands and u.operands[0] == name and name not in u.operands[1:]:
+            out.append(u)
+        else:
+            out.append(Instruction(u.name, u.type, "tuple", u.operands, u.attrs))
+    return out
 
 
 def _in_place_buffers(body: list[Instruction]) -> dict[str, float]:

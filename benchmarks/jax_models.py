@@ -22,7 +22,10 @@ Programs (each a function to ``jax.jit``, with its argument shapes):
 * ``train_step``: that and an AdamW update as ``torch.optim.AdamW`` computes it (PyTorch's
   docs; state in the parameters' dtype, math in float32), parameters and state donated;
 * ``prefill``: the forward of one sequence without gradients, returning the logits and
-  the keys and values of every layer (what ``model(input_ids)`` returns with its cache);
+  the keys and values of every layer as ``model(input_ids)`` returns its cache:
+  ``[B, N, T, D]`` (transformers' ``DynamicCache`` concatenates the heads-major
+  ``key.transpose(1, 2)``, a copy in eager too; before 2026-12-03 the reference returned
+  them ``[B, T, N, D]``, the layout of the projection's output, which costs no copy);
 * ``decode``: one token per sequence against a static KV cache of ``max_len`` positions
   (``StaticCache``): the new keys and values written at ``position``, attention over the
   cache masked past it; the caches donated.
@@ -254,7 +257,8 @@ def programs(model: str, config, impl: str, batch: int, seq: int):
         return loss, new_p, new_m, new_v, step
 
     def prefill(params, ids):
-        return forward(config, params, ids, impl)
+        logits, kvs = forward(config, params, ids, impl)
+        return logits, [(k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)) for k, v in kvs]
 
     n_kv = getattr(config, "kv_heads", None) or config.heads
     hd = config.hidden // config.heads

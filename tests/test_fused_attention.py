@@ -234,6 +234,37 @@ def test_gpu_dot_choices_compute_eagers_values(monkeypatch, layer):
     assert "tensor<2x64xbf16>" in stablehlo, stablehlo
 
 
+def test_gpu_gemm_biases_are_widened_together_and_compute_eagers_values(monkeypatch):
+    """On the GPU target (``narrow-dots``), the bias of a 16-bit ``addmm`` / ``linear``
+    (widened to float32, added to the float32 dot, rounded once: ATen's opmath rule) comes
+    out of an optimization barrier, so that XLA:GPU's Triton gemm takes the add into its
+    epilogue (``hlo.lower_convert_element_type``). The biases that are arguments are
+    widened in one concatenation under one barrier; a computed bias has a barrier of its
+    own. Run on the CPU, forced on: the values are eager's."""
+    monkeypatch.setattr(pipeline.Target, "narrow_dots", property(lambda self: True))
+    g = torch.Generator().manual_seed(0)
+    bf = torch.bfloat16
+    x = torch.randn(8, 64, generator=g).to(bf)
+    w1, w2 = (torch.randn(64, 64, generator=g).to(bf) for _ in range(2))
+    b1, b2 = (torch.randn(64, generator=g).to(bf) for _ in range(2))
+    b3 = torch.randn(2, 64, generator=g).to(bf)
+
+    def fn(x, w1, b1, w2, b2, b3):
+        y = torch.tanh(torch.addmm(b1, x, w1))  # GPT-2's Conv1D
+        y = F.linear(y, w2, b2)  # nn.Linear
+        return torch.addmm(b3.sum(0), y, w1), torch.addmm(b1, x, w2)  # computed; reused
+
+    jfn = thunder_mlir.jit(fn)
+    args = (x, w1, b1, w2, b2, b3)
+    torch.testing.assert_close(jfn(*args), fn(*args))
+    text = next(t for t in thunder_mlir.last_traces(jfn) if t.name == "stablehlo").text
+    barriers = [line for line in text.splitlines() if "stablehlo.optimization_barrier" in line]
+    assert len(barriers) == 2, barriers
+    assert "tensor<64xf32>, tensor<64xf32>" in barriers[0], barriers  # b1 and b2, together
+    assert "stablehlo.concatenate" in text
+    assert ": tensor<64xf32>" in barriers[1], barriers
+
+
 def _custom_calls(text: str) -> dict:
     """{call target: (backend config as a dict, operand shapes, operand layouts, result
     layouts)} of the ``stablehlo.custom_call`` ops in a StableHLO module's text."""

@@ -137,3 +137,34 @@ def test_a_text_without_entry_is_an_error():
 
     with pytest.raises(ValueError, match="no ENTRY"):
         hlo_stats.analyze("HloModule m\n", 1e12, 1e9)
+
+
+BITCAST_TEXT = '''HloModule jit_g, is_scheduled=true
+
+%fused_slice (param_0: bf16[16,24]) -> bf16[1,16,8] {
+  %param_0 = bf16[16,24]{1,0} parameter(0)
+  %bitcast.1 = bf16[1,16,24]{2,1,0} bitcast(%param_0)
+  ROOT %slice.1 = bf16[1,16,8]{2,1,0} slice(%bitcast.1), slice={[0:1], [0:16], [8:16]}
+}
+
+%fused_transpose (param_0.1: bf16[16,24]) -> bf16[24,16] {
+  %param_0.1 = bf16[16,24]{1,0} parameter(0)
+  %bitcast.2 = bf16[16,24]{1,0} bitcast(%param_0.1)
+  ROOT %transpose.1 = bf16[24,16]{1,0} transpose(%bitcast.2), dimensions={1,0}
+}
+
+ENTRY %main.2 (x: bf16[16,24]) -> (bf16[1,16,8], bf16[24,16]) {
+  %x = bf16[16,24]{1,0} parameter(0)
+  %s = bf16[1,16,8]{2,1,0} fusion(%x), kind=kLoop, calls=%fused_slice
+  %t = bf16[24,16]{1,0} fusion(%x), kind=kLoop, calls=%fused_transpose
+  ROOT %tuple = (bf16[1,16,8]{2,1,0}, bf16[24,16]{1,0}) tuple(%s, %t)
+}
+'''
+
+
+def test_a_slice_behind_a_bitcast_reads_the_slice():
+    by = {k.name: k.bytes for k in hlo_stats.analyze(BITCAST_TEXT, PEAKS, BW, {}).kernels}
+    # the slice of a bitcast of the parameter reads its 16*8*2 bytes and writes as many
+    assert by["s"] == 256 + 256
+    # a bitcast read whole (transposed) reads the whole parameter, 16*24*2
+    assert by["t"] == 768 + 768

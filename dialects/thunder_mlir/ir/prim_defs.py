@@ -207,7 +207,7 @@ def _infer_convert(ops, attrs, result=None):
     return r
 
 
-define("convert_element_type", X, _infer_convert, "stablehlo.convert",
+define("convert_element_type", X, _infer_convert, hlo.lower_convert_element_type,
        vjp=vjp_rules.convert, cheap=True,
        doc="stablehlo.convert (float -> int truncates toward zero; x -> bool is x != 0)")
 
