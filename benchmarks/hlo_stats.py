@@ -29,6 +29,7 @@ test suite (tests/test_hlo_stats.py) alike.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -369,23 +370,32 @@ def _operand_bytes(ins: Instruction, shapes: dict[str, str], comps: dict) -> flo
             continue
         if pname in in_place:
             continue  # (the written slice is counted with the results)
-        us = _through_bitcasts(pname, users)
+        us = _readers(pname, users)
         if us and all(u.opcode in _SLICING for u in us):
-            total += min(full, sum(array_bytes(u.type) for u in us))
+            # (the sliced elements, at the operand's element size: a slice behind a
+            # convert has the converted type)
+            per = full / max(1, math.prod(array_dims(shapes.get(o, ""))))
+            total += min(full, sum(per * math.prod(array_dims(u.type)) for u in us))
         else:
             total += full
     return total
 
 
-def _through_bitcasts(name: str, users: dict[str, list[Instruction]]) -> list[Instruction]:
+# ops that read one operand element per result element, at the same index (in a loop
+# fusion, XLA computes them only for the elements their users read)
+_ELEMENTWISE_UNARY = frozenset(("bitcast", "convert"))
+
+
+def _readers(name: str, users: dict[str, list[Instruction]]) -> list[Instruction]:
     """The instructions that read value ``name`` of a fused computation, looking through
-    ``bitcast`` (a reinterpretation that moves no data): a slice of a bitcast of a
-    parameter reads the slice's bytes. A user reading it other than as its first operand
-    (the sliced one) is returned as an opaque reader (a ``tuple``): the whole is read."""
+    ``bitcast`` (a reinterpretation that moves no data) and ``convert`` (computed per
+    element read): a slice of a converted bitcast of a parameter reads the slice's
+    elements. A user reading it other than as its first operand (the sliced one) is
+    returned as an opaque reader (a ``tuple``): the whole is read."""
     out: list[Instruction] = []
     for u in users.get(name, []):
-        if u.opcode == "bitcast":
-            out += _through_bitcasts(u.name, users)
+        if u.opcode in _ELEMENTWISE_UNARY:
+            out += _readers(u.name, users)
         elif u.operands and u.operands[0] == name and name not in u.operands[1:]:
             out.append(u)
         else:

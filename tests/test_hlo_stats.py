@@ -147,6 +147,12 @@ BITCAST_TEXT = '''HloModule jit_g, is_scheduled=true
   ROOT %slice.1 = bf16[1,16,8]{2,1,0} slice(%bitcast.1), slice={[0:1], [0:16], [8:16]}
 }
 
+%fused_convert_slice (param_0.2: bf16[16,24]) -> f32[1,1] {
+  %param_0.2 = bf16[16,24]{1,0} parameter(0)
+  %convert.1 = f32[16,24]{1,0} convert(%param_0.2)
+  ROOT %slice.2 = f32[1,1]{1,0} slice(%convert.1), slice={[0:1], [0:1]}
+}
+
 %fused_transpose (param_0.1: bf16[16,24]) -> bf16[24,16] {
   %param_0.1 = bf16[16,24]{1,0} parameter(0)
   %bitcast.2 = bf16[16,24]{1,0} bitcast(%param_0.1)
@@ -157,14 +163,17 @@ ENTRY %main.2 (x: bf16[16,24]) -> (bf16[1,16,8], bf16[24,16]) {
   %x = bf16[16,24]{1,0} parameter(0)
   %s = bf16[1,16,8]{2,1,0} fusion(%x), kind=kLoop, calls=%fused_slice
   %t = bf16[24,16]{1,0} fusion(%x), kind=kLoop, calls=%fused_transpose
-  ROOT %tuple = (bf16[1,16,8]{2,1,0}, bf16[24,16]{1,0}) tuple(%s, %t)
+  %c = f32[1,1]{1,0} fusion(%x), kind=kLoop, calls=%fused_convert_slice
+  ROOT %tuple = (bf16[1,16,8]{2,1,0}, bf16[24,16]{1,0}, f32[1,1]{1,0}) tuple(%s, %t, %c)
 }
 '''
 
 
-def test_a_slice_behind_a_bitcast_reads_the_slice():
+def test_a_slice_behind_a_bitcast_or_convert_reads_the_slice():
     by = {k.name: k.bytes for k in hlo_stats.analyze(BITCAST_TEXT, PEAKS, BW, {}).kernels}
     # the slice of a bitcast of the parameter reads its 16*8*2 bytes and writes as many
     assert by["s"] == 256 + 256
     # a bitcast read whole (transposed) reads the whole parameter, 16*24*2
     assert by["t"] == 768 + 768
+    # one element of a converted parameter: 2 bytes read (bf16), 4 written (f32)
+    assert by["c"] == 2 + 4
