@@ -649,7 +649,7 @@ def test_gpt2_every_stage_reproduced_from_initial(thunder_opt, tmp_path: Path,
         None, "builtin.module(grad{remat=true save-materialized=false})",
         "builtin.module(decompose,merge-dots)",
         "builtin.module(partition)", "builtin.module(lower-to-stablehlo{computed-once=true "
-        "accumulate-f32=true narrow-dots=false after-bits=true batch-group-taps=true "
+        "accumulate-f32=true narrow-dots=false batch-group-taps=true "
         "blocked-contractions=true})", None]
     _reproduce_from_initial(thunder_opt, tmp_path, stages, normalize=lambda text: text)
     assert "modeling_gpt2.py" in stages[-2].text  # the debug info is the model's source

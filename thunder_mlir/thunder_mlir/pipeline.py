@@ -108,12 +108,6 @@ class Target:
     * ``accumulate_f32`` (CPU): 16-bit dots and convolutions produce float32 and one
       convert (``hlo._accumulated_in_f32``: XLA:CPU 0.11 accumulates some bf16 dots in
       bf16); XLA:GPU's gemms accumulate in float32 themselves and write 16 bits.
-    * ``after_bits`` (CPU): ``thunder.after(x, anchor)`` (a value made only after
-      ``anchor``: grad's recomputation, joint.py) lowered as ``(bits(x) ^ m) ^ m``
-      (``hlo.lower_after``): XLA:CPU erases optimization barriers before its last CSE and
-      its scheduling. XLA:GPU keeps them through scheduling, and the xors cost kernels
-      there (Llama 1.1B step for an H100: 44 copies of 64 MiB through the xors and 161
-      one-element reads of the anchors), so the GPU target emits the barrier.
     * ``narrow_dots`` (GPU): a float32 dot of values converted from 16 bits (ATen's opmath
       rule for addmm) reads the 16-bit values, with a float32 result: the same products
       and sums, on tensor cores (``hlo._widened_16bit``).
@@ -186,10 +180,6 @@ class Target:
         return self.on_gpu
 
     @property
-    def after_bits(self) -> bool:
-        return not self.on_gpu
-
-    @property
     def resident_writes(self) -> bool:
         """Written inputs resident in XLA's memory and donated to every program that writes
         them, not only to training steps (runtime/resident.py): on a GPU, where PJRT does
@@ -253,7 +243,6 @@ class Target:
                          f"computed-once={flag(self.computed_once)} "
                          f"accumulate-f32={flag(self.accumulate_f32)} "
                          f"narrow-dots={flag(self.narrow_dots)} "
-                         f"after-bits={flag(self.after_bits)} "
                          f"batch-group-taps={flag(self.batch_group_taps)} "
                          f"blocked-contractions={flag(self.blocked_contractions)}}}"))
         return elements
@@ -273,8 +262,6 @@ class Target:
             f"// lower-to-stablehlo accumulate-f32 (16-bit dots): {on(self.accumulate_f32)}",
             f"// lower-to-stablehlo narrow-dots (float32 dots of 16-bit values): "
             f"{on(self.narrow_dots)}",
-            f"// lower-to-stablehlo after-bits (thunder.after as xors, not a barrier): "
-            f"{on(self.after_bits)}",
             f"// lower-to-stablehlo batch-group-taps (depthwise weight gradients): "
             f"{on(self.batch_group_taps)}",
             f"// lower-to-stablehlo blocked-contractions (1 x 1 weight gradients): "

@@ -89,7 +89,7 @@ def _target() -> rewrite.ConversionTarget:
 
 
 def run(module: ir.Module, computed_once: bool = True, accumulate_f32: bool = True,
-        narrow_dots: bool = False, after_bits: bool = True, batch_group_taps: bool = True,
+        narrow_dots: bool = False, batch_group_taps: bool = True,
         blocked_contractions: bool = True) -> None:
     """Lower every region function of ``module``; raises LoweringError naming a stuck op.
     ``computed_once``: sine and cosine take ``hlo.lower_computed_once``'s form, else their
@@ -97,15 +97,14 @@ def run(module: ir.Module, computed_once: bool = True, accumulate_f32: bool = Tr
     and one convert (``hlo._accumulated_in_f32``), else their 16-bit type (both the CPU
     target's choices); ``narrow_dots``: a float32 dot of values converted from 16 bits
     reads the 16-bit values (``hlo._widened_16bit``: the GPU target's choice;
-    pipeline.Target); ``after_bits``: ``thunder.after`` as xors of its bits, else as an
-    optimization barrier (``hlo.lower_after``: the CPU target's choice); ``batch_group_taps``: a convolution with batch groups of one row
+    pipeline.Target); ``batch_group_taps``: a convolution with batch groups of one row
     (a depthwise weight gradient) as one multiply-and-reduce per window position
     (``hlo._batch_group_taps``: the CPU target's choice); ``blocked_contractions``: a
     float32 convolution whose window is its whole input (a 1 x 1 convolution's weight
     gradient) as sums of blocks (``hlo._blocked_contraction``: the CPU target's choice)."""
     with module.context, ir.Location.unknown(), lowering_options(
             computed_once=computed_once, accumulate_f32=accumulate_f32,
-            narrow_dots=narrow_dots, after_bits=after_bits, batch_group_taps=batch_group_taps,
+            narrow_dots=narrow_dots, batch_group_taps=batch_group_taps,
             blocked_contractions=blocked_contractions):
         _run(module)
 

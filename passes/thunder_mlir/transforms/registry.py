@@ -318,8 +318,6 @@ class LowerToStablehlo(ModulePass):
     get a float32 result and one convert (``hlo._accumulated_in_f32``); both are the CPU
     target's choices. ``narrow-dots``: a float32 dot of values converted from 16 bits
     reads the 16-bit values (``hlo._widened_16bit``; the GPU target's choice).
-    ``after-bits``: ``thunder.after`` as ``(bits(x) ^ m) ^ m`` (``hlo.lower_after``; the CPU
-    target's choice), else as ``stablehlo.optimization_barrier``.
     ``batch-group-taps``: a depthwise convolution's weight gradient (batch groups of one
     row) is one multiply-and-reduce per window position (``hlo._batch_group_taps``; the CPU
     target's choice). ``blocked-contractions``: a float32 convolution whose window is its
@@ -331,7 +329,6 @@ class LowerToStablehlo(ModulePass):
     computed_once: bool = True
     accumulate_f32: bool = True
     narrow_dots: bool = False
-    after_bits: bool = True
     batch_group_taps: bool = True
     blocked_contractions: bool = True
 
@@ -339,7 +336,6 @@ class LowerToStablehlo(ModulePass):
         lower_to_stablehlo.run(module, computed_once=self.computed_once,
                                accumulate_f32=self.accumulate_f32,
                                narrow_dots=self.narrow_dots,
-                               after_bits=self.after_bits,
                                batch_group_taps=self.batch_group_taps,
                                blocked_contractions=self.blocked_contractions)
 
