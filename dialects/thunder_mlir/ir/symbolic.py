@@ -384,8 +384,15 @@ class SymInt:
     def __bool__(self):
         return self.env.decide("!=", self.expr, sympy.Integer(0))
 
-    def __hash__(self):
-        return hash(self.expr)
+    def __hash__(self):  # (a value symbol: an int's hash, so that {7: a}[k] finds it)
+        return hash(self.pin()) if self.is_value() else hash(self.expr)
+
+    def __getattr__(self, name: str):
+        """A value symbol's other int attributes (``k.bit_length()``, ``k.real``): the
+        pinned value's."""
+        if name.startswith("__") or name in ("expr", "env") or not self.is_value():
+            raise AttributeError(name)
+        return getattr(self.pin(), name)
 
     def __int__(self):
         return self._specialized("int()")
@@ -492,7 +499,8 @@ class SymInt:
         return self._int_op("__abs__")
 
     def __round__(self, ndigits=None):
-        return self._int_op("__round__", ndigits)
+        return self._int_op("__round__") if ndigits is None else \
+            self._int_op("__round__", ndigits)
 
     def __trunc__(self):
         return self._int_op("__trunc__")

@@ -196,7 +196,7 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
         return handle_autograd_attribute(func, args, kwargs)
     if func in _PYTHON_BODIES:
         return _PYTHON_BODIES[func](*args, **kwargs)
-    building = tracing_state.trace  # (None: a proxy's metadata read outside its trace)
+    building = getattr(tracing_state, "trace", None)  # (None: outside a trace)
     if getattr(getattr(building, "shape_env", None), "value_symbols", None):
         # ints read from tensors (value_guards.py): a tensor op reads their values
         args, kwargs = value_guards.pin_values(building, (args, kwargs))

@@ -156,8 +156,9 @@ def python_value(func: Callable, args: tuple, kwargs: dict, method_call: bool = 
     on proxies: the value this call's
     inputs give (specialization), with a value guard checked at run time at this point of
     the program. ``method_call``: the user's own call (through dispatch), where ``t.item()``
-    of an integer tensor may be a symbol (``_value_symbol``). Raises eager's RuntimeError for a tensor of several elements where the
-    conversion needs one, DataDependentControlFlowError inside a region op."""
+    of an integer tensor may be a symbol (``_value_symbol``). Raises eager's RuntimeError
+    for a tensor of several elements where the conversion needs one,
+    DataDependentControlFlowError inside a region op."""
     from thunder_mlir.frontend.tracing import current_trace
 
     trace = current_trace()
@@ -265,8 +266,11 @@ def pin_values(trace, tree):
     def pin(x):
         if type(x) is symbolic.SymInt:
             return x.pin() if x.is_value() else x
-        if type(x) in (tuple, list):
-            return type(x)(pin(v) for v in x)
+        if isinstance(x, (tuple, list)):
+            items = [pin(v) for v in x]
+            if all(a is b for a, b in zip(items, x)):
+                return x
+            return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
         if type(x) is slice:
             return slice(pin(x.start), pin(x.stop), pin(x.step))
         if type(x) is dict:
