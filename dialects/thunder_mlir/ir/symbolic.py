@@ -22,6 +22,7 @@ expressions a shape operand needs into StableHLO arithmetic on
 from __future__ import annotations
 
 import functools
+import numbers
 import operator
 from typing import Any, Callable, Sequence
 
@@ -360,7 +361,8 @@ class SymInt:
         if isinstance(o, torch.Tensor):
             return _tensor_op(_REFLECTED[op], o, self)
         if not _is_int(o):  # (a value symbol compared with a float: its value's answer)
-            return _RELATIONS[op][0](self.pin(), o) if self.is_value() else NotImplemented
+            return _RELATIONS[op][0](self.pin(), o) \
+                if self.is_value() and isinstance(o, numbers.Number) else NotImplemented
         return self.env.decide(op, self.expr, _expr(o))
 
     def __eq__(self, o):
