@@ -736,3 +736,64 @@ def test_dynamic_input_sizes_in_outputs_are_ints():
     for n in (3, 5, 7):
         x = torch.ones(n, 2)
         _same_tree(jfn(x), fn(x))
+
+
+# ------------------------------- t.item() of an integer tensor: a symbol (issue 48)
+# (frontend/value_guards.py ``_value_symbol``): guarded by the comparisons it meets,
+# specialized to its value where a tensor op, a float or a non-integer operation reads it
+
+
+def test_item_compared_only_keeps_one_program_past_the_branch():
+    # litgpt's sliding-window KV cache: the cache is sliced to max_pos + 1 while max_pos is
+    # inside the window; every max_pos past it uses one program
+    def f(cache, pos):
+        max_pos = pos.max().item()
+        if max_pos < 8:
+            cache = cache[:, :max_pos + 1]
+        return cache.softmax(-1) * 2
+    cache = torch.randn(2, 8)
+    jfn = _calls(f, [(cache, torch.tensor([p])) for p in (6, 7, 8, 9, 30, 7, 100)])
+    # 6 and 7 (the slice reads the value: a program each), one for every p >= 8
+    assert thunder_mlir.cache_misses(jfn) == 3
+
+    class Cache(torch.nn.Module):  # the same as a module's forward
+        def forward(self, cache, pos):
+            return f(cache, pos)
+    jm = thunder_mlir.jit(Cache())
+    for p in (9, 6, 40, 6):
+        _same(jm(cache, torch.tensor([p])), f(cache, torch.tensor([p])))
+    assert thunder_mlir.cache_misses(jm) == 2
+
+
+def test_item_in_integer_arithmetic_is_eagers_int_at_every_call():
+    def f(x, n):
+        k = n.item()
+        if k > 4:
+            return x + 1, k + 1, k * 3 - 2, k // 2, k % 3, max(k, 3), -k
+        return x - 1, k, 0, 0, 0, 0, 0
+    x = torch.randn(3)
+    jfn = _calls(f, [(x, torch.tensor(v)) for v in (5, 6, 9, 2, 3, 5, 70)])
+    assert thunder_mlir.cache_misses(jfn) == 2  # one program per side of k > 4
+
+
+@pytest.mark.parametrize("values", [(3, 5, 3), (-3, 0, 1, 2, 0)])
+def test_item_read_as_a_value_is_specialized(values):
+    def f(x, n):
+        k = n.item()
+        return (x * k, x[:k], torch.full((2,), k), k * 0.5, k / 4, 2 ** k, k & 3, k >> 1,
+                abs(k), str(k), f"{k:>4}", k == 3.0, round(k), float(k), int(k),
+                {3: "three"}.get(k), k in {0, 5}, k.bit_length(), divmod(k, 2))
+    x = torch.randn(6)
+    _calls(f, [(x, torch.tensor(v)) for v in values])
+
+
+def test_item_compared_with_a_dynamic_size_is_exact():
+    def f(x, n):
+        k = n.item()
+        if k < x.shape[0]:
+            return x[k:] * 2
+        return x + k
+    jfn = thunder_mlir.jit(f, dynamic=True)
+    for size, v in ((6, 3), (7, 3), (5, 9), (8, 2), (6, 4)):
+        x = torch.randn(size)
+        _same(jfn(x, torch.tensor(v)), f(x, torch.tensor(v)))

@@ -22,6 +22,7 @@ expressions a shape operand needs into StableHLO arithmetic on
 from __future__ import annotations
 
 import functools
+import numbers
 import operator
 from typing import Any, Callable, Sequence
 
@@ -115,6 +116,9 @@ class ShapeEnv:
         self.reasons: list[str] = []
         self.guards: list[tuple[str, Any, bool]] = []
         self._hint_cache: dict[sympy.Expr, int] = {}
+        # unbacked symbols that stand for a Python int read from a tensor (``t.item()``),
+        # not for a size: used by a tensor op, they are specialized (``SymInt.pin``)
+        self.value_symbols: set = set()
 
     def new_symbol(self, source: tuple[int, int], hint: int, reason: str) -> "SymInt":
         """A new size symbol s<k> for dim ``source`` = (tensor index, dim) whose size at the traced
@@ -137,6 +141,16 @@ class ShapeEnv:
         self.hints.append(int(hint))
         self.reasons.append(reason)
         return SymInt(symbol(k), self)
+
+    def new_value(self, hint: int, reason: str) -> "SymInt":
+        """A new unbacked symbol s<k> for a Python int read from a tensor's data
+        (``t.item()`` of an integer tensor) that was ``hint`` (at least 2) at the traced
+        call: symbolic in comparisons (guards) and integer arithmetic, and specialized to
+        its value (a guard ``s<k> == hint``) wherever anything else reads it
+        (``SymInt.pin``). torch.compile's ``capture_scalar_outputs`` unbacked SymInt."""
+        out = self.new_unbacked(hint, reason)
+        self.value_symbols.add(out.expr)
+        return out
 
     @property
     def input_sources(self) -> list[tuple[int, int]]:
@@ -261,6 +275,16 @@ def _tensor_op(name: str, t, n):
 
 
 # s <op> t  ==  t <reflected op> s
+_PY_BINARY = {"__add__": operator.add, "__sub__": operator.sub, "__mul__": operator.mul,
+              "__floordiv__": operator.floordiv, "__mod__": operator.mod,
+              "__pow__": pow, "__and__": operator.and_, "__or__": operator.or_,
+              "__xor__": operator.xor, "__lshift__": operator.lshift,
+              "__rshift__": operator.rshift, "__divmod__": divmod}
+_PY_REFLECTED = {"__rsub__": operator.sub, "__rfloordiv__": operator.floordiv,
+                 "__rmod__": operator.mod, "__rpow__": pow, "__rand__": operator.and_,
+                 "__ror__": operator.or_, "__rxor__": operator.xor,
+                 "__rlshift__": operator.lshift, "__rrshift__": operator.rshift,
+                 "__rdivmod__": divmod}
 _REFLECTED = {"==": "eq", "!=": "ne", "<": "gt", "<=": "ge", ">": "lt", ">=": "le"}
 
 
@@ -283,7 +307,8 @@ class SymInt:
     def __add__(self, o):
         if isinstance(o, torch.Tensor):
             return _tensor_op("add", o, self)
-        return _make(self.expr + _expr(o), self.env) if _is_int(o) else NotImplemented
+        return _make(self.expr + _expr(o), self.env) if _is_int(o) \
+            else self._int_op("__add__", o)
 
     def __radd__(self, o):
         return self.__add__(o)
@@ -291,17 +316,20 @@ class SymInt:
     def __sub__(self, o):
         if isinstance(o, torch.Tensor):
             return _tensor_op("rsub", o, self)
-        return _make(self.expr - _expr(o), self.env) if _is_int(o) else NotImplemented
+        return _make(self.expr - _expr(o), self.env) if _is_int(o) \
+            else self._int_op("__sub__", o)
 
     def __rsub__(self, o):
         if isinstance(o, torch.Tensor):
             return _tensor_op("sub", o, self)
-        return _make(_expr(o) - self.expr, self.env) if _is_int(o) else NotImplemented
+        return _make(_expr(o) - self.expr, self.env) if _is_int(o) \
+            else self._int_op("__rsub__", o)
 
     def __mul__(self, o):
         if isinstance(o, torch.Tensor):
             return _tensor_op("mul", o, self)
-        return _make(self.expr * _expr(o), self.env) if _is_int(o) else NotImplemented
+        return _make(self.expr * _expr(o), self.env) if _is_int(o) \
+            else self._int_op("__mul__", o)
 
     def __rmul__(self, o):
         return self.__mul__(o)
@@ -314,26 +342,27 @@ class SymInt:
 
     def __floordiv__(self, o):
         if not _is_int(o):
-            return NotImplemented
+            return self._int_op("__floordiv__", o)
         return _make(sympy.floor(self.expr / _expr(o)), self.env)
 
     def __rfloordiv__(self, o):
         return _make(sympy.floor(_expr(o) / self.expr), self.env) if _is_int(o) \
-            else NotImplemented
+            else self._int_op("__rfloordiv__", o)
 
     def __mod__(self, o):
         return _make(sympy.Mod(self.expr, _expr(o)), self.env) if _is_int(o) \
-            else NotImplemented
+            else self._int_op("__mod__", o)
 
     def __rmod__(self, o):
         return _make(sympy.Mod(_expr(o), self.expr), self.env) if _is_int(o) \
-            else NotImplemented
+            else self._int_op("__rmod__", o)
 
     def _cmp(self, op, o):
         if isinstance(o, torch.Tensor):
             return _tensor_op(_REFLECTED[op], o, self)
-        if not _is_int(o):
-            return NotImplemented
+        if not _is_int(o):  # (a value symbol compared with a float: its value's answer)
+            return _RELATIONS[op][0](self.pin(), o) \
+                if self.is_value() and isinstance(o, numbers.Number) else NotImplemented
         return self.env.decide(op, self.expr, _expr(o))
 
     def __eq__(self, o):
@@ -357,8 +386,15 @@ class SymInt:
     def __bool__(self):
         return self.env.decide("!=", self.expr, sympy.Integer(0))
 
-    def __hash__(self):
-        return hash(self.expr)
+    def __hash__(self):  # (a value symbol: an int's hash, so that {7: a}[k] finds it)
+        return hash(self.pin()) if self.is_value() else hash(self.expr)
+
+    def __getattr__(self, name: str):
+        """A value symbol's other int attributes (``k.bit_length()``, ``k.real``): the
+        pinned value's."""
+        if name.startswith("__") or name in ("expr", "env") or not self.is_value():
+            raise AttributeError(name)
+        return getattr(self.pin(), name)
 
     def __int__(self):
         return self._specialized("int()")
@@ -381,9 +417,107 @@ class SymInt:
         return value
 
     def __truediv__(self, o):
+        if self.is_value():
+            return self.pin() / o
         _fallback("true division")
 
-    __rtruediv__ = __truediv__
+    def __rtruediv__(self, o):
+        if self.is_value():
+            return o / self.pin()
+        _fallback("true division")
+
+    def is_value(self) -> bool:
+        """Whether this holds a Python int read from a tensor (``ShapeEnv.new_value``)."""
+        return bool(self.env.value_symbols) and \
+            not self.expr.free_symbols.isdisjoint(self.env.value_symbols)
+
+    def pin(self) -> int:
+        """Its value at the traced call, with the guard ``expr == value``: what an int read
+        from a tensor becomes where a tensor op, a float, or any operation other than a
+        comparison or integer arithmetic reads it (the program is then valid for that value
+        alone, as a value guard makes it)."""
+        return self._specialized("its value")
+
+    def __str__(self):
+        return str(self.pin()) if self.is_value() else _text(self.expr)
+
+    def __format__(self, spec):
+        return format(self.pin(), spec) if self.is_value() else format(str(self), spec)
+
+    def _int_op(self, name: str, *others):
+        """Python's ``name`` operation (``__add__``, ``__rpow__``, ...) on the pinned value
+        (a value symbol, ``pin``) and ``others``; else NotImplemented (Python's TypeError,
+        as before)."""
+        if not self.is_value():
+            return NotImplemented
+        v = self.pin()
+        others = [o.pin() if type(o) is SymInt else o for o in others]
+        if name in _PY_BINARY:
+            return _PY_BINARY[name](v, *others)
+        if name in _PY_REFLECTED:
+            return _PY_REFLECTED[name](others[0], v)
+        return getattr(v, name)(*others)
+
+    def __pow__(self, o, mod=None):
+        return self._int_op("__pow__", o) if mod is None else self._int_op("__pow__", o, mod)
+
+    def __rpow__(self, o):
+        return self._int_op("__rpow__", o)
+
+    def __and__(self, o):
+        return self._int_op("__and__", o)
+
+    def __rand__(self, o):
+        return self._int_op("__rand__", o)
+
+    def __or__(self, o):
+        return self._int_op("__or__", o)
+
+    def __ror__(self, o):
+        return self._int_op("__ror__", o)
+
+    def __xor__(self, o):
+        return self._int_op("__xor__", o)
+
+    def __rxor__(self, o):
+        return self._int_op("__rxor__", o)
+
+    def __lshift__(self, o):
+        return self._int_op("__lshift__", o)
+
+    def __rlshift__(self, o):
+        return self._int_op("__rlshift__", o)
+
+    def __rshift__(self, o):
+        return self._int_op("__rshift__", o)
+
+    def __rrshift__(self, o):
+        return self._int_op("__rrshift__", o)
+
+    def __invert__(self):
+        return self._int_op("__invert__")
+
+    def __abs__(self):
+        return self._int_op("__abs__")
+
+    def __round__(self, ndigits=None):
+        return self._int_op("__round__") if ndigits is None else \
+            self._int_op("__round__", ndigits)
+
+    def __trunc__(self):
+        return self._int_op("__trunc__")
+
+    def __floor__(self):
+        return self._int_op("__floor__")
+
+    def __ceil__(self):
+        return self._int_op("__ceil__")
+
+    def __divmod__(self, o):
+        return self._int_op("__divmod__", o)
+
+    def __rdivmod__(self, o):
+        return self._int_op("__rdivmod__", o)
 
     def __repr__(self):
         return _text(self.expr)

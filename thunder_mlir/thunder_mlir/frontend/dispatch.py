@@ -29,7 +29,7 @@ from thunder_mlir.frontend.symbols import SYMBOLS
 from thunder_mlir.frontend.symbols.complex_support import COMPLEX_SYMBOLS, involves_complex
 from thunder_mlir.frontend import torch_fallback  # examine() wraps its emit_fallback
 from thunder_mlir.frontend.torch_fallback import qualified_name
-from thunder_mlir.frontend.tracing import current_trace
+from thunder_mlir.frontend.tracing import _local as tracing_state, current_trace
 from thunder_mlir.ir import prims, symbolic
 from thunder_mlir.ir.proxy import TensorProxy, register_dispatch
 
@@ -114,6 +114,8 @@ def _size_operand(name: str, t: TensorProxy, n: symbolic.SymInt):
     (``prims.full`` with a symbolic value). Where that conversion could round (16-bit
     floats, complex) or eager refuses the op (bool tensors) it raises DynamicShapeFallback:
     the function is compiled for static shapes. Registered with ir/symbolic.py."""
+    if n.is_value():  # an int read from a tensor (value_guards.py): its value, guarded
+        return getattr(torch, name)(t, n.pin())
     if type(t) is not TensorProxy:
         raise DynamicShapeFallback(f"a symbolic size as an operand of {name} with a "
                                    f"{type(t).__name__}")
@@ -194,6 +196,10 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
         return handle_autograd_attribute(func, args, kwargs)
     if func in _PYTHON_BODIES:
         return _PYTHON_BODIES[func](*args, **kwargs)
+    building = getattr(tracing_state, "trace", None)  # (None: outside a trace)
+    if getattr(getattr(building, "shape_env", None), "value_symbols", None):
+        # ints read from tensors (value_guards.py): a tensor op reads their values
+        args, kwargs = value_guards.pin_values(building, (args, kwargs))
     if args and type(args[0]) is TensorProxy and symbolic.is_symbolic(args[0].tshape):
         meta = _symbolic_metadata(func, args, kwargs)
         if meta is not _NOT_METADATA:
@@ -215,7 +221,7 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
     trace = current_trace()
     if func in value_guards.PYTHON_VALUES and args and type(args[0]) is TensorProxy:
         with trace.location_of_user_line():  # specialized, with a value guard
-            return value_guards.python_value(func, args, kwargs)
+            return value_guards.python_value(func, args, kwargs, method_call=True)
     if func is _T.untyped_storage or func is _T.storage:
         raise UnsupportedError(
             f"{describe_frame(user_frame())}\n  tensor.{func.__name__}() is the tensor's "

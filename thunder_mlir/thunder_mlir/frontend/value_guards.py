@@ -28,6 +28,7 @@ Python values, as Dynamo does for values it guards on.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, Callable, Sequence
 
 import optree
@@ -36,7 +37,7 @@ import torch
 from thunder_mlir.errors import DataDependentControlFlowError
 from thunder_mlir.frontend import unbacked_sizes
 from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame
-from thunder_mlir.ir import implementations
+from thunder_mlir.ir import implementations, symbolic
 from thunder_mlir.ir.dialect import ExecutorCallOp, segment_kwargs
 from thunder_mlir.ir.proxy import TensorProxy
 
@@ -149,13 +150,15 @@ def query(trace, tensors: Sequence[TensorProxy], compute: Callable, what: str,
     raise ValueNeeded(k, tensors, compute, what, where)
 
 
-def python_value(func: Callable, args: tuple, kwargs: dict):
+def python_value(func: Callable, args: tuple, kwargs: dict, method_call: bool = False):
     """The dispatch of ``bool(t)``, ``t.item()``, ``t.tolist()``, ``int(t)``,
     ``float(t)``, ``t.__index__()``, ``complex(t)``, ``torch.allclose``, ``torch.equal``
     on proxies: the value this call's
     inputs give (specialization), with a value guard checked at run time at this point of
-    the program. Raises eager's RuntimeError for a tensor of several elements where the
-    conversion needs one, DataDependentControlFlowError inside a region op."""
+    the program. ``method_call``: the user's own call (through dispatch), where ``t.item()``
+    of an integer tensor may be a symbol (``_value_symbol``). Raises eager's RuntimeError
+    for a tensor of several elements where the conversion needs one,
+    DataDependentControlFlowError inside a region op."""
     from thunder_mlir.frontend.tracing import current_trace
 
     trace = current_trace()
@@ -183,8 +186,97 @@ def python_value(func: Callable, args: tuple, kwargs: dict):
     if all(c is not None for c in constants):  # made from Python numbers alone: no guard
         return compute(*constants)
     k, value = query(trace, tensors, compute, what)
+    if func is _T.item and type(value) is int and value >= 2 and \
+            getattr(trace, "unbacked", False) and not t.dtype.is_floating_point and \
+            not t.dtype.is_complex and t.dtype is not torch.bool and method_call and \
+            _called_by_user():
+        return _value_symbol(trace, k, tensors, compute, value, what)
     emit_guard(trace, k, tensors, compute, value, what)
     return value
+
+
+# the frames between a tensor method's caller and ``python_value``
+_DISPATCH_MODULES = frozenset((
+    __name__, "thunder_mlir.frontend.dispatch", "thunder_mlir.frontend.tracing",
+    "thunder_mlir.ir.proxy", "torch.overrides", "torch._tensor"))
+
+
+def _called_by_user() -> bool:
+    """Whether the code that called the tensor method being dispatched is the user's (or a
+    library's, such as litgpt's), not thunder_mlir's own symbols nor torch's Python code,
+    which need a Python int (a meta kernel, a factory's argument)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_globals.get("__name__", "") in _DISPATCH_MODULES:
+        f = f.f_back
+    name = f.f_globals.get("__name__", "") if f is not None else "torch"
+    return not any(name == p or name.startswith(p + ".") for p in ("thunder_mlir", "torch"))
+
+
+def _value_symbol(trace, index: int, tensors: Sequence[TensorProxy], compute: Callable,
+                  value: int, what: str):
+    """``t.item()`` of an integer tensor that was ``value`` (at least 2) at the traced
+    call, as an unbacked symbol (ir/symbolic.py ``ShapeEnv.new_value``), torch.compile's
+    ``capture_scalar_outputs``: the program holds for every value that gives its
+    comparisons (shape guards on the symbol) the traced answers, not for ``value`` alone.
+    Where a tensor op, a float or a non-integer operation reads it, the symbol is
+    specialized to ``value`` (a guard ``s == value``). A branch ``if n < window:`` thus
+    keeps one program for every ``n`` past the window.
+
+    The run-time check (a torch executor call at this point of the plan) computes the value
+    and raises ``ValueGuardFailed(index, observed)`` unless it is an int >= 2 meeting every
+    guard on the symbol; ``trace.value_accepts[index]`` is that test, for the other entries
+    of the value guard's group (value_specialization.py)."""
+    from torch_mlir import ir
+
+    env = trace.shape_env
+    sym = env.new_value(value, f"{what} at {_site()}")
+    number = symbolic.symbol_number(sym.expr)
+    trace.unbacked_groups.append([number])
+    check = []  # env.unbacked_check([number]), built at first use (the guards are final)
+
+    def accept(observed) -> bool:
+        if type(observed) is not int:
+            return False
+        if not check:
+            check.append(env.unbacked_check([number]))
+        return check[0]([observed])
+
+    def run(*real: torch.Tensor) -> list:
+        observed = compute(*real)
+        if not accept(observed):
+            raise ValueGuardFailed(index, observed)
+        unbacked_sizes.record_run_sizes([number], [observed])
+        return []
+
+    trace.value_accepts[index] = accept
+    impl = implementations.register_attr("value_guard", run)
+    with trace.ip:
+        ExecutorCallOp(**segment_kwargs("in", [p.value for p in tensors]),
+                       **segment_kwargs("out", [], type_of=lambda t: t),
+                       executor=ir.StringAttr.get("torch"),
+                       callee=ir.StringAttr.get(f"value_guard[{index}] {what} (symbolic)"),
+                       impl=impl)
+    return sym
+
+
+def pin_values(trace, tree):
+    """``tree`` (an op's arguments: tuples, lists, dicts, slices of values) with every
+    SymInt that holds a Python int read from a tensor (``_value_symbol``) replaced by its
+    value, guarded (``SymInt.pin``): a tensor op reads the value itself."""
+    def pin(x):
+        if type(x) is symbolic.SymInt:
+            return x.pin() if x.is_value() else x
+        if isinstance(x, (tuple, list)):
+            items = [pin(v) for v in x]
+            if all(a is b for a, b in zip(items, x)):
+                return x
+            return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
+        if type(x) is slice:
+            return slice(pin(x.start), pin(x.stop), pin(x.step))
+        if type(x) is dict:
+            return {k: pin(v) for k, v in x.items()}
+        return x
+    return pin(tree)
 
 
 # Tensors made from Python values alone by a deterministic factory
