@@ -245,6 +245,29 @@ def test_multi_output_view_used_after_its_base_was_written():
             (o[0].sum() + o[1].sum()).backward()
 
 
+@pytest.mark.parametrize("use", [
+    lambda v: v.diagonal(),  # generator program 1966 of seed 0 (1-D v: diagonal's IndexError)
+    lambda v: v.sum(5),  # (a reduction's dimension check)
+    lambda v: v + torch.ones(3),  # (a broadcast check)
+    lambda v: v.flatten(3),  # composite: flatten's own IndexError comes first in eager
+    lambda v: v * 2,  # (no argument error: the rebased-view error)
+], ids=["diagonal", "sum", "add", "flatten", "mul"])
+def test_rebased_multi_output_view_error_comes_in_eagers_order(use):
+    # eager's autograd kernel reads the view's grad_fn (the rebased-view RuntimeError)
+    # before its kernel checks the arguments; a composite op checks them first
+    def f(x0):
+        t = x0.clone()
+        v = t.unbind(0)[1]
+        t[0] = 7
+        return use(v)
+
+    x = torch.randn(4, 4, requires_grad=True)
+    with pytest.raises((RuntimeError, IndexError)) as e:
+        f(x)
+    with pytest.raises(type(e.value), match=re.escape(str(e.value).splitlines()[0][:60])):
+        J(f)(x)
+
+
 def test_as_strided_of_a_view_reads_its_base_storage():
     def f(x0):
         t = x0.clone()
