@@ -268,6 +268,26 @@ def test_rebased_multi_output_view_error_comes_in_eagers_order(use):
         J(f)(x)
 
 
+@pytest.mark.parametrize("write", ["x[1:].add_(w)", "x[1:].mul_(w * 2)", "x[:, 3:].copy_(w.expand(1, 0))"])
+def test_write_with_grad_into_an_empty_view_gives_a_zero_gradient(write):
+    # generate_aliased's difference: no element is written, yet eager's graph reads the
+    # value (the op's node under the base's CopySlices): w.grad is tensor(0.), not None
+    ns = {"torch": torch}
+    exec(f"def f(x, w):\n    {write}\n    return x * 1\n", ns)  # noqa: S102 - the table's
+    f = ns["f"]
+    for x_grad in (False, True):
+        grads = []
+        for fn in (f, J(f)):
+            x = torch.randn(1, 3, requires_grad=x_grad)
+            w = torch.randn((), requires_grad=True)
+            out = fn(x.clone() if x_grad else x, w)
+            out.sum().backward()
+            grads.append((w.grad, x.grad if x_grad else None))  # (x written: no leaf)
+        (we, xe), (wa, xa) = grads
+        assert (wa is None) == (we is None) and (xa is None) == (xe is None)
+        assert _same(wa, we) and (xe is None or _same(xa, xe))
+
+
 def test_as_strided_of_a_view_reads_its_base_storage():
     def f(x0):
         t = x0.clone()
