@@ -572,6 +572,26 @@ def test_detach_view_does_not_require_grad_after_its_base_is_rewritten():
         assert _same(a, e) and a.requires_grad == e.requires_grad
 
 
+def test_view_keeps_requires_grad_after_its_base_is_detached_in_place_and_written():
+    """docs/sharp_edges.md's known difference: ``v = t[1]; t.detach_(); t.add_(1)``: eager
+    regenerates ``v``'s grad_fn at the write (it had one), reaching nothing: ``v`` requires
+    grad and its backward gives ``x`` no gradient. The jit's ``v`` did not require grad."""
+    def f(x0):
+        t = x0 * 2
+        v = t[1]
+        t.detach_()
+        t.add_(1)
+        return v, x0 * 3
+
+    x = torch.randn(4, 6, requires_grad=True)
+    xa = x.detach().clone().requires_grad_()
+    (e, ye), (a, ya) = f(x), J(f)(xa)
+    assert _same(a, e) and a.requires_grad and e.requires_grad
+    for t, u in ((e, ye), (a, ya)):
+        (t.sum() * 2 + u.sum()).backward()
+    assert _same(xa.grad, x.grad)
+
+
 def test_permute_argument_errors_are_eagers():
     """Generator seed 0 program 180: ``permute`` with a wrong number of dims (a view made
     before ``unsqueeze``) raised a ValueError from the transpose prim; eager raises

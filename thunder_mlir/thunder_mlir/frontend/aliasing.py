@@ -590,8 +590,12 @@ def refresh_views(base: TensorProxy) -> None:
         if getattr(new, "_mirror_of", None) is not None and not keep_view_twin(v):
             v._mirror, v._mirror_of = new._mirror, v.value  # its eager twin, a view of the
             # base's (differentiability.py); kept where the view had one (its grad_fn state)
+        # a view that had a history keeps one (eager regenerates its grad_fn on the base's
+        # write, variable.cpp VariableHooks::grad_fn, even where the base no longer requires
+        # grad: ``v = t[1]; t.detach_(); t.add_(1)``: v requires grad, reaching nothing)
         with torch._C.DisableTorchFunction():
-            torch.Tensor.requires_grad.__set__(v, new.requires_grad)
+            torch.Tensor.requires_grad.__set__(
+                v, new.requires_grad or bool(grad_mode and v.requires_grad))
     base._views = [r for r in base._views if r() is not None]
 
 
