@@ -587,7 +587,13 @@ def refresh_views(base: TensorProxy) -> None:
         new = leaves[k or 0]
         v.value = new.value
         note_unversioned_read(v)
-        if getattr(new, "_mirror_of", None) is not None and not keep_view_twin(v):
+        # (a view keeping its history, below, keeps its own twin: eager's view object,
+        # whose grad_fn the twin regenerates, as eager's does)
+        kept = grad_mode and v.requires_grad and not new.requires_grad and \
+            getattr(v, "_mirror", None) is not None
+        if kept:
+            v._mirror_of = v.value
+        elif getattr(new, "_mirror_of", None) is not None and not keep_view_twin(v):
             v._mirror, v._mirror_of = new._mirror, v.value  # its eager twin, a view of the
             # base's (differentiability.py); kept where the view had one (its grad_fn state)
         # a view that had a history keeps one (eager regenerates its grad_fn on the base's
