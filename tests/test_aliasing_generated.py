@@ -629,6 +629,35 @@ def test_output_views_are_made_in_eagers_order_around_an_in_place_view_op(body):
     assert type(ag) is type(eg) and (ag == eg if isinstance(eg, str) else True)
 
 
+def test_write_through_as_strided_of_a_view_addresses_the_root_storage():
+    # generator seed 27 program 105 (x0 = b[1:5], x1 = b[3:7]: a synthetic base): an
+    # as_strided view of an intermediate view is at a storage offset of the root, not of
+    # the view; the write went step by step, into b[1] instead of b[0]
+    def f(b):
+        v = b[1:5].as_strided((2, 2), (1, 3), 1)
+        v.copy_(torch.full_like(v, 5))
+        return v,
+
+    def g(b):
+        t = b * 1
+        v = t[1:5].as_strided((2, 2), (1, 3), 1)
+        v.mul_(2)
+        return v, t
+
+    def h(x0, x1):
+        v = x0.as_strided((2, 2), (1, 3), 1)
+        v.copy_(torch.full_like(v, 5))
+        return v,
+
+    for fn, n in ((f, 1), (g, 1), (h, 2)):
+        be, ba = torch.arange(60.).reshape(10, 6), torch.arange(60.).reshape(10, 6)
+        args_e = (be,) if n == 1 else (be[1:5], be[3:7])
+        args_a = (ba,) if n == 1 else (ba[1:5], ba[3:7])
+        for a, e in zip(J(fn)(*args_a), fn(*args_e)):
+            assert _same(a, e)
+        assert _same(ba, be)
+
+
 def test_permute_argument_errors_are_eagers():
     """Generator seed 0 program 180: ``permute`` with a wrong number of dims (a view made
     before ``unsqueeze``) raised a ValueError from the transpose prim; eager raises

@@ -309,12 +309,14 @@ def _direct_geometry(p: TensorProxy, chain: list[tuple]) -> torch.Tensor | None:
     geometry is not a plain one of the root's elements (a dtype view, a conjugate)."""
     if len(chain) < 2:
         return None
-    from thunder_mlir.frontend.aliasing import eager_meta
+    from thunder_mlir.frontend.aliasing import _AS_STRIDED, eager_meta
 
     with torch._C.DisableTorchFunction():  # (the tracer's creation ops stay away)
         bases = [eager_meta(step[1][0]) for step in chain[:-1]]
+        # (an as_strided of an intermediate view addresses the root's storage, not the
+        # view's: ``b[1:5].as_strided((2, 2), (1, 3), 1)`` is elements 1, 4, 2, 5 of b)
         if not any(b is not None and torch._debug_has_internal_overlap(b) == 1
-                   for b in bases):
+                   for b in bases) and not any(step[0] in _AS_STRIDED for step in chain[:-1]):
             return None
         m = eager_meta(p)
     root = chain[-1][1][0]
