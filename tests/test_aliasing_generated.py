@@ -30,10 +30,11 @@ J = thunder_mlir.jit
 
 
 # programs in CI: issue 46's 2,000 (its "0 differences over at least 2,000 programs in
-# CI"). Measured alone with a fresh compile cache, as CI has it: 2,000 cost about 140 s
-# of CPU (144 s wall on a quiet core, 239 s at load 4-6), 120 cost 9 s; about 2/3 is
-# XLA's compile of each program's ~1.2 unique regions (forward, backward), which no
-# other program shares. THUNDER_ALIASING_PROGRAMS=N runs another count of the same stream
+# CI"). Measured with a fresh compile cache, as CI has it, on this 2-core machine: 2,000
+# cost 144 s (load 2-3) to 174-239 s (load 4-6) for about 140 s of CPU; 120 cost 9 s.
+# About 2/3 is XLA's compile of each program's ~1.2 unique regions (forward, backward),
+# which no other program shares (cProfile of 300: 19 of 31 s in compile_stablehlo).
+# THUNDER_ALIASING_PROGRAMS=N runs another count of the same stream
 CI_PROGRAMS = 2000
 
 
