@@ -12,7 +12,7 @@ from torch_mlir import ir
 
 from thunder_mlir.errors import GradError
 from thunder_mlir.frontend.torch_fallback import CALL_ATTR, CONNECTED, DIFFERENTIABLE, \
-    RNG_STATE_ATTR, TRIAL_ATTR, implementation_of
+    RNG_STATE_ATTR, STORAGE_ATTR, TRIAL_ATTR, implementation_of
 from thunder_mlir.ir import attrs, dtypes, implementations
 from thunder_mlir.ir.dtypes import is_inexact, torch_dtype
 
@@ -161,7 +161,9 @@ def _capture_rng_state(op, forward) -> ir.Value | None:
                              executor=op.attributes["executor"],
                              callee=op.attributes["callee"], impl=impl)
     if encoded:
-        for name in (CALL_ATTR, TRIAL_ATTR):
+        # (STORAGE_ATTR: a view of a computed tensor whose buffer may be the input's, as
+        # a folded clone's is, is copied at the run: torch_fallback._make_run)
+        for name in (CALL_ATTR, TRIAL_ATTR, STORAGE_ATTR):
             if name in op.attributes:
                 new.operation.attributes[name] = op.attributes[name]
         new.operation.attributes[RNG_STATE_ATTR] = ir.UnitAttr.get()

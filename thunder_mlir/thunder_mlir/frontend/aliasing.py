@@ -20,6 +20,7 @@ metadata (``expand_as``, ``view_as`` read nothing else), except as an index
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from typing import Any
 
@@ -48,6 +49,18 @@ def writes_first_argument(func) -> bool:
     name = getattr(func, "__name__", "")
     return (name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or \
         name in INPLACE_DUNDERS
+
+
+# the order in which views and in-place view ops of inputs were made in the trace: proxy
+# attribute VIEW_SEQ, and the last field of each ``Trace.input_restrides`` entry
+# (``output_views`` makes a view made after an input's in-place view op after it)
+VIEW_SEQ = "_view_seq"
+_SEQ = itertools.count()
+
+
+def next_seq() -> int:
+    """The next number of ``VIEW_SEQ``'s order."""
+    return next(_SEQ)
 
 
 def mark_views(base, out):
@@ -92,6 +105,7 @@ def record_view(func, args: tuple, kwargs: dict, out) -> None:
             if func in _STRIDE_CHECKED:
                 _check_strides(step)
             setattr(o, _VIEW_OF, step)
+            o.__dict__[VIEW_SEQ] = next(_SEQ)
             # (whether eager's view got a grad_fn when made: ``rebased_view_error``)
             o.__dict__[BASE_REQUIRED_GRAD] = bool(args[0].requires_grad)
             note_unversioned_read(o)
@@ -373,8 +387,10 @@ def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy],
     argument."""
     outs = list(outputs) + list(hidden)
     roots = {id(p): ("input", i) for i, p in enumerate(inputs)}
-    for i, *_, x in restrides:
+    first_restride: dict[int, int] = {}
+    for i, *_, x, seq in restrides:
         roots[id(x)] = ("restrided", i)
+        first_restride[i] = min(seq, first_restride.get(i, seq))
     for pos, o in enumerate(outs):
         roots.setdefault(id(o), ("output", pos))
     inputs_by_id = {id(p): i for i, p in enumerate(inputs)}
@@ -383,6 +399,8 @@ def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy],
     # back from XLA as the same buffer: it is copied
     taken = set(p.value for p in inputs if type(p.value.owner) is ir.Block)
     recipes: dict[int, tuple] = {}
+    holds: list[tuple] = []
+    first_made: dict[int, int] = {}  # (per recipe: its first view's VIEW_SEQ number)
     for pos, o in enumerate(outs):
         recipe = None
         if roots[id(o)] != ("output", pos):  # the same tensor returned again
@@ -401,6 +419,11 @@ def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy],
                 templates = [_template(step, inputs_by_id) for step in steps]
                 if all(t is not None for t in templates):  # (None: a step copies, as eager)
                     recipe = (pos, root, templates)
+                    first_made[pos] = _seq_of_step(o, steps, 0)
+                    split = _made_after_restride(o, steps, root, first_restride)
+                    if split:  # (the steps before the input's in-place view op: held)
+                        holds.append((None, ("hold", (root[1], pos)), templates[:split]))
+                        recipe = (pos, ("held", (root[1], pos)), templates[split:])
         if recipe is None and o.value in taken:
             recipe = (pos, ("copy", pos), [])
         if recipe is not None:
@@ -409,9 +432,19 @@ def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy],
     ordered: list[tuple] = []
     done: set[int] = set()
 
+    def input_of(pos: int):  # the input under an output's recipe, or None
+        kind, i = recipes[pos][1]
+        if kind == "output":
+            return input_of(i) if i in recipes and i != pos else None
+        return i if kind in ("input", "restrided") else i[0] if kind == "held" else None
+
     def restrided(pos: int) -> bool:  # reads an input after its in-place view ops
         kind, i = recipes[pos][1]
-        return kind == "restrided" or kind == "output" and i in recipes and restrided(i)
+        if kind == "output" and i in recipes and input_of(i) in first_restride and \
+                first_made.get(pos, -1) > first_restride[input_of(i)]:
+            return True  # (a view of another output made after the input's op)
+        return kind in ("restrided", "held") or \
+            kind == "output" and i in recipes and restrided(i)
 
     def emit(pos: int) -> None:  # a recipe after the recipe of the output it reads
         if pos in done:
@@ -424,13 +457,40 @@ def output_views(inputs: list[TensorProxy], outputs: list[TensorProxy],
     for pos in sorted(recipes):
         if not restrided(pos):
             emit(pos)
-    for i, op, args, kwargs, grad_mode, _ in restrides:
+    ordered += holds
+    for i, op, args, kwargs, grad_mode, *_ in restrides:
         ordered.append((None, ("restride", i), [(op, args, kwargs, grad_mode)]))
     for pos in sorted(recipes):
         emit(pos)
     if hidden:
         ordered.append((None, ("drop", len(hidden)), []))
     return ordered
+
+
+def _seq_of_step(o: TensorProxy, steps: list, k: int) -> int:
+    """The ``VIEW_SEQ`` number of the view that ``steps[k]`` made (``steps`` root first,
+    ``steps[-1]`` made ``o``); -1 where it has none."""
+    q = o
+    for _ in range(len(steps) - 1 - k):
+        q = getattr(q, _VIEW_OF)[1][0]
+    return q.__dict__.get(VIEW_SEQ, -1)
+
+
+def _made_after_restride(o: TensorProxy, steps: list, root: tuple,
+                         first_restride: dict[int, int]) -> int:
+    """For an output ``o`` made by ``steps`` (root first) from input ``root`` as it was
+    before its in-place view ops (``t_``, ``squeeze_``: ``first_restride`` holds the first
+    one's ``VIEW_SEQ`` number per input), the index of the first step made after that op,
+    or 0 where none was (or the first was). Eager made those views after the op changed
+    the input's version: made before it, a multi-output view (``v.unbind(0)[1]`` of ``v =
+    x.view(-1)`` made before ``x.squeeze_()``) would count as written by it, and its
+    backward raise."""
+    if root[0] != "input" or root[1] not in first_restride:
+        return 0
+    for k in range(len(steps)):
+        if _seq_of_step(o, steps, k) > first_restride[root[1]]:
+            return k
+    return 0
 
 
 def _template(step, inputs_by_id: dict[int, int]) -> tuple:
@@ -491,7 +551,8 @@ def _aliases_on_meta(func, args, kwargs, k) -> bool:
 def strided_recipes(recipes: list[tuple]) -> list[int]:
     """The inputs (tensor indices) of which an output recipe takes an ``as_strided`` view:
     ``check_strided_inputs`` checks them at each call."""
-    return sorted({i for _, (kind, i), steps in recipes if kind == "input"
+    return sorted({i if kind == "input" else i[0] for _, (kind, i), steps in recipes
+                   if kind in ("input", "hold", "held")
                    and any(step[0] in _AS_STRIDED for step in steps)})
 
 
@@ -516,6 +577,7 @@ def apply(recipes: list[tuple], outs: list[torch.Tensor], tensors) -> list[torch
     view of its base (an input tensor of this call, or another output), and the hidden
     shared bases at its end dropped (``output_views``)."""
     outs = list(outs)
+    held: dict = {}  # (the views made before an input's in-place view op: ``output_views``)
     for pos, (kind, i), steps in recipes:
         if kind == "copy":  # a new tensor whose buffer XLA shares with another
             outs[pos] = outs[pos].clone()
@@ -528,7 +590,8 @@ def apply(recipes: list[tuple], outs: list[torch.Tensor], tensors) -> list[torch
                 with torch.set_grad_enabled(grad_mode):
                     op(tensors[i], *args, **kwargs)
             continue
-        value = outs[i] if kind == "output" else tensors[i]
+        value = outs[i] if kind == "output" else held[i] if kind == "held" else \
+            tensors[i[0]] if kind == "hold" else tensors[i]
         for func, args, kwargs, k, grad_mode in steps:
             def real(x, base=value):
                 if x is _BASE:
@@ -542,7 +605,10 @@ def apply(recipes: list[tuple], outs: list[torch.Tensor], tensors) -> list[torch
             if k is not None:
                 value = [t for t in optree.tree_leaves(value, none_is_leaf=True)
                          if isinstance(t, torch.Tensor)][k]
-        outs[pos] = value
+        if kind == "hold":  # (a view made before an in-place view op: ``held`` below)
+            held[i] = value
+        else:
+            outs[pos] = value
     return outs
 
 
@@ -587,11 +653,21 @@ def refresh_views(base: TensorProxy) -> None:
         new = leaves[k or 0]
         v.value = new.value
         note_unversioned_read(v)
-        if getattr(new, "_mirror_of", None) is not None and not keep_view_twin(v):
+        # (a view keeping its history, below, keeps its own twin: eager's view object,
+        # whose grad_fn the twin regenerates, as eager's does)
+        kept = grad_mode and v.requires_grad and not new.requires_grad and \
+            getattr(v, "_mirror", None) is not None
+        if kept:
+            v._mirror_of = v.value
+        elif getattr(new, "_mirror_of", None) is not None and not keep_view_twin(v):
             v._mirror, v._mirror_of = new._mirror, v.value  # its eager twin, a view of the
             # base's (differentiability.py); kept where the view had one (its grad_fn state)
+        # a view that had a history keeps one (eager regenerates its grad_fn on the base's
+        # write, variable.cpp VariableHooks::grad_fn, even where the base no longer requires
+        # grad: ``v = t[1]; t.detach_(); t.add_(1)``: v requires grad, reaching nothing)
         with torch._C.DisableTorchFunction():
-            torch.Tensor.requires_grad.__set__(v, new.requires_grad)
+            torch.Tensor.requires_grad.__set__(
+                v, new.requires_grad or bool(grad_mode and v.requires_grad))
     base._views = [r for r in base._views if r() is not None]
 
 

@@ -259,11 +259,16 @@ def track(func: Callable | None, args: tuple, kwargs: dict, call: Callable[[], A
     """
     inputs = _proxies((args, kwargs))
     trace = current_trace()
-    # a view whose base was written since it was made: eager's error, after the op's own
-    # argument checks (``_raise_rebased_view_error``)
+    # a view whose base was written since it was made: eager's error, before the op's
+    # own argument checks where eager's op reads the view's grad_fn first (its autograd
+    # kernel collects the edges before it dispatches: ``rebased_view_error_first``), else
+    # after them (``_raise_rebased_view_error``)
     rebased = [p for p in inputs if p.__dict__.get(REWRITTEN_VIEW) and p.requires_grad] \
         if torch.is_grad_enabled() else ()
     if rebased:
+        first = rebased_view_error_first(func, args, kwargs, rebased)
+        if first is not None:
+            _raise_rebased_view_error(first)
         call_ = call
 
         def call():
@@ -319,15 +324,81 @@ def rebased_view_error(p: TensorProxy) -> str | None:
     of an op that returns several views (``split``, ``unbind``, ``chunk``: "Output 1 of
     Split is a view and its base or another view of its base has been modified inplace"),
     and views of it. Eager raises when it rebuilds the view's ``grad_fn``
-    (``handle_view_on_rebase``, torch/csrc/autograd/variable.cpp); here the view's chain
-    is replayed on a meta base that requires grad, the base written, and the view's
-    ``grad_fn`` read, so the rule and the message are eager's. Where every view of the
-    chain was made while its base did not require grad (``t = x * 2; v = t.chunk(2)[0]``),
-    ``p`` requires grad because a write in grad mode put the root into the graph
-    (``t.add_(w)``): the replay's base then starts without grad and is written with a value
-    that requires grad ("A view was created in no_grad mode and its base ... modified
-    inplace with grad mode enabled"). None where eager does not raise (or it cannot be
-    replayed on meta)."""
+    (``handle_view_on_rebase``, torch/csrc/autograd/variable.cpp); here the view is
+    replayed on meta (``_rebased_meta``) and its ``grad_fn`` read, so the rule and the
+    message are eager's. None where eager does not raise (or it cannot be replayed on
+    meta)."""
+    m = _rebased_meta(p)
+    if m is None:
+        return None
+    try:
+        m.grad_fn
+    except RuntimeError as e:
+        return str(e)
+    return None
+
+
+def rebased_view_error_first(func: Callable | None, args: tuple, kwargs: dict,
+                             rebased: list[TensorProxy]) -> TensorProxy | None:
+    """The view among ``rebased`` (arguments of ``func(*args, **kwargs)`` marked
+    ``REWRITTEN_VIEW``) whose ``rebased_view_error`` eager raises *before* the op's own
+    argument checks, or None. Eager's autograd kernel of an op with a derivative reads its
+    inputs' ``grad_fn`` (``collect_next_edges``) before it dispatches to the kernel that
+    checks the arguments (``v.diagonal()`` of a 1-D rebased ``v``: the rebased-view
+    RuntimeError, not diagonal's IndexError); a composite op checks its arguments first
+    (``v.flatten(3)``: flatten's IndexError). Decided by running ``func`` on meta tensors:
+    each rebased view replayed on a written meta base (``_rebased_meta``), the other
+    tensors with eager's layout (``aliasing.eager_meta``); the first error it raises is
+    eager's. None where it cannot run (a thunder Symbol, no meta kernel, symbolic sizes):
+    the check then follows the op's (``track``)."""
+    if func is None:
+        return None
+    from thunder_mlir.frontend.aliasing import eager_meta
+
+    replayed = {}
+    for p in rebased:
+        m = _rebased_meta(p)
+        if m is not None:
+            replayed[id(p)] = (p, m)
+    if not replayed:
+        return None
+
+    def meta(x):
+        if type(x) is not TensorProxy:
+            return x
+        if id(x) in replayed:
+            return replayed[id(x)][1]
+        m = eager_meta(x)
+        m = x.meta if m is None else m
+        if x.requires_grad and is_inexact(x.tdtype):
+            m = m.detach().requires_grad_()
+        return m
+    try:
+        m_args, m_kwargs = optree.tree_map(meta, (args, kwargs), none_is_leaf=True)
+    except Exception:  # noqa: BLE001 - not judged: the check follows the op's
+        return None
+    try:
+        with torch._C.DisableTorchFunction(), torch.enable_grad(), \
+                torch.random.fork_rng(devices=[]):
+            func(*m_args, **m_kwargs)
+    except RuntimeError as e:
+        for p, _ in replayed.values():
+            if str(e) == rebased_view_error(p):
+                return p
+    except Exception:  # noqa: BLE001 - the op's own error (or no meta kernel): not first
+        return None
+    return None
+
+
+def _rebased_meta(p: TensorProxy) -> torch.Tensor | None:
+    """The view ``p`` (``rebased_view_error``) as eager's tensor is now: its chain of views
+    replayed on a meta base that requires grad, then the base written in place. Where
+    every view of the chain was made while its base did not require grad (``t = x * 2; v =
+    t.chunk(2)[0]``), ``p`` requires grad because a write in grad mode put the root into
+    the graph (``t.add_(w)``): the replay's base then starts without grad and is written
+    with a value that requires grad ("A view was created in no_grad mode and its base ...
+    modified inplace with grad mode enabled"). None where ``p`` is no view, a size is
+    symbolic, its dtype cannot require grad, or a step cannot run on meta."""
     from thunder_mlir.frontend.aliasing import _VIEW_OF, BASE_REQUIRED_GRAD, replay_step
 
     chain, q, made_with_grad = [], p, False
@@ -355,11 +426,7 @@ def rebased_view_error(p: TensorProxy) -> str | None:
                 base.add_(torch.zeros((), dtype=q.tdtype, device="meta", requires_grad=True))
     except Exception:  # noqa: BLE001 - not replayable on meta: not judged
         return None
-    try:
-        m.grad_fn
-    except RuntimeError as e:
-        return str(e)
-    return None
+    return m
 
 
 def _mutates_a_twin(func, args, grad: bool) -> bool:

@@ -225,6 +225,21 @@ def keep_edge(value: TensorProxy, source: TensorProxy) -> TensorProxy:
     return emit_composite(_ZERO_GRAD_EDGE, (value, source), {}, required=True)
 
 
+def _empty_write(base: TensorProxy, new: TensorProxy) -> TensorProxy:
+    """``base`` after a write of ``new`` into an empty view of it: no element changes, and
+    eager's graph still reads ``new`` (the op's node on the empty view, under the base's
+    ``CopySlices``), so the inputs behind ``new`` get a zero ``.grad``, not none
+    (``x[1:].add_(w)`` on one row: ``w.grad`` is ``tensor(0.)``). The edge is kept
+    (``ltorch.zero_grad_edge``) in grad mode for a floating-point ``new`` whatever its
+    ``requires_grad`` flag says: ``new`` is the op's internal value, whose flag the
+    tracking of the user's op sets only after the write; where nothing behind it requires
+    grad, the gradient pass finds no input to give the zeros to."""
+    if not torch.is_grad_enabled() or not new.tdtype.is_floating_point and \
+            not new.tdtype.is_complex or _reads(base.value, new.value):
+        return base
+    return emit_composite(_ZERO_GRAD_EDGE, (base, new), {}, required=True)
+
+
 def _reads(value, old, limit: int = 4096) -> bool:
     """Whether the SSA ``value`` is computed from ``old``: a walk up its operands that
     enters composites (a composite's result reads an operand only if its body's yielded
@@ -294,12 +309,14 @@ def _direct_geometry(p: TensorProxy, chain: list[tuple]) -> torch.Tensor | None:
     geometry is not a plain one of the root's elements (a dtype view, a conjugate)."""
     if len(chain) < 2:
         return None
-    from thunder_mlir.frontend.aliasing import eager_meta
+    from thunder_mlir.frontend.aliasing import _AS_STRIDED, eager_meta
 
     with torch._C.DisableTorchFunction():  # (the tracer's creation ops stay away)
         bases = [eager_meta(step[1][0]) for step in chain[:-1]]
+        # (an as_strided of an intermediate view addresses the root's storage, not the
+        # view's: ``b[1:5].as_strided((2, 2), (1, 3), 1)`` is elements 1, 4, 2, 5 of b)
         if not any(b is not None and torch._debug_has_internal_overlap(b) == 1
-                   for b in bases):
+                   for b in bases) and not any(step[0] in _AS_STRIDED for step in chain[:-1]):
             return None
         m = eager_meta(p)
     root = chain[-1][1][0]
@@ -354,7 +371,7 @@ def update_view(base: TensorProxy, view: torch.Tensor, new: TensorProxy) -> Tens
     view share memory."""
     sizes, strides, offset = tuple(view.shape), tuple(view.stride()), view.storage_offset()
     if math.prod(sizes) == 0:
-        return base
+        return _empty_write(base, new)
     uniform = _uniform_write
     if torch._debug_has_internal_overlap(view) == 1 and _made_by(new) == "ltorch.index_assign":
         from thunder_mlir.frontend.locations import describe_frame, user_frame

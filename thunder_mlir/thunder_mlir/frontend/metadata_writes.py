@@ -24,7 +24,7 @@ import weakref
 
 import torch
 
-from thunder_mlir.frontend.aliasing import _VIEW_OF, mark_views, record_view
+from thunder_mlir.frontend.aliasing import _VIEW_OF, mark_views, next_seq, record_view
 from thunder_mlir.frontend.tracing import current_trace
 from thunder_mlir.ir.proxy import TensorProxy
 
@@ -94,7 +94,7 @@ def restride(x: TensorProxy, inplace, args: tuple, kwargs: dict) -> TensorProxy:
     if restrided_input is not None:
         x.__dict__[RESTRIDED_INPUT] = restrided_input
         trace.input_restrides.append((restrided_input, inplace, args, kwargs,
-                                      torch.is_grad_enabled(), x))
+                                      torch.is_grad_enabled(), x, next_seq()))
     return x
 
 
