@@ -477,15 +477,17 @@ def _widened_gemm_biases(op, x: ir.Value) -> ir.Value | None:
     fn = block.owner.operation
     if fn.name != "func.func":
         return None
-    table = _WIDENED_BIASES.get(ir.StringAttr(fn.attributes["sym_name"]).value)
-    if table is None:
-        table = _WIDENED_BIASES[ir.StringAttr(fn.attributes["sym_name"]).value] = \
-            _widen_block_biases(block)
-    return table.get((x.arg_number, str(op.result.type)))
+    name = ir.StringAttr(fn.attributes["sym_name"]).value
+    if name not in _WIDENED_BIASES:
+        _WIDENED_BIASES[name] = _widen_block_biases(block)
+    return _WIDENED_BIASES[name].get((x.arg_number, str(op.result.type)))
 
 
 def _widen_block_biases(block) -> dict:
-    groups: dict[str, list] = {}  # 16-bit type -> [(argument, result type)]
+    """Widen every gemm bias (``_gemm_bias``) that is a static-shaped argument of
+    ``block`` at its start, as ``_widened_gemm_biases`` says; returns {(argument number,
+    result type): the widened value}."""
+    groups: dict[str, list] = {}  # 16-bit type -> [(argument, result type, key)]
     seen = set()
     for o in block.operations:
         o = o.operation
