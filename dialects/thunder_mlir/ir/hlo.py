@@ -19,7 +19,7 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo as shlo
 
-from thunder_mlir.ir import attrs
+from thunder_mlir.ir import attrs, sharding
 from thunder_mlir.ir.dialect import RNG_STREAM_SHIFT
 from thunder_mlir.ir.dtypes import complex_splat
 
@@ -469,14 +469,16 @@ def _widened_gemm_biases(op, x: ir.Value) -> ir.Value | None:
     sliced apart and reshaped, then one ``optimization_barrier`` over all of them. XLA
     makes that one multi-output fusion (a barrier per bias: a kernel each; one barrier over
     separate converts: still a kernel each; the slices taken after the barrier: the gemms
-    no longer take the bias into their epilogue. Measured for an H100, jaxlib 0.12.0.1)."""
+    no longer take the bias into their epilogue. Measured for an H100, jaxlib 0.12.0.1).
+    Not in a sharded program (``thunder.mesh``): None."""
     if not isinstance(x.owner, ir.Block) or not ir.RankedTensorType(x.type).has_static_shape:
         return None
     x = ir.BlockArgument(x)
     block = x.owner
     fn = block.owner.operation
-    if fn.name != "func.func":
-        return None
+    if fn.name != "func.func" or sharding.MESH_ATTR in fn.attributes:
+        return None  # (a sharded program: its biases' shardings may differ, and the
+        # partitioner would gather them to concatenate them; each is widened apart)
     name = ir.StringAttr(fn.attributes["sym_name"]).value
     if name not in _WIDENED_BIASES:
         _WIDENED_BIASES[name] = _widen_block_biases(block)
@@ -1156,8 +1158,6 @@ def lower_dynamic_update_index(op, operands, rw):
 def lower_sharding_constraint(op, operands, rw):
     """``stablehlo.custom_call @Sharding(x) {mhlo.sharding = "..."}``: XLA's sharding
     annotation of an intermediate value (what ``jax.lax.with_sharding_constraint`` emits)."""
-    from thunder_mlir.ir import sharding
-
     mesh = sharding.parse_mesh(ir.StringAttr(op.attributes["mesh"]).value)
     spec = sharding.parse_spec(ir.StringAttr(op.attributes["spec"]).value)
     with rw.ip:
