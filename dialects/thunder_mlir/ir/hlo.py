@@ -1312,7 +1312,7 @@ def lower_after(op, operands, rw):
     integer view (complex, fp8), with dynamic sizes or an empty ``anchor`` take the
     barrier. On the GPU target too: lowered as the barrier, a Llama 1.1B training step
     compiled for an H100 (jaxlib 0.12.0.1) recomputed more (44 -> 66 attention calls,
-    76.4 -> 105.2 ms roofline), GPT-2's 14.1 -> 18.1 ms."""
+    74.6 -> 105.2 ms roofline), GPT-2's 13.0 -> 18.1 ms."""
     x, anchor = operands
     xt, at = ir.RankedTensorType(x.type), ir.RankedTensorType(anchor.type)
     loc = op.location
