@@ -13,6 +13,10 @@ CONSTRAINTS := constraints/default.txt
 # transformers 5.23's >=1.31 excludes, so it cannot be a test extra pip resolves; it
 # imports and runs with the hub transformers brings (versions in constraints/default.txt)
 LITGPT := litgpt lightning lightning-utilities torchmetrics jsonargparse psutil
+# tests/test_peft.py's peft and accelerate (which peft imports), installed without their
+# declared dependencies as litgpt is: what else they import, transformers and torch bring
+# (a resolver run could move torch off its pin)
+PEFT := peft accelerate
 # tests/test_timm.py's timm and what it imports (torchvision, pillow), installed without
 # their declared dependencies into $(VENV)/timm-site, which only test_timm.py puts on
 # sys.path. Apart because PyPI's torchvision is a CUDA build: on the CPU-only torch its C
@@ -34,6 +38,7 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) $(SOURCES) | $(BIN)/python
 	$(BIN)/pip wheel -q --no-deps -w $(WHEELS) .
 	$(BIN)/pip install -q -c $(CONSTRAINTS) "$$(ls $(WHEELS)/*.whl)[test,examples]"
 	$(BIN)/pip install -q --no-deps -c $(CONSTRAINTS) $(LITGPT)
+	$(BIN)/pip install -q --no-deps -c $(CONSTRAINTS) $(PEFT)
 	rm -rf $(VENV)/timm-site
 	$(BIN)/pip install -q --no-deps -c $(CONSTRAINTS) --target $(VENV)/timm-site $(TIMM)
 	$(BIN)/pip install -q --force-reinstall --no-deps $(WHEELS)/*.whl
