@@ -9,10 +9,12 @@ get-tuple-element or bitcasts), and the instructions of the computations it call
 it is a ``call`` or a command buffer (``while`` bodies are counted once and flagged).
 
 * **Bytes** of a kernel: its operands plus its results (what it reads from and writes to
-  HBM), with two refinements that follow what a kernel really touches: an operand that the
-  fused computation only slices (``slice``, ``dynamic-slice``, ``gather``) counts the
-  slices' bytes, and a fusion whose root is an in-place ``dynamic-update-slice`` of one of
-  its operands counts the update, not the whole buffer, on both sides.
+  HBM), with two refinements that follow what a kernel really touches: a fusion's operand
+  counts the fraction of its elements the fused computation uses, by XLA's own operand
+  utilization model (``_utilizations``: a slice, also one behind elementwise ops, a
+  reduction or a broadcast, reads its part), and a fusion whose root is an in-place
+  ``dynamic-update-slice`` of one of its operands counts the update, not the whole
+  buffer, on both sides.
 * **FLOPs**: matmuls only: 2 M N K per ``dot`` (batch included) inside a kernel, the same
   for a cuBLAS gemm custom call, and for cuDNN's fused attention 4 B H L S D forward and
   10 B H L S D backward (two and five matmuls: FlashAttention-2, Dao 2023, section 3), half
@@ -45,6 +47,7 @@ _ARRAY = re.compile(r"\b([a-z][a-z0-9]*)\[([0-9,<=]*)\]")
 _NO_WORK = frozenset(("parameter", "constant", "tuple", "get-tuple-element", "bitcast",
                       "after-all", "partition-id", "replica-id", "opt-barrier",
                       "add-dependency", "domain"))
+# ops whose first operand is read only where the result is: the fraction of its elements
 _SLICING = frozenset(("slice", "dynamic-slice", "gather"))
 
 
@@ -351,56 +354,77 @@ def _attention_flops(ins: Instruction, shapes: dict[str, str]) -> float:
 
 
 def _operand_bytes(ins: Instruction, shapes: dict[str, str], comps: dict) -> float:
-    """Bytes a kernel reads: each operand's, or what the fused computation slices of it,
-    or nothing for the buffer an in-place dynamic-update-slice root writes into."""
+    """Bytes a kernel reads: each operand's, times the fraction of its elements the fused
+    computation uses (``_utilizations``, at most 1: an element read twice is served by the
+    cache), or nothing for the buffer an in-place dynamic-update-slice root writes into."""
     called = _called(ins, "calls")
     body = comps.get(called[0], []) if ins.opcode == "fusion" and called else []
     params = {b.param_number: b.name for b in body if b.opcode == "parameter"}
-    users: dict[str, list[Instruction]] = {}
-    for b in body:
-        for o in b.operands:
-            users.setdefault(o, []).append(b)
     in_place = _in_place_buffers(body)
+    used = _utilizations(body) if body else {}
     total = 0.0
     for k, o in enumerate(ins.operands):
         full = array_bytes(shapes.get(o, ""))
         pname = params.get(k)
         if pname is None:
             total += full
-            continue
-        if pname in in_place:
-            continue  # (the written slice is counted with the results)
-        us = _readers(pname, users)
-        if us and all(u.opcode in _SLICING for u in us):
-            # (the sliced elements, at the operand's element size: a slice behind a
-            # convert has the converted type)
-            per = full / max(1, math.prod(array_dims(shapes.get(o, ""))))
-            total += min(full, sum(per * math.prod(array_dims(u.type)) for u in us))
-        else:
-            total += full
+        elif pname not in in_place:  # (the written slice is counted with the results)
+            total += full * min(1.0, used.get(pname, 1.0))
     return total
 
 
-# ops that read one operand element per result element, at the same index (in a loop
-# fusion, XLA computes them only for the elements their users read)
-_ELEMENTWISE_UNARY = frozenset(("bitcast", "convert"))
+# ops that compute each result element from the operands' elements at the same index
+# (HloInstruction::IsElementwise): in a fusion they are computed only for the elements
+# their users read
+_ELEMENTWISE = frozenset((
+    "abs", "add", "and", "atan2", "bitcast-convert", "cbrt", "ceil", "clamp", "clz",
+    "compare", "complex", "convert", "copy", "cosine", "divide", "erf", "exponential",
+    "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one",
+    "logistic", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "power",
+    "real", "reduce-precision", "remainder", "round-nearest-afz", "round-nearest-even",
+    "rsqrt", "select", "shift-left", "shift-right-arithmetic", "shift-right-logical",
+    "sign", "sine", "sqrt", "stochastic-convert", "subtract", "tan", "tanh", "xor"))
 
 
-def _readers(name: str, users: dict[str, list[Instruction]]) -> list[Instruction]:
-    """The instructions that read value ``name`` of a fused computation, looking through
-    ``bitcast`` (a reinterpretation that moves no data) and ``convert`` (computed per
-    element read): a slice of a converted bitcast of a parameter reads the slice's
-    elements. A user reading it other than as its first operand (the sliced one) is
-    returned as an opaque reader (a ``tuple``): the whole is read."""
-    out: list[Instruction] = []
-    for u in users.get(name, []):
-        if u.opcode in _ELEMENTWISE_UNARY:
-            out += _readers(u.name, users)
-        elif u.operands and u.operands[0] == name and name not in u.operands[1:]:
-            out.append(u)
-        else:
-            out.append(Instruction(u.name, u.type, "tuple", u.operands, u.attrs))
-    return out
+def _utilizations(body: list[Instruction]) -> dict[str, float]:
+    """{name: fraction of its elements computed or read} for the instructions of a fused
+    computation, the root's taken whole: XLA's own model of what a fused kernel touches
+    (``GpuHloCostAnalysis::FusionCalculateUtilizations``, xla/service/gpu/model/
+    gpu_hlo_cost_analysis.cc). Walking from the root to the parameters, an elementwise op
+    passes its users' utilization to its operands (shared, not added, where two
+    elementwise paths meet); any other op starts a new sum: its utilization times the
+    fraction of the operand it reads (``slice``, ``dynamic-slice``, ``gather``: result
+    elements / operand elements; everything else, ``reduce``, ``broadcast``, ``dot``...:
+    all of it). So a slice of a converted sum of split-K partials reads that slice of the
+    partials. The fraction is rounded up to whole elements, as XLA does. Unlike XLA's
+    (which counts repeated accesses, for code size), it is capped at 1 at every
+    instruction: the fraction of distinct elements, since an element used twice is read
+    from HBM once (a slice of a value used twice reads the slice's part once)."""
+    by_name = {b.name: b for b in body}
+    root = next((b for b in body if b.root), body[-1] if body else None)
+    if root is None:
+        return {}
+    roots_of: dict[str, set[str]] = {root.name: {root.name}}
+    root_use: dict[str, float] = {root.name: 1.0}
+    used: dict[str, float] = {}
+    for ins in reversed(body):
+        u = min(1.0, sum(root_use.get(r, 0.0) for r in roots_of.get(ins.name, ())))
+        used[ins.name] = u
+        passes = ins.opcode in _ELEMENTWISE or ins.opcode in ("tuple", "get-tuple-element")
+        for k, o in enumerate(ins.operands):
+            operand = by_name.get(o)
+            if operand is None:
+                continue
+            if passes:
+                roots_of.setdefault(o, set()).update(roots_of.get(ins.name, ()))
+                continue
+            n = max(1, math.prod(array_dims(operand.type)))
+            frac = 1.0
+            if ins.opcode in _SLICING and k == 0:
+                frac = math.prod(array_dims(ins.type)) / n
+            roots_of.setdefault(o, set()).add(o)
+            root_use[o] = root_use.get(o, 0.0) + math.ceil(u * frac * n) / n
+    return used
 
 
 def _in_place_buffers(body: list[Instruction]) -> dict[str, float]:

@@ -177,3 +177,77 @@ def test_a_slice_behind_a_bitcast_or_convert_reads_the_slice():
     assert by["t"] == 768 + 768
     # one element of a converted parameter: 2 bytes read (bf16), 4 written (f32)
     assert by["c"] == 2 + 4
+
+
+# the split-K pattern of a small gemm: 4 float32 partial sums reduced, a bias added and the
+# sum rounded inside each consumer, which uses a third of it (q, k or v)
+SPLIT_K_TEXT = '''HloModule jit_h, is_scheduled=true
+
+%add_f32 (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%fused_third (param_0: f32[4,8,96], param_1: bf16[96]) -> bf16[8,32] {
+  %param_0 = f32[4,8,96]{2,1,0} parameter(0)
+  %zero = f32[] constant(0)
+  %reduce = f32[8,96]{1,0} reduce(%param_0, %zero), dimensions={0}, to_apply=%add_f32
+  %param_1 = bf16[96]{0} parameter(1)
+  %wide = f32[96]{0} convert(%param_1)
+  %bias = f32[8,96]{1,0} broadcast(%wide), dimensions={1}
+  %sum = f32[8,96]{1,0} add(%reduce, %bias)
+  %round = bf16[8,96]{1,0} convert(%sum)
+  %twice = bf16[8,96]{1,0} multiply(%round, %round)
+  ROOT %third = bf16[8,32]{1,0} slice(%twice), slice={[0:8], [32:64]}
+}
+
+%fused_whole (param_0.1: f32[4,8,96], param_1.1: bf16[96]) -> bf16[8,96] {
+  %param_0.1 = f32[4,8,96]{2,1,0} parameter(0)
+  %zero.1 = f32[] constant(0)
+  %reduce.1 = f32[8,96]{1,0} reduce(%param_0.1, %zero.1), dimensions={0}, to_apply=%add_f32
+  %param_1.1 = bf16[96]{0} parameter(1)
+  %wide.1 = f32[96]{0} convert(%param_1.1)
+  %bias.1 = f32[8,96]{1,0} broadcast(%wide.1), dimensions={1}
+  %sum.1 = f32[8,96]{1,0} add(%reduce.1, %bias.1)
+  %head = f32[8,32]{1,0} slice(%sum.1), slice={[0:8], [0:32]}
+  %tail = f32[8,64]{1,0} slice(%sum.1), slice={[0:8], [32:96]}
+  %back = f32[8,96]{1,0} concatenate(%tail, %head), dimensions={1}
+  ROOT %round.1 = bf16[8,96]{1,0} convert(%back)
+}
+
+%fused_rope (param_0.2: bf16[8,96]) -> bf16[8,64] {
+  %param_0.2 = bf16[8,96]{1,0} parameter(0)
+  %q = bf16[8,64]{1,0} slice(%param_0.2), slice={[0:8], [0:64]}
+  %lo = bf16[8,32]{1,0} slice(%q), slice={[0:8], [0:32]}
+  %hi = bf16[8,32]{1,0} slice(%q), slice={[0:8], [32:64]}
+  %rot = bf16[8,64]{1,0} concatenate(%hi, %lo), dimensions={1}
+  ROOT %sum.2 = bf16[8,64]{1,0} add(%q, %rot)
+}
+
+ENTRY %main.3 (p: f32[4,8,96], b: bf16[96], x: bf16[8,96]) -> (bf16[8,32], bf16[8,96], bf16[8,64]) {
+  %p = f32[4,8,96]{2,1,0} parameter(0)
+  %b = bf16[96]{0} parameter(1)
+  %x = bf16[8,96]{1,0} parameter(2)
+  %k = bf16[8,32]{1,0} fusion(%p, %b), kind=kLoop, calls=%fused_third
+  %w = bf16[8,96]{1,0} fusion(%p, %b), kind=kLoop, calls=%fused_whole
+  %r = bf16[8,64]{1,0} fusion(%x), kind=kLoop, calls=%fused_rope
+  ROOT %tuple = (bf16[8,32]{1,0}, bf16[8,96]{1,0}, bf16[8,64]{1,0}) tuple(%k, %w, %r)
+}
+'''
+
+
+def test_a_slice_after_a_reduction_reads_that_part_of_the_reduced_operand():
+    """XLA's operand utilization (GpuHloCostAnalysis::FusionCalculateUtilizations): a
+    fusion computes only the elements its slice keeps, through elementwise ops (shared,
+    not added, where two paths meet: ``round`` read twice by ``multiply``), a reduction
+    (each kept element reads its 4 partial sums) and a broadcast; an element used twice
+    is read once."""
+    by = {k.name: k.bytes for k in hlo_stats.analyze(SPLIT_K_TEXT, PEAKS, BW, {}).kernels}
+    # a third of the partials (4*8*32*4) and of the bias (32*2), the result 8*32*2
+    assert by["k"] == 4096 + 64 + 512
+    # two slices that cover the sum between them read all of it: 4*8*96*4 + 96*2, 8*96*2
+    assert by["w"] == 12288 + 192 + 1536
+    # q used whole (by the add) and as two halves: its elements once, 8*64*2, not twice
+    # its share of x (XLA's model counts the repeated use, for code size, not bytes)
+    assert by["r"] == 1024 + 1024
