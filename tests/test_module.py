@@ -3,6 +3,8 @@ re-trace), training flags select the program, buffers are read."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
@@ -319,6 +321,96 @@ def test_tied_weights():
         torch.testing.assert_close(jm(idx), m(idx))
         m.emb.weight.mul_(2)
         torch.testing.assert_close(jm(idx), m(idx))
+
+
+class _Counted(nn.Linear):
+    """A Linear counting its calls in a buffer, written in place."""
+
+    def __init__(self):
+        super().__init__(4, 4)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        return super().forward(x)
+
+
+class _SharedTwice(nn.Module):
+    """One submodule reachable under two attribute names (as peft's prompt-learning models
+    hold the base model's embedding also as ``word_embeddings``), called through both."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = _Counted()
+        self.alias = self.block
+
+    def forward(self, x):
+        return self.alias(torch.tanh(self.block(x))).square().mean()
+
+
+@pytest.mark.parametrize("entry", ["module", "method", "step"])
+def test_submodule_reachable_under_two_names_keeps_its_parameters(entry):
+    """Its parameters and buffers are one program input per slot, swapped in once and
+    restored once (frontend/reparametrize.py): after the trace the module holds its own
+    Parameters and buffers again — torch's functional_call, restoring name by name, left
+    the first name's TensorProxy in the slot (issue 48, peft's prompt learning) — and the
+    loss, the gradients, the in-place buffer write (two calls per forward) and an SGD
+    step are eager's, through jit(module), jit(module.forward) and jit(step)."""
+    torch.manual_seed(0)
+    model = _SharedTwice()
+    twin = copy.deepcopy(model)
+    own = {n: t for n, t in [*twin.named_parameters(remove_duplicate=False),
+                             *twin.named_buffers(remove_duplicate=False)]}
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, twin)]
+
+    def step(m, opt, x):
+        loss = m(x)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    if entry == "module":
+        run, want = thunder_mlir.jit(twin), model
+    elif entry == "method":
+        run, want = thunder_mlir.jit(twin.forward), model.forward
+    else:
+        jstep = thunder_mlir.jit(step)
+        run, want = (lambda x: jstep(twin, opts[1], x)), (lambda x: step(model, opts[0], x))
+    for i in range(2):
+        x = torch.randn(8, 4, generator=torch.Generator().manual_seed(i))
+        got, expected = run(x), want(x)
+        if entry != "step":
+            got.backward()
+            expected.backward()
+            assert twin.block.weight.grad is not None
+        torch.testing.assert_close(got, expected)
+        for (n, t), (_, u) in zip(model.state_dict(keep_vars=True).items(),
+                                  twin.state_dict(keep_vars=True).items()):
+            assert type(u) is type(t), n
+            torch.testing.assert_close(u, t, msg=n)
+            torch.testing.assert_close(u.grad, t.grad, msg=n)
+        assert all(t is own[n] for n, t in [*twin.named_parameters(remove_duplicate=False),
+                                            *twin.named_buffers(remove_duplicate=False)])
+    torch.testing.assert_close(twin(x), model(x))  # eager, on the restored module
+
+
+@pytest.mark.parametrize("tie_weights", [False, True])
+def test_reparametrized_restores_a_slot_reachable_under_two_names(tie_weights):
+    """frontend/reparametrize.py, as the distributed steps and export's VJP use it: within
+    the block the forward sees the substitute, after it the module holds its own tensors
+    (torch.func.functional_call leaves the first name's substitute there)."""
+    from thunder_mlir.frontend.reparametrize import reparametrized
+
+    m = _SharedTwice()
+    own = dict(m.named_parameters(remove_duplicate=False))
+    w = torch.zeros(4, 4)
+    x = torch.randn(3, 4)
+    values = {"block.weight": w} if tie_weights else {"block.weight": w, "alias.weight": w}
+    with reparametrized(m, values, tie_weights=tie_weights):
+        assert m.block.weight is w
+        torch.testing.assert_close(m(x), m.block.bias.square().mean())  # (x @ 0 + bias)
+    assert all(p is own[n] for n, p in m.named_parameters(remove_duplicate=False))
 
 
 @pytest.mark.parametrize("module, shape", [

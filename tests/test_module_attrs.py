@@ -92,6 +92,41 @@ def test_in_place_writes_to_attributes_are_written_back():
     assert thunder_mlir.cache_misses(j) == 1
 
 
+
+class _Steps(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.steps = torch.zeros(())  # neither parameter nor buffer, written in place
+
+    def forward(self, x):
+        self.steps.add_(1)
+        return self.lin(x) * self.steps
+
+
+class _SharedTwice(torch.nn.Module):
+    """One submodule under two attribute names (peft's ``word_embeddings``), called
+    through both."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = _Steps()
+        self.alias = self.block
+
+    def forward(self, x):
+        return self.alias(self.block(x))
+
+
+def test_attribute_of_a_submodule_reachable_under_two_names_is_one_input():
+    """Lifted once, under the first name (not as two inputs over one tensor, which an
+    in-place write through either name would make the program refuse)."""
+    e, j, mine = _twins(_SharedTwice())
+    for step in range(2):
+        x = torch.full((1, 3), float(step + 1))
+        _same(j(x), e(x))
+        _same(mine.block.steps, e.block.steps)
+    assert mine.block.steps.item() == 4 and thunder_mlir.cache_misses(j) == 1
+
 class Containers(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -1,12 +1,18 @@
 """peft's adapters on a transformers model (issue 48): a tiny random-init Llama wrapped by
-``peft.get_peft_model`` with one adapter type each (LoRA, IA3, LoHa, LoKr), jitted whole
-and compared with eager on the logits and the adapters' gradients (the base weights are
-frozen: no gradient, as eager); and LoRA's training step, ``thunder_mlir.jit(step)`` with
-AdamW over the adapters, three steps equal to eager's.
+``peft.get_peft_model`` with one adapter type each (LoRA, IA3, LoHa, LoKr, and the
+prompt-learning methods: prefix tuning, prompt tuning, P-tuning), jitted whole and
+compared with eager on the logits, the loss and the adapters' gradients (the base weights
+are frozen: no gradient, as eager); and LoRA's training step, ``thunder_mlir.jit(step)``
+with AdamW over the adapters, three steps equal to eager's.
+
+The prompt-learning models hold the base model's embedding also as ``word_embeddings``:
+one submodule under two names, whose parameters the trace once left as proxies
+(frontend/reparametrize.py). Prefix tuning passes its encoder's key/value prefixes to the
+attention as ``past_key_values``, a transformers ``DynamicCache`` built inside forward.
 
 The adapters' weights are moved off their initial values first (LoRA's ``B`` starts at
 zero, which would make its product and the gradient of ``A`` zero: a comparison that
-could not fail). Prefix tuning is skipped with its reason (below).
+could not fail).
 """
 
 from __future__ import annotations
@@ -28,6 +34,12 @@ ADAPTERS = {
                                   feedforward_modules=["down_proj"]),
     "loha": lambda: peft.LoHaConfig(r=4, target_modules=["q_proj", "v_proj"]),
     "lokr": lambda: peft.LoKrConfig(r=4, target_modules=["q_proj", "v_proj"]),
+    # prompt learning: trained virtual tokens; the prefix encoder's key/value prefixes
+    # reach the attention as past_key_values (a transformers DynamicCache built in forward)
+    "prefix": lambda: peft.PrefixTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=4),
+    "prompt": lambda: peft.PromptTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=4),
+    "p_tuning": lambda: peft.PromptEncoderConfig(task_type="CAUSAL_LM", num_virtual_tokens=4,
+                                                 encoder_hidden_size=16),
 }
 
 
@@ -59,6 +71,7 @@ def test_adapter_forward_and_gradients_are_eagers(adapter):
     got = thunder_mlir.jit(twin)(input_ids=ids, labels=ids)
     got.loss.backward()
     torch.testing.assert_close(got.logits, want.logits)
+    torch.testing.assert_close(got.loss, want.loss)
     grads = {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
     assert grads and all(g is not None and g.abs().sum() > 0 for g in grads.values())
     torch.testing.assert_close({n: p.grad for n, p in twin.named_parameters()
@@ -86,8 +99,3 @@ def test_lora_training_step_with_adamw_is_eagers():
     for (n, p), q in zip(model.named_parameters(), twin.parameters()):
         torch.testing.assert_close(q, p, msg=n)
 
-
-def test_prefix_tuning():
-    pytest.skip("peft's prefix tuning (PrefixTuningConfig) fails to trace: an internal "
-                "'tensor subclass TensorProxy' UnsupportedInputError for the base model's "
-                "parameters (issue 48, open)")

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import thunder_mlir
-from thunder_mlir.errors import UnsupportedError, UnsupportedInputError
+from thunder_mlir.errors import SharpEdgeError, UnsupportedError, UnsupportedInputError
 from conftest import mse_training_step
 
 F = torch.nn.functional
@@ -527,6 +527,36 @@ def test_refused():
     before = [p.detach().clone() for p in m.parameters()]
     assert all(torch.equal(p, q) for p, q in zip(before, m.parameters()))
 
+
+
+class _Scaled(_MLP):
+    """Holds a tensor in a dict attribute, neither parameter nor buffer (as peft's
+    prompt-learning models hold ``prompt_tokens``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.scales = {"default": torch.full((3,), 2.0)}
+
+    def forward(self, x):
+        return super().forward(x) * self.scales["default"]
+
+
+def test_plain_tensor_attribute_of_a_step_module_is_refused_by_name():
+    """Such a tensor is a program input of jit(module) (module_attributes.py), not of a
+    training step: refused naming the attribute and the remedies, not as a tensor "read
+    from a global, a closure, or an object that is neither an input nor held by the
+    jitted module"."""
+    m = _Scaled()
+    x = torch.randn(2, 4)
+
+    def step(model, opt, x):
+        model(x).sum().backward()
+        opt.step()
+
+    with pytest.raises(SharpEdgeError, match=r"the attribute 'scales' of the module "
+                                             r"\(_Scaled\).*training step.*as a buffer"):
+        thunder_mlir.jit(step)(m, torch.optim.SGD(m.parameters(), lr=0.1), x)
+    torch.testing.assert_close(thunder_mlir.jit(m)(x), m(x))  # the remedy named
 
 class _MomentumSGD(torch.optim.Optimizer):
     """A custom optimizer as users write them (torch/optim/sgd.py's algorithm, in-place

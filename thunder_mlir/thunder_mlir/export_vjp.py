@@ -18,9 +18,9 @@ from collections.abc import Callable
 import optree
 import torch
 import torch.utils._pytree as torch_pytree
-from torch.nn.utils.stateless import _reparametrize_module
 
 from thunder_mlir.frontend import pytrees
+from thunder_mlir.frontend.reparametrize import reparametrized
 from thunder_mlir.train_step import gradients
 
 
@@ -50,7 +50,7 @@ def vjp_function(fn: Callable | torch.nn.Module, weight_names: list[str], args, 
         with torch.enable_grad():
             if isinstance(fn, torch.nn.Module):
                 state = {n.split(".", 1)[1]: w for n, w in zip(weight_names, weights)}
-                with _reparametrize_module(fn, state, tie_weights=False, strict=False):
+                with reparametrized(fn, state):
                     out = fn(*a, **k)
             else:
                 out = fn(*a, **k)

@@ -1,9 +1,10 @@
 """``ThunderModule``: an ``nn.Module`` whose forward runs a thunder_mlir program.
 
-Parameters and buffers are *inputs* of the compiled program (through
-``torch.func.functional_call``), never constants: an optimizer's in-place update is seen by
-the next call without re-tracing. The training flags of all submodules are part of the
-cache key, so ``eval()``/``train()`` select the matching program (e.g. dropout on or off).
+Parameters and buffers are *inputs* of the compiled program (swapped in as
+``torch.func.functional_call`` does: frontend/reparametrize.py), never constants: an
+optimizer's in-place update is seen by the next call without re-tracing. The training
+flags of all submodules are part of the cache key, so ``eval()``/``train()`` select the
+matching program (e.g. dropout on or off).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from thunder_mlir.error_reporting import error_boundary
 from thunder_mlir.errors import PerformanceWarning
 from thunder_mlir.frontend import module_attributes, torch_internals
 from thunder_mlir.frontend.guards import active_recorder
+from thunder_mlir.frontend.reparametrize import reparametrized
 from thunder_mlir.frontend.sharp_edges import freeze_containers
 from thunder_mlir.frontend.tracing import _local as _tracing_state
 from thunder_mlir.function import ThunderFunction
@@ -59,11 +61,12 @@ def _functional_forward(module: torch.nn.Module, training_flags, state, lifted, 
     # training_flags is unused in the body: as an input it is part of the cache key.
     # lifted: {attribute path: value} of the tensors the module holds as plain attributes
     # (frontend/module_attributes.py), put on their holders while the forward is traced.
-    # functional_call writes into the dict it gets (restoring state): give it a copy.
+    # (reparametrized: torch.func.functional_call's swap, restoring a submodule reachable
+    # under two names correctly)
     undo = _install(module, lifted)
     try:
-        return torch.func.functional_call(module, dict(state), tuple(args), dict(kwargs),
-                                          tie_weights=False, strict=False)
+        with reparametrized(module, state):
+            return module(*args, **kwargs)
     finally:
         _restore(undo)
 
@@ -144,14 +147,22 @@ def _size_is(name: str, n: int) -> str:
 
 
 class _ModuleState:
-    """A module tree's parameters, buffers (by qualified name, duplicates kept, as
-    ``named_parameters(remove_duplicate=False)``) and training flags, read on every call
+    """A module tree's parameters, buffers (by qualified name) and training flags, read on
+    every call
     without walking the tree: ``named_parameters``/``modules`` recurse through generators
     (~30 us per call for five modules). The tree's structure — each submodule's
     ``_parameters``/``_buffers``/``_modules`` dicts, their sizes, its children and its hook
     dicts — is checked on every call and the tables rebuilt when it changed, so a parameter,
     buffer, submodule or hook added, removed or replaced is seen; a tensor assigned to an
     existing name is read afresh each call anyway.
+
+    Each parameter or buffer *slot* (an attribute of a submodule object) is one entry:
+    a tensor held by two submodules (tied weights) is two entries, as in
+    ``named_parameters(remove_duplicate=False)``, but a submodule reachable under two
+    names (peft's prompt-learning models hold the base model's embedding also as
+    ``word_embeddings``) contributes its slots once, under its first name (as
+    ``named_modules()``): one program input per slot, so a buffer the forward writes in
+    place is one input, not two overlapping ones (which the program would refuse).
 
     The check and the reads are one generated function (``current``), remade with the
     tables: one straight-line expression per call instead of loops over the tree."""
@@ -173,9 +184,11 @@ class _ModuleState:
         self._children = [(sub._modules, k, child) for _, sub in named
                           for k, child in sub._modules.items()]
 
+        unique = list(self.module.named_modules())  # (each submodule once: its slots once)
+
         def entries(attr):
             return [(f"{prefix}.{k}" if prefix else k, getattr(sub, attr), k)
-                    for prefix, sub in named for k in getattr(sub, attr)]
+                    for prefix, sub in unique for k in getattr(sub, attr)]
         self._entries = entries("_parameters") + entries("_buffers")
         align_for_xla(type(self.module).__name__, [(n, d[k]) for n, d, k in self._entries])
         self._flag_modules = list(self.module.modules())
@@ -373,12 +386,9 @@ class ThunderModule(torch.nn.Module):
 
 def _functional_method(method, training_flags, state, lifted, args, kwargs):
     # as _functional_forward, for a method called directly (no module hooks run, as eager)
-    from torch.nn.utils.stateless import _reparametrize_module
-
     undo = _install(method.__self__, lifted)
     try:
-        with _reparametrize_module(method.__self__, dict(state), tie_weights=False,
-                                   strict=False):
+        with reparametrized(method.__self__, state):
             return method(*args, **kwargs)
     finally:
         _restore(undo)

@@ -15,9 +15,10 @@ optimizer among its arguments. Each call:
    scalars are run-time values, so ``lr_scheduler.step()`` or editing ``param_groups``
    does not re-trace.
 2. **the program**: the user's ``step`` traced with the parameters swapped for proxies
-   (``torch.nn.utils.stateless._reparametrize_module``) and ``opt.step``/``opt.zero_grad``
-   replaced by their traced forms. The trace keeps a ``.grad`` table (``_GradTable``,
-   installed as ``trace.training``): ``p.grad`` reads and writes go to it;
+   (``frontend/reparametrize.py``, as ``torch.func.functional_call``) and
+   ``opt.step``/``opt.zero_grad`` replaced by their traced forms. The trace keeps a
+   ``.grad`` table (``_GradTable``, installed as ``trace.training``): ``p.grad`` reads
+   and writes go to it;
    ``loss.backward()`` differentiates the program traced so far
    (``transforms/inline_backward.py``) and accumulates into it as torch's
    ``AccumulateGrad`` does (stored where ``.grad`` is None, added in place otherwise);
@@ -63,12 +64,12 @@ import threading
 
 import torch
 import torch.utils._pytree as torch_pytree
-from torch.nn.utils.stateless import _reparametrize_module
 from torch.optim import optimizer as _torch_optimizer
 
 from thunder_mlir.errors import ThunderError, TorchOpRuntimeError, UnsupportedError, \
     UnsupportedInputError
 from thunder_mlir.frontend import differentiability
+from thunder_mlir.frontend.reparametrize import reparametrized
 from thunder_mlir.function import ThunderFunction
 from thunder_mlir.ir import optimizers
 from thunder_mlir.ir.proxy import TensorProxy
@@ -591,7 +592,7 @@ def _program(layout, params, buffers, grads, states, tables, rest):
         for m, names in zip(call.modules, call.module_names):
             state = {n: params[i] for n, i in names[0].items()}
             state.update({n: buffers[i] for n, i in names[1].items()})
-            c = _reparametrize_module(m, state, tie_weights=False, strict=False)
+            c = reparametrized(m, state)
             c.__enter__()
             contexts.append(c)
         out = call.fn(*args, **kwargs)

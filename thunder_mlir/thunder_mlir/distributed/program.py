@@ -36,6 +36,7 @@ import torch
 from torch_mlir import ir
 
 from thunder_mlir.errors import UnsupportedInputError
+from thunder_mlir.frontend.reparametrize import reparametrized
 from thunder_mlir.pipeline import Stage, trace_function
 from thunder_mlir.ir import optimizers, prims, sharding
 from thunder_mlir.ir.dialect import SEED_ATTR
@@ -98,8 +99,9 @@ def sharding_constraint(x: TensorProxy, mesh: DeviceMesh, spec) -> TensorProxy:
 
 
 class LossModule(torch.nn.Module):
-    """``loss_fn(model, *batch)`` as a module, so that ``torch.func.functional_call``
-    substitutes the model's parameters (tied ones included) while ``loss_fn`` runs."""
+    """``loss_fn(model, *batch)`` as a module, so that ``reparametrized``
+    (frontend/reparametrize.py) substitutes the model's parameters (tied ones included)
+    while ``loss_fn`` runs."""
 
     def __init__(self, model: torch.nn.Module, loss_fn: Callable):
         super().__init__()
@@ -168,7 +170,8 @@ def _trace_step(model, loss_fn, rule, pnames, bnames, params, buffers, batch, st
         used = _as_model_holds(used, model_shapes)
         named = {f"model.{n}": p for n, p in zip(pnames, used)}
         named.update({f"model.{n}": b for n, b in zip(bnames, buffers)})
-        loss = torch.func.functional_call(lm, named, tuple(batch), strict=False)
+        with reparametrized(lm, named, tie_weights=True):
+            loss = lm(*batch)
         if type(loss) is not TensorProxy or loss.tshape != () or \
                 not loss.tdtype.is_floating_point:
             raise UnsupportedInputError(
@@ -384,8 +387,8 @@ def build_forward(model: torch.nn.Module, options: dict, mesh: DeviceMesh, pname
     def forward(params, buffers, inputs):
         state = dict(zip(pnames, _as_model_holds(params, model_shapes)))
         state.update(zip(bnames, buffers))
-        return torch.func.functional_call(model, state, tuple(inputs), dict(options),
-                                          strict=False)
+        with reparametrized(model, state, tie_weights=True):
+            return model(*inputs, **options)
 
     stages: list[Stage] = []
     leaves, spec = optree.tree_flatten(((list(params), list(buffers), list(inputs)), {}),

@@ -278,6 +278,11 @@ class AttributeRecorder:
         self._paths: dict[int, tuple[str, ...]] = {}
         self.candidates: dict[tuple[str, ...], None] = {}
         self.liftable: dict[int, tuple[str, ...]] = {}
+        # the id of each tensor read from an attribute of a watched object with no path
+        # (not liftable: a training step's module argument, an object reached from a
+        # global, a property) -> "'name' of <owner>", for the foreign-tensor error
+        # (dispatch.py)
+        self.unlifted: dict[int, str] = {}
         self.installed: dict[tuple[int, str], Any] = {}
         # (id(holder), name) -> (path, value): tensors the program assigns to attributes
         # of such objects, set on them after every run
@@ -355,6 +360,10 @@ class AttributeRecorder:
                     # a list or dict: lifted before the program can mutate the caller's
                     raise module_attributes.LiftNeeded(tuple(self.candidates))
                 return
+        elif not isinstance(value, torch.nn.Module):
+            for t in module_attributes.tensor_leaves(value) or ():
+                self.unlifted.setdefault(
+                    id(t), f"'{name}' of {self._names.get(id(obj), type(obj).__name__)}")
         if isinstance(value, (torch.Tensor, torch.nn.Module)):
             return  # inputs of the program / structure checked by module.py
         try:

@@ -175,10 +175,12 @@ def current_value(root, path) -> Any:
 def module_tensor_attributes(root: torch.nn.Module) -> list[tuple[str, ...]]:
     """The paths of the liftable attributes (``tensor_leaves``) of every module of
     ``root``'s tree, except private ones (``_flat_weights``: a module's own bookkeeping)
-    and those holding a parameter or buffer of the tree (inputs of their own)."""
+    and those holding a parameter or buffer of the tree (inputs of their own). A module
+    reachable under two names is visited once, under its first (``named_modules()``, as
+    the recorder's paths): one input per attribute, not two overlapping ones."""
     registered = {id(t) for t in root.parameters()} | {id(t) for t in root.buffers()}
     out = []
-    for qual, sub in root.named_modules(remove_duplicate=False):
+    for qual, sub in root.named_modules():
         prefix = tuple(qual.split(".")) if qual else ()
         for name, value in vars(sub).items():
             if name[0] == "_":
