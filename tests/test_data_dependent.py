@@ -779,6 +779,11 @@ def test_slice_by_item_is_one_program_for_every_length():
     jfn = _calls(f, [(x, torch.tensor([0, v])) for v in (3, 5, 9, 2, 7, 11, 4, 10)])
     assert thunder_mlir.cache_misses(jfn) == 2
 
+    def tail(x, pos):  # the XLA region reads n back from the length 12 - n alone
+        return x[:, pos.max().item():].softmax(-1)
+    jfn = _calls(tail, [(x, torch.tensor([v])) for v in (3, 8, 5)])
+    assert thunder_mlir.cache_misses(jfn) == 1
+
     def written(x, pos):  # a write into x reaches the slice (eager's view); one program
         n = pos.max().item()
         v = x[:, :n]

@@ -18,7 +18,9 @@ not computed. The trace asks for them in order (query 0, 1, ...):
   again knowing it (thunder_mlir/pipeline.py ``_compile``).
 
 Data-dependent output sizes are *unbacked size symbols* where the trace allows it
-(``trace.unbacked``; section "unbacked sizes" below): one trace for every size >= 2.
+(``trace.unbacked``; section "unbacked sizes" below): one trace for every size >= 2. So
+is ``t.item()`` of an integer tensor read by the user's code (``_value_symbol``), and the
+length of a slice by it (``x[:n + 1]``, ``slice_by_value``).
 
 Sources: torch.compile's graph breaks and unbacked symbols (``torch._dynamo``,
 ``torch/fx/experimental/symbolic_shapes.py``), done here as specialization plus guards for
@@ -219,8 +221,10 @@ def _value_symbol(trace, index: int, tensors: Sequence[TensorProxy], compute: Ca
     ``capture_scalar_outputs``: the program holds for every value that gives its
     comparisons (shape guards on the symbol) the traced answers, not for ``value`` alone.
     Where a tensor op, a float or a non-integer operation reads it, the symbol is
-    specialized to ``value`` (a guard ``s == value``). A branch ``if n < window:`` thus
-    keeps one program for every ``n`` past the window.
+    specialized to ``value`` (a guard ``s == value``), except in a slice's bounds
+    (``x[:n + 1]``: a symbolic length, ``slice_by_value``). A branch ``if n < window:``
+    thus keeps one program for every ``n`` past the window, and ``x[:n + 1]`` under it one
+    for every ``n`` inside.
 
     The run-time check (a torch executor call at this point of the plan) computes the value
     and raises ``ValueGuardFailed(index, observed)`` unless it is an int >= 2 meeting every
