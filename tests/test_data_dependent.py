@@ -781,8 +781,15 @@ def test_slice_by_item_is_one_program_for_every_length():
 
     def tail(x, pos):  # the XLA region reads n back from the length 12 - n alone
         return x[:, pos.max().item():].softmax(-1)
-    jfn = _calls(tail, [(x, torch.tensor([v])) for v in (3, 8, 5)])
+    jfn = thunder_mlir.jit(tail, recompile_limit=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for v in (3, 8, 5):  # the third length passes the limit: XLA compiles per length
+            _same(jfn(x, torch.tensor([v])), tail(x, torch.tensor([v])))
     assert thunder_mlir.cache_misses(jfn) == 1
+    assert [w for w in caught if issubclass(w.category, RecompileWarning) and
+            "3 distinct lengths" in str(w.message) and
+            os.path.basename(w.filename) == os.path.basename(__file__)]
 
     def written(x, pos):  # a write into x reaches the slice (eager's view); one program
         n = pos.max().item()

@@ -31,14 +31,16 @@ from __future__ import annotations
 
 import math
 import sys
+import warnings
 from typing import Any, Callable, Sequence
 
 import optree
 import torch
 
-from thunder_mlir.errors import DataDependentControlFlowError
+from thunder_mlir.errors import DataDependentControlFlowError, RecompileWarning
 from thunder_mlir.frontend import unbacked_sizes
-from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame
+from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame, \
+    user_stacklevel
 from thunder_mlir.ir import implementations, symbolic
 from thunder_mlir.ir.dialect import ExecutorCallOp, segment_kwargs
 from thunder_mlir.ir.proxy import TensorProxy
@@ -384,6 +386,10 @@ def slice_by_value(trace, x: TensorProxy, index):
     bounds = [(evaluator(ix.start), evaluator(ix.stop), ix.step) if type(ix) is slice
               else ix for ix in items]
     lengths = [evaluator(n) for n in shape]
+    what = f"x[{_index_text(index)}]"
+    site = _site()
+    limit = getattr(trace, "recompile_limit", unbacked_sizes.DISTINCT_SIZES_LIMIT)
+    seen: set = set()
 
     def run(real: torch.Tensor, *_sources: torch.Tensor) -> list[torch.Tensor]:
         values = [unbacked_sizes.run_size(k) for k in numbers]
@@ -395,9 +401,16 @@ def slice_by_value(trace, x: TensorProxy, index):
         if tuple(out.shape) != expected:  # (the value guards' test keeps it from happening)
             raise RuntimeError(f"internal: x[index] of shape {tuple(out.shape)}, traced as "
                                f"{expected}")
+        if expected not in seen:
+            seen.add(expected)
+            if len(seen) == limit + 1:
+                warnings.warn(
+                    f"{site}: {what} has taken {len(seen)} distinct lengths (recompile "
+                    f"limit {limit}); the length is a symbol, so the program is not "
+                    "re-traced, but each new length compiles the XLA regions after the "
+                    "slice once", RecompileWarning, stacklevel=user_stacklevel())
         return [out.contiguous()]
 
-    what = f"x[{_index_text(index)}]"
     impl = implementations.register_attr("Tensor.__getitem__", run)
     result_type = dtypes.tensor_type(tuple(shape), x.tdtype)
     with trace.ip:
