@@ -753,8 +753,8 @@ def test_item_compared_only_keeps_one_program_past_the_branch():
         return cache.softmax(-1) * 2
     cache = torch.randn(2, 8)
     jfn = _calls(f, [(cache, torch.tensor([p])) for p in (6, 7, 8, 9, 30, 7, 100)])
-    # 6 and 7 (the slice reads the value: a program each), one for every p >= 8
-    assert thunder_mlir.cache_misses(jfn) == 3
+    # one program for 6 and 7 (the slice's length max_pos + 1 is a symbol), one for p >= 8
+    assert thunder_mlir.cache_misses(jfn) == 2
 
     class Cache(torch.nn.Module):  # the same as a module's forward
         def forward(self, cache, pos):
@@ -763,6 +763,52 @@ def test_item_compared_only_keeps_one_program_past_the_branch():
     for p in (9, 6, 40, 6):
         _same(jm(cache, torch.tensor([p])), f(cache, torch.tensor([p])))
     assert thunder_mlir.cache_misses(jm) == 2
+
+
+def test_slice_by_item_is_one_program_for_every_length():
+    # x[:n + 1] and x[n:] with n read from a tensor: symbolic lengths (value_guards.py
+    # ``slice_by_value``), one trace for every n whose lengths are at least 2, as
+    # torch.compile's unbacked symbols (XLA compiles each length's regions, not a trace)
+    def f(x, pos):
+        n = pos.max().item()
+        head = x[None, :, :n + 1]
+        tail = x[..., n:]
+        return head.softmax(-1) * 2, tail.sum(-1), head.shape[-1]
+    x = torch.randn(3, 12)
+    # 11: a tail of length 1, specialized (a program of its own); 3 to 10 share one
+    jfn = _calls(f, [(x, torch.tensor([0, v])) for v in (3, 5, 9, 2, 7, 11, 4, 10)])
+    assert thunder_mlir.cache_misses(jfn) == 2
+
+    def tail(x, pos):  # the XLA region reads n back from the length 12 - n alone
+        return x[:, pos.max().item():].softmax(-1)
+    jfn = thunder_mlir.jit(tail, recompile_limit=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for v in (3, 8, 5):  # the third length passes the limit: XLA compiles per length
+            _same(jfn(x, torch.tensor([v])), tail(x, torch.tensor([v])))
+    assert thunder_mlir.cache_misses(jfn) == 1
+    assert [w for w in caught if issubclass(w.category, RecompileWarning) and
+            "3 distinct lengths" in str(w.message) and
+            os.path.basename(w.filename) == os.path.basename(__file__)]
+
+    def written(x, pos):  # a write into x reaches the slice (eager's view); one program
+        n = pos.max().item()
+        v = x[:, :n]
+        x.mul_(2)
+        return v + 1
+
+    def write_into(x, pos):  # a write into the slice reaches x (specialized per value)
+        n = pos.max().item()
+        x[:, 1:n].add_(1)
+        return x * 2, x[:, :n].stride()
+    for fn, values, programs in ((written, (3, 5, 9, 4), 1), (write_into, (3, 5, 3), 2)):
+        jfn = thunder_mlir.jit(fn)
+        for v in values:
+            x = torch.randn(3, 12)
+            mine = x.clone()
+            _same(jfn(mine, torch.tensor([v])), fn(x, torch.tensor([v])))
+            _same(mine, x)
+        assert thunder_mlir.cache_misses(jfn) == programs
 
 
 def test_item_in_integer_arithmetic_is_eagers_int_at_every_call():

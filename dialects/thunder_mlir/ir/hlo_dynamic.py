@@ -54,22 +54,42 @@ class SymbolScope:
     def bind(cls, f, arg_shapes: list[list[str] | None]) -> "SymbolScope":
         """Emit ``get_dimension_size`` + ``convert`` at the top of function ``f`` for each
         argument dim whose expression is a bare symbol (``arg_shapes``: per argument, the
-        text of each dim, or None when unknown)."""
+        text of each dim, or None when unknown). A symbol no dim holds bare is read from a
+        dim ``s<k> + c`` or ``c - s<k>`` (c an integer): the length of a slice to or from
+        an int read from a tensor (``x[:n + 1]``, ``x[n:]``: frontend/value_guards.py
+        ``slice_by_value``), whose region has no argument of size ``n`` itself."""
         scope = cls()
         block = f.regions[0].blocks[0]
         first = next(iter(block.operations), None)
         ip = ir.InsertionPoint(first) if first is not None else ir.InsertionPoint(block)
         scalar_i32 = ir.RankedTensorType.get([], ir.IntegerType.get_signless(32))
         scalar_i64 = ir.RankedTensorType.get([], _i64())
+
+        def size(arg, d):
+            n = hlo("stablehlo.get_dimension_size", [arg], [scalar_i32],
+                    {"dimension": ir.IntegerAttr.get(_i64(), d)}).result
+            return hlo("stablehlo.convert", [n], [scalar_i64]).result
+
+        offset = []  # (argument, dim, symbol name, a, c) of dims a * s<k> + c, a = +-1
         with ip, f.location:
             for arg, dims in zip(block.arguments, arg_shapes):
                 for d, text in enumerate(dims or ()):
-                    if text in scope.values or not text.startswith("s") or \
-                            not text[1:].isdigit():
-                        continue
-                    n = hlo("stablehlo.get_dimension_size", [arg], [scalar_i32],
-                            {"dimension": ir.IntegerAttr.get(_i64(), d)}).result
-                    scope.values[text] = hlo("stablehlo.convert", [n], [scalar_i64]).result
+                    if text.startswith("s") and text[1:].isdigit():
+                        if text not in scope.values:
+                            scope.values[text] = size(arg, d)
+                    elif "s" in text:
+                        found = _shifted_symbol(text)
+                        if found is not None:
+                            offset.append((arg, d, *found))
+            for arg, d, name, a, c in offset:
+                if name not in scope.values:
+                    constant = hlo("stablehlo.constant", [], [scalar_i64], {
+                        "value": ir.DenseElementsAttr.get_splat(
+                            scalar_i64, ir.IntegerAttr.get(_i64(), c))}).result
+                    # s = size - c, or c - size
+                    operands = [size(arg, d), constant] if a == 1 else [constant, size(arg, d)]
+                    scope.values[name] = hlo("stablehlo.subtract", operands,
+                                             [scalar_i64]).result
         return scope
 
     def value(self, expr, loc) -> ir.Value:
@@ -144,6 +164,20 @@ class SymbolScope:
             return parts[0]
         return hlo("stablehlo.concatenate", parts, [rt],
                    {"dimension": ir.IntegerAttr.get(_i64(), 0)}, loc).result
+
+
+def _shifted_symbol(text: str) -> tuple[str, int, int] | None:
+    """(``s<k>``, a, c) for a dimension text ``a * s<k> + c`` with a = 1 or -1 and c an
+    integer (``s3 + 1``, ``12 - s3``), else None."""
+    expr = symbolic.parse_dim(text)
+    if not expr.is_Add or len(expr.free_symbols) != 1:
+        return None
+    sym = next(iter(expr.free_symbols))
+    a = expr.coeff(sym)
+    c = expr - a * sym
+    if a not in (1, -1) or not c.is_Integer or c.free_symbols:
+        return None
+    return sym.name, int(a), int(c)
 
 
 def _texts(op, name: str) -> list[str]:

@@ -197,9 +197,12 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
     if func in _PYTHON_BODIES:
         return _PYTHON_BODIES[func](*args, **kwargs)
     building = getattr(tracing_state, "trace", None)  # (None: outside a trace)
+    sliced = False  # x[:n + 1] for an int n read from a tensor: a symbolic length
     if getattr(getattr(building, "shape_env", None), "value_symbols", None):
-        # ints read from tensors (value_guards.py): a tensor op reads their values
-        args, kwargs = value_guards.pin_values(building, (args, kwargs))
+        sliced = func is _T.__getitem__ and len(args) == 2 and not kwargs and \
+            type(args[0]) is TensorProxy and value_guards.slices_by_value(args[1])
+        if not sliced:  # ints read from tensors (value_guards.py): a tensor op reads
+            args, kwargs = value_guards.pin_values(building, (args, kwargs))  # their values
     if args and type(args[0]) is TensorProxy and symbolic.is_symbolic(args[0].tshape):
         meta = _symbolic_metadata(func, args, kwargs)
         if meta is not _NOT_METADATA:
@@ -244,6 +247,11 @@ def dispatch(func: Callable, args: tuple, kwargs: dict) -> Any:
 
     def run():
         sym, a, k = SYMBOLS.get(func), args, kwargs
+        if sliced:
+            out = value_guards.slice_by_value(trace, *a)
+            if out is not None:
+                return out
+            a, k = value_guards.pin_values(trace, (a, k))  # (specialized on the values)
         if autocast.enabled(trace):  # eager's autocast casts (thunder_mlir/autocast.py)
             sym, a, k = autocast.prepare(trace, func, sym, a, k)
         if sym is not None and value_guards.is_data_dependent(func, a, k):

@@ -96,6 +96,9 @@ class Trace(Builder):
         self.unbacked = False
         self.value_accepts: dict[int, Any] = {}
         self.unbacked_groups: list[list[int]] = []  # the symbol numbers of each op
+        # ints read from tensors as symbols (value_guards.py ``_value_symbol``): symbol
+        # number -> the SSA values it is computed from (``slice_by_value``'s operands)
+        self.value_symbol_sources: dict[int, list] = {}
         # query numbers whose values were guessed, not computed (unbacked_sizes.guess);
         # None where the trace does not guess
         self.guessed: set[int] | None = None

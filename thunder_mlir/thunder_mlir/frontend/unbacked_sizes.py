@@ -272,6 +272,16 @@ def record_run_sizes(numbers, sizes) -> None:
     values.update(zip(numbers, sizes))
 
 
+def run_size(number: int) -> int:
+    """The size unbacked symbol s<number> took in this thread's running call
+    (``record_run_sizes``). Raises RuntimeError where it has none (an internal error: the
+    op that records it runs first, ``value_guards.slice_by_value``)."""
+    values = getattr(_run_sizes, "values", None) or {}
+    if number not in values:
+        raise RuntimeError(f"internal: s{number} has no value at this call")
+    return values[number]
+
+
 def concrete(value, input_sizes: list[int]):
     """``value``, a Python output of a traced program (an int, a SymInt, a SymShape, or
     tuples, lists and dicts of them), with every size symbol replaced by its value in the

@@ -18,7 +18,9 @@ not computed. The trace asks for them in order (query 0, 1, ...):
   again knowing it (thunder_mlir/pipeline.py ``_compile``).
 
 Data-dependent output sizes are *unbacked size symbols* where the trace allows it
-(``trace.unbacked``; section "unbacked sizes" below): one trace for every size >= 2.
+(``trace.unbacked``; section "unbacked sizes" below): one trace for every size >= 2. So
+is ``t.item()`` of an integer tensor read by the user's code (``_value_symbol``), and the
+length of a slice by it (``x[:n + 1]``, ``slice_by_value``).
 
 Sources: torch.compile's graph breaks and unbacked symbols (``torch._dynamo``,
 ``torch/fx/experimental/symbolic_shapes.py``), done here as specialization plus guards for
@@ -29,14 +31,16 @@ from __future__ import annotations
 
 import math
 import sys
+import warnings
 from typing import Any, Callable, Sequence
 
 import optree
 import torch
 
-from thunder_mlir.errors import DataDependentControlFlowError
+from thunder_mlir.errors import DataDependentControlFlowError, RecompileWarning
 from thunder_mlir.frontend import unbacked_sizes
-from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame
+from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame, \
+    user_stacklevel
 from thunder_mlir.ir import implementations, symbolic
 from thunder_mlir.ir.dialect import ExecutorCallOp, segment_kwargs
 from thunder_mlir.ir.proxy import TensorProxy
@@ -219,8 +223,10 @@ def _value_symbol(trace, index: int, tensors: Sequence[TensorProxy], compute: Ca
     ``capture_scalar_outputs``: the program holds for every value that gives its
     comparisons (shape guards on the symbol) the traced answers, not for ``value`` alone.
     Where a tensor op, a float or a non-integer operation reads it, the symbol is
-    specialized to ``value`` (a guard ``s == value``). A branch ``if n < window:`` thus
-    keeps one program for every ``n`` past the window.
+    specialized to ``value`` (a guard ``s == value``), except in a slice's bounds
+    (``x[:n + 1]``: a symbolic length, ``slice_by_value``). A branch ``if n < window:``
+    thus keeps one program for every ``n`` past the window, and ``x[:n + 1]`` under it one
+    for every ``n`` inside.
 
     The run-time check (a torch executor call at this point of the plan) computes the value
     and raises ``ValueGuardFailed(index, observed)`` unless it is an int >= 2 meeting every
@@ -232,6 +238,7 @@ def _value_symbol(trace, index: int, tensors: Sequence[TensorProxy], compute: Ca
     sym = env.new_value(value, f"{what} at {_site()}")
     number = symbolic.symbol_number(sym.expr)
     trace.unbacked_groups.append([number])
+    trace.value_symbol_sources[number] = [p.value for p in tensors]
     check = []  # env.unbacked_check([number]), built at first use (the guards are final)
 
     def accept(observed) -> bool:
@@ -277,6 +284,176 @@ def pin_values(trace, tree):
             return {k: pin(v) for k, v in x.items()}
         return x
     return pin(tree)
+
+
+def _is_value(x) -> bool:
+    return type(x) is symbolic.SymInt and x.is_value()
+
+
+def slices_by_value(index) -> bool:
+    """Whether a ``__getitem__`` index has a slice bound that is an int read from a tensor
+    (a value symbol, ``_value_symbol``): ``x[:n + 1]``, ``x[..., n:]``."""
+    items = index if type(index) is tuple else (index,)
+    return any(type(ix) is slice and (_is_value(ix.start) or _is_value(ix.stop))
+               for ix in items)
+
+
+def slice_by_value(trace, x: TensorProxy, index):
+    """``x[index]`` for an index of ints, slices, None and Ellipsis whose slice bounds
+    hold ints read from tensors (value symbols, ``_value_symbol``): a view of ``x`` whose
+    sliced lengths are symbolic (``n + 1`` for ``x[:n + 1]``), so that one program serves
+    every value, as torch.compile's unbacked SymInts do (``capture_scalar_outputs``), instead
+    of a program specialized on each value (``SymInt.pin``).
+
+    XLA compiles static shapes, which its program cannot take from a tensor's data: the
+    slice runs on the torch executor (at run time: eager's ``x[index]`` with the values this
+    call's value guards saw, ``unbacked_sizes.run_size``), and the XLA regions after it
+    read the length from their arguments' sizes (ir/hlo_dynamic.py ``SymbolScope.bind``),
+    compiled once per length (runtime/refine.py), never traced again. The bounds are clamped
+    as Python's slices are (``_slice_indices``: guards such as ``n + 1 <= size`` join the
+    value guard's test). Returns None (the caller specializes on the values) where the
+    index holds anything else, a value symbol as a step or an int index, ``x`` requires
+    grad, the slice is inside a region (torch.cond, torch.while_loop, a composite's
+    decomposition), or a sliced length is not a symbol of at least 2 at the traced call
+    (clamped to the size, or 0 or 1)."""
+    from torch_mlir import ir
+
+    from thunder_mlir.frontend import aliasing
+    from thunder_mlir.frontend.symbols.indexing import _slice_indices
+    from thunder_mlir.ir import dtypes
+
+    if type(x) is not TensorProxy or x.requires_grad or \
+            any(ip.block != trace.entry for ip in trace._ips):
+        return None  # (a cond/while region: one XLA program, no torch call inside)
+    items = index if type(index) is tuple else (index,)
+    for ix in items:
+        if ix is None or ix is Ellipsis or type(ix) is int:
+            continue
+        if type(ix) is not slice or _is_value(ix.step) or not all(
+                b is None or type(b) in (int, symbolic.SymInt) for b in
+                (ix.start, ix.stop, ix.step)):
+            return None
+    numbers = sorted({symbolic.symbol_number(sym) for ix in items if type(ix) is slice
+                      for b in (ix.start, ix.stop) if type(b) is symbolic.SymInt
+                      for sym in b.expr.free_symbols})
+    if any(k not in trace.value_symbol_sources or not all(
+            _at_entry(trace, v) for v in trace.value_symbol_sources[k]) for k in numbers):
+        return None  # (a bound that mixes in a symbolic input size: specialized)
+    rank = len(x.tshape)
+    consumed = sum(1 for ix in items if ix is not None and ix is not Ellipsis)
+    if consumed > rank or sum(1 for ix in items if ix is Ellipsis) > 1:
+        return None  # (eager's IndexError, from the specialized path)
+    if Ellipsis in items:
+        i = items.index(Ellipsis)
+        items = items[:i] + (slice(None),) * (rank - consumed) + items[i + 1:]
+    shape: list = []
+    d = 0
+    for ix in items:
+        if ix is None:
+            shape.append(1)
+            continue
+        size = x.tshape[d]
+        d += 1
+        if type(ix) is int:
+            if type(size) is not int or not -size <= ix < size:
+                return None
+            continue
+        start, stop, step = _slice_indices(ix, size)
+        if step <= 0:
+            return None
+        stop = max(stop, start)
+        n = -((start - stop) // step)
+        if (_is_value(ix.start) or _is_value(ix.stop)) and \
+                (not _is_value(n) or not n >= 2):
+            return None
+        shape.append(n)
+    shape += list(x.tshape[d:])
+
+    syms = [symbolic.symbol(k) for k in numbers]
+    # the tensors the values were read from are operands, so that the slice runs after the
+    # value guards that record the values (partition.py runs an executor call after its
+    # operands' producers, in program order)
+    sources: list = []
+    for k in numbers:
+        sources += [v for v in trace.value_symbol_sources[k]
+                    if v != x.value and all(v != w for w in sources)]
+
+    def evaluator(v):
+        if type(v) is not symbolic.SymInt:
+            return lambda values: v
+        f = symbolic.sympy.lambdify(syms, v.expr, "math")
+        return lambda values: int(f(*values))
+    bounds = [(evaluator(ix.start), evaluator(ix.stop), ix.step) if type(ix) is slice
+              else ix for ix in items]
+    lengths = [evaluator(n) for n in shape]
+    what = f"x[{_index_text(index)}]"
+    site = _site()
+    limit = getattr(trace, "recompile_limit", unbacked_sizes.DISTINCT_SIZES_LIMIT)
+    seen: set = set()
+
+    def run(real: torch.Tensor, *_sources: torch.Tensor) -> list[torch.Tensor]:
+        values = [unbacked_sizes.run_size(k) for k in numbers]
+        real_index = tuple(slice(b[0](values), b[1](values), b[2]) if type(b) is tuple
+                           else b for b in bounds)
+        with torch._C.DisableTorchFunction():
+            out = real[real_index]
+        expected = tuple(f(values) for f in lengths)
+        if tuple(out.shape) != expected:  # (the value guards' test keeps it from happening)
+            raise RuntimeError(f"internal: x[index] of shape {tuple(out.shape)}, traced as "
+                               f"{expected}")
+        if expected not in seen:
+            seen.add(expected)
+            if len(seen) == limit + 1:
+                warnings.warn(
+                    f"{site}: {what} has taken {len(seen)} distinct lengths (recompile "
+                    f"limit {limit}); the length is a symbol, so the program is not "
+                    "re-traced, but each new length compiles the XLA regions after the "
+                    "slice once", RecompileWarning, stacklevel=user_stacklevel())
+        return [out.contiguous()]
+
+    impl = implementations.register_attr("Tensor.__getitem__", run)
+    result_type = dtypes.tensor_type(tuple(shape), x.tdtype)
+    with trace.ip:
+        op = ExecutorCallOp(**segment_kwargs("in", [x.value] + sources),
+                            **segment_kwargs("out", [result_type], type_of=lambda t: t),
+                            executor=ir.StringAttr.get("torch"),
+                            callee=ir.StringAttr.get(f"{what} (symbolic)"), impl=impl)
+    op.operation.attributes[symbolic.RESULT_SHAPES_ATTR] = ir.ArrayAttr.get([
+        ir.ArrayAttr.get([ir.StringAttr.get(symbolic.dim_text(n)) for n in shape])])
+    trace.fallbacks.append("Tensor.__getitem__")  # (fallback_ops: it runs on torch)
+    out = TensorProxy(op.operation.results[0], tuple(shape), x.tdtype, trace.device)
+    # eager's result is a view of x: a write into x refreshes it (aliasing.refresh_views
+    # calls x[index] again, here); a write into it goes back into x (functionalization.py:
+    # for symbolic sizes, the program is then compiled for static shapes)
+    aliasing.mark_views(x, out)
+    setattr(out, aliasing._VIEW_OF, (torch.Tensor.__getitem__, (x, index), {}, None,
+                                     _site(), torch.is_grad_enabled()))
+    return out
+
+
+def _at_entry(trace, v) -> bool:
+    """Whether SSA value ``v`` is an argument or an op result of the function's entry block
+    (readable by an op there; not a composite decomposition's argument)."""
+    from torch_mlir import ir
+
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return owner == trace.entry
+    return owner.operation.parent is not None and owner.operation.parent.name == "func.func"
+
+
+def _index_text(index) -> str:
+    items = index if type(index) is tuple else (index,)
+
+    def text(ix):
+        if ix is Ellipsis:
+            return "..."
+        if type(ix) is slice:
+            return ":".join("" if b is None else str(getattr(b, "expr", b))
+                            for b in (ix.start, ix.stop)) + \
+                ("" if ix.step is None else f":{ix.step}")
+        return str(ix)
+    return ", ".join(text(ix) for ix in items)
 
 
 # Tensors made from Python values alone by a deterministic factory
