@@ -32,6 +32,18 @@ DISTINCT_SIZES_LIMIT = 8  # (the function's recompile limit, when the trace know
 GUESSED_SIZE = 64  # the hint of an unbacked size with no upper bound (``guess``)
 
 
+def warn_past_limit(seen: set, key, limit: int, message: Callable[[int], str]) -> None:
+    """Adds ``key`` (the sizes one run produced) to ``seen``, the distinct sizes of one op
+    so far; the first time they number ``limit + 1``, a ``RecompileWarning`` with
+    ``message(count)`` at the user's line (each new size compiles the XLA regions after the
+    op once, runtime/refine.py)."""
+    if key in seen:
+        return
+    seen.add(key)
+    if len(seen) == limit + 1:
+        warnings.warn(message(len(seen)), RecompileWarning, stacklevel=user_stacklevel())
+
+
 def symbolic_shapes(trace, name: str, func: Callable, leaves: list, positions: list[int],
                     spec, out_spec, metas, site: str) -> tuple | None:
     """(symbolic shape per output leaf or None, the new unbacked symbol numbers) for this
@@ -238,16 +250,11 @@ def metadata(trace, k: int, name: str, out_spec, metas, shapes: list, numbers: l
             if sizes is None:
                 fail(outs)
             record_run_sizes(numbers, sizes)
-            key = tuple(sizes)
-            if key not in seen:
-                seen.add(key)
-                if len(seen) == limit + 1:
-                    warnings.warn(
-                        f"{site}: the output size of {name} depends on the input values and "
-                        f"has taken {len(seen)} distinct values (recompile limit {limit}); "
-                        "the size is a symbol, so the program is not re-traced, but each new "
-                        "size compiles the XLA regions after the op once", RecompileWarning,
-                        stacklevel=user_stacklevel())
+            warn_past_limit(seen, tuple(sizes), limit, lambda n: (
+                f"{site}: the output size of {name} depends on the input values and has "
+                f"taken {n} distinct values (recompile limit {limit}); the size is a symbol, "
+                "so the program is not re-traced, but each new size compiles the XLA "
+                "regions after the op once"))
             return outs
         return checked
 

@@ -31,16 +31,14 @@ from __future__ import annotations
 
 import math
 import sys
-import warnings
 from typing import Any, Callable, Sequence
 
 import optree
 import torch
 
-from thunder_mlir.errors import DataDependentControlFlowError, RecompileWarning
+from thunder_mlir.errors import DataDependentControlFlowError
 from thunder_mlir.frontend import unbacked_sizes
-from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame, \
-    user_stacklevel
+from thunder_mlir.frontend.locations import describe_frame, library_frame, user_frame
 from thunder_mlir.ir import implementations, symbolic
 from thunder_mlir.ir.dialect import ExecutorCallOp, segment_kwargs
 from thunder_mlir.ir.proxy import TensorProxy
@@ -401,14 +399,10 @@ def slice_by_value(trace, x: TensorProxy, index):
         if tuple(out.shape) != expected:  # (the value guards' test keeps it from happening)
             raise RuntimeError(f"internal: x[index] of shape {tuple(out.shape)}, traced as "
                                f"{expected}")
-        if expected not in seen:
-            seen.add(expected)
-            if len(seen) == limit + 1:
-                warnings.warn(
-                    f"{site}: {what} has taken {len(seen)} distinct lengths (recompile "
-                    f"limit {limit}); the length is a symbol, so the program is not "
-                    "re-traced, but each new length compiles the XLA regions after the "
-                    "slice once", RecompileWarning, stacklevel=user_stacklevel())
+        unbacked_sizes.warn_past_limit(seen, expected, limit, lambda n: (
+            f"{site}: {what} has taken {n} distinct lengths (recompile limit {limit}); the "
+            "length is a symbol, so the program is not re-traced, but each new length "
+            "compiles the XLA regions after the slice once"))
         return [out.contiguous()]
 
     impl = implementations.register_attr("Tensor.__getitem__", run)
