@@ -85,7 +85,7 @@ def _sign(expr: sympy.Expr, zero_based: frozenset = frozenset()) -> int | None:
     if expr.is_number:
         return int(bool(expr > 0)) - int(bool(expr < 0))
     try:
-        poly = sympy.Poly(_shifted(expr, zero_based & expr.free_symbols))
+        poly = sympy.Poly(_shifted(expr, zero_based))
     except sympy.PolynomialError:
         return None  # floor/Mod terms: left to a guard
     coeffs = poly.coeffs()
@@ -234,7 +234,10 @@ class ShapeEnv:
         """The truth of ``a <op> b``: settled by the expressions when they do, else by the
         hints, recorded as a guard."""
         py, _ = _RELATIONS[op]
-        sign = _sign(a - b, self.zero_based)
+        diff = a - b
+        # (the zero-based symbols of this expression alone: _sign's cache key)
+        sign = _sign(diff, self.zero_based & diff.free_symbols if self.zero_based
+                     else frozenset())
         if sign is not None:
             return py(sign, 0)
         value = bool(py(self.hint_of(a), self.hint_of(b)))
@@ -367,22 +370,29 @@ class SymInt:
     def __pos__(self):
         return self
 
+    def _divisor(self, d: sympy.Expr) -> sympy.Expr:
+        """``d``, a divisor, checked nonzero: Python raises ZeroDivisionError for 0, as the
+        user's code would (a guard ``d != 0`` where a data-dependent size may be 0)."""
+        if self.env.decide("==", d, sympy.Integer(0)):
+            raise ZeroDivisionError("integer division or modulo by zero")
+        return d
+
     def __floordiv__(self, o):
         if not _is_int(o):
             return self._int_op("__floordiv__", o)
-        return _make(sympy.floor(self.expr / _expr(o)), self.env)
+        return _make(sympy.floor(self.expr / self._divisor(_expr(o))), self.env)
 
     def __rfloordiv__(self, o):
-        return _make(sympy.floor(_expr(o) / self.expr), self.env) if _is_int(o) \
-            else self._int_op("__rfloordiv__", o)
+        return _make(sympy.floor(_expr(o) / self._divisor(self.expr)), self.env) \
+            if _is_int(o) else self._int_op("__rfloordiv__", o)
 
     def __mod__(self, o):
-        return _make(sympy.Mod(self.expr, _expr(o)), self.env) if _is_int(o) \
-            else self._int_op("__mod__", o)
+        return _make(sympy.Mod(self.expr, self._divisor(_expr(o))), self.env) \
+            if _is_int(o) else self._int_op("__mod__", o)
 
     def __rmod__(self, o):
-        return _make(sympy.Mod(_expr(o), self.expr), self.env) if _is_int(o) \
-            else self._int_op("__rmod__", o)
+        return _make(sympy.Mod(_expr(o), self._divisor(self.expr)), self.env) \
+            if _is_int(o) else self._int_op("__rmod__", o)
 
     def _cmp(self, op, o):
         if isinstance(o, torch.Tensor):
