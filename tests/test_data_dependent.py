@@ -344,6 +344,18 @@ def test_a_branch_on_an_unbacked_size_of_1_is_a_guard():
     assert thunder_mlir.cache_misses(jfn) <= 6, thunder_mlir.cache_info(jfn)
 
 
+def test_a_size_computed_by_floor_from_a_size_of_0_is_eagers():
+    """``(n - 1) // 2 + 1`` of a data-dependent n of 0 is 0 (floor of -1/2 is -1): the XLA
+    shape computation floors, where stablehlo.divide truncates (exact for n >= 1 only)."""
+    def f(x, m):
+        y = x[m]
+        return torch.ones((y.shape[0] - 1) // 2 + 1, 3) * y.sum()
+    jfn = thunder_mlir.jit(f)
+    x = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+    for n in (3, 0, 1, 4, 0):
+        _same(jfn(x, _mask_rows(n)), f(x, _mask_rows(n)))
+
+
 def test_unbacked_sizes_past_the_limit_warn_naming_the_op_without_retracing():
     jfn = thunder_mlir.jit(lambda x, m: x[m].exp(), recompile_limit=2)
     x = torch.randn(6)
