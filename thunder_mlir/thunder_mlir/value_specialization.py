@@ -56,8 +56,8 @@ def prefix_value(need: ValueNeeded, ext, tensors: list[torch.Tensor]):
         with torch.no_grad(), torch.random.fork_rng(devices=cuda):
             outs = plan.run(tensors)
     except ValueGuardFailed as e:
-        if e.index in (trace.guessed or ()):  # a guessed unbacked size (0 or 1): the
-            raise                             # caller traces again with the real one
+        if e.index in (trace.guessed or ()):  # a guessed unbacked size failing a guard:
+            raise                             # the caller traces again with the real one
         raise DataDependentControlFlowError(
             f"{need.where}\n  {need.what}: an earlier value the program depends on "
             f"({e}) differs between two runs of the program on the same inputs (computed "

@@ -106,6 +106,20 @@ class SymbolScope:
         def binary(name, a, b):
             return hlo(name, [a, b], [t], loc=loc).result
 
+        def floor_div(num, den):
+            # (den > 0.) stablehlo.divide truncates: floor for num >= 0, which the symbols
+            # at least 2 give; a data-dependent size may be 0 or 1 (ShapeEnv.new_unbacked),
+            # so unless num >= 0 for every symbol >= 0, floor(num/den) =
+            # (num - (den - 1) * [num < 0]) / den, [num < 0] = -min(sign(num), 0)
+            a, b = emit(num), emit(den)
+            if symbolic._sign(num, frozenset(num.free_symbols)) in (0, 1):
+                return binary("stablehlo.divide", a, b)
+            sign = hlo("stablehlo.sign", [a], [t], loc=loc).result
+            neg = binary("stablehlo.subtract", const(0),
+                         binary("stablehlo.minimum", sign, const(0)))
+            shift = binary("stablehlo.multiply", neg, binary("stablehlo.subtract", b, const(1)))
+            return binary("stablehlo.divide", binary("stablehlo.subtract", a, shift), b)
+
         def emit(e):
             if e.is_Integer:
                 return const(int(e))
@@ -140,13 +154,16 @@ class SymbolScope:
                 if symbolic._sign(num) not in (0, 1) or symbolic._sign(den) != 1:
                     raise DynamicShapeFallback(f"size expression {e}: floor of a value of "
                                                "unknown sign")
-                return binary("stablehlo.divide", emit(num), emit(den))
+                return floor_div(num, den)
             if isinstance(e, sympy.Mod):
                 a, b = e.args
                 if symbolic._sign(a) not in (0, 1) or symbolic._sign(b) != 1:
                     raise DynamicShapeFallback(f"size expression {e}: Mod of a value of "
                                                "unknown sign")
-                return binary("stablehlo.remainder", emit(a), emit(b))
+                if symbolic._sign(a, frozenset(a.free_symbols)) in (0, 1):
+                    return binary("stablehlo.remainder", emit(a), emit(b))
+                return binary("stablehlo.subtract", emit(a),
+                              binary("stablehlo.multiply", emit(b), floor_div(a, b)))
             raise DynamicShapeFallback(f"size expression {e} has no StableHLO lowering")
 
         return emit(expr)

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from thunder_mlir.ir import hlo, prims, sharding, vjp_rules
+from thunder_mlir.ir import hlo, prims, sharding, symbolic, vjp_rules
 from thunder_mlir.ir.dialect import RNG_STREAM_SHIFT
 from thunder_mlir.ir.primdef import (
     INT, INTS, NUMBER, PRIMS, STR, TensorSpec, TorchAutogradVJP, check, define)
@@ -239,7 +239,7 @@ def _infer_broadcast(ops, attrs, result=None):
     x, dims = ops[0], attrs["broadcast_dimensions"]
     check(len(dims) == len(x.shape), f"broadcast_in_dim: {len(dims)} dims for rank {len(x.shape)}")
     for i, dd in enumerate(dims):
-        check(0 <= dd < len(r.shape) and x.shape[i] in (1, r.shape[dd]),
+        check(0 <= dd < len(r.shape) and symbolic.stretches_to(x.shape[i], r.shape[dd]),
               f"broadcast_in_dim: {tuple(x.shape)} -> {r.shape} via {list(dims)}")
     return TensorSpec(r.shape, x.dtype)
 

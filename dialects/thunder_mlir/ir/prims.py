@@ -140,7 +140,8 @@ def broadcast_in_dim(x: TensorProxy, shape: Sequence[int], dims: Sequence[int]) 
     _check(len(dims) == len(x.tshape),
            f"broadcast_in_dim: {len(dims)} dims for rank {len(x.tshape)}")
     for i, d in enumerate(dims):
-        _check(x.tshape[i] in (1, shape[d]), f"broadcast_in_dim: {x.tshape} -> {shape} via {dims}")
+        _check(symbolic.stretches_to(x.tshape[i], shape[d]),
+               f"broadcast_in_dim: {x.tshape} -> {shape} via {dims}")
     if symbolic.same_shape(shape, x.tshape):
         return x
     return bind("broadcast_in_dim", (x,), TensorSpec(shape, x.tdtype),

@@ -1,7 +1,8 @@
 """Symbolic sizes: the ``?`` dimensions of a program traced once for many shapes.
 
 A dynamic dimension of an input is a *symbol* ``s<k>`` (a positive integer, at least 2:
-sizes 0 and 1 stay static, as torch.compile specializes them). Sizes computed from it are
+sizes 0 and 1 stay static, as torch.compile specializes them); a data-dependent output
+size (``ShapeEnv.new_unbacked``) is a symbol of at least 0. Sizes computed from it are
 ``SymInt`` objects: a sympy expression over the symbols plus its *hint*, the value at the
 call that was traced. Arithmetic (+, -, *, //, %) gives SymInts; a comparison whose result
 the expression does not settle by itself (``s0 == s1``, ``s0 > 4``) is answered from the
@@ -54,7 +55,9 @@ RESULT_SHAPES_ATTR = "thunder.result_shapes"
 
 @functools.lru_cache(maxsize=None)
 def symbol(k: int) -> sympy.Symbol:
-    """The k-th size symbol ``s<k>`` (a positive integer)."""
+    """The k-th size symbol ``s<k>``. Its sympy assumption says positive, which a
+    data-dependent size (at least 0, ``ShapeEnv.new_unbacked``) does not meet: the shape
+    reasoning is ``_sign``'s, and guards are built unevaluated (``ShapeEnv.decide``)."""
     return sympy.Symbol(f"s{k}", integer=True, positive=True)
 
 
@@ -65,21 +68,24 @@ def symbol_number(expr: sympy.Expr) -> int | None:
     return int(expr.name[1:])
 
 
-def _shifted(expr: sympy.Expr) -> sympy.Expr:
-    """``expr`` with every symbol s written t + 2, t >= 0 (every symbol is at least 2)."""
-    subs = {s: sympy.Symbol(f"t_{s.name}", integer=True, nonnegative=True) + 2
-            for s in expr.free_symbols}
+def _shifted(expr: sympy.Expr, zero_based: frozenset = frozenset()) -> sympy.Expr:
+    """``expr`` with every symbol s written t + 2, t >= 0 (a symbol is at least 2), or t
+    for a symbol of ``zero_based`` (at least 0: a data-dependent size,
+    ``ShapeEnv.new_unbacked``)."""
+    subs = {s: sympy.Symbol(f"t_{s.name}", integer=True, nonnegative=True)
+            + (0 if s in zero_based else 2) for s in expr.free_symbols}
     return sympy.expand(expr.subs(subs))
 
 
 @functools.lru_cache(maxsize=4096)
-def _sign(expr: sympy.Expr) -> int | None:
-    """+1 when ``expr`` > 0 for every size, -1 when < 0, 0 when == 0, None if it depends."""
+def _sign(expr: sympy.Expr, zero_based: frozenset = frozenset()) -> int | None:
+    """+1 when ``expr`` > 0 for every size, -1 when < 0, 0 when == 0, None if it depends.
+    Every symbol is at least 2, those of ``zero_based`` at least 0."""
     expr = sympy.expand(expr)
     if expr.is_number:
         return int(bool(expr > 0)) - int(bool(expr < 0))
     try:
-        poly = sympy.Poly(_shifted(expr))
+        poly = sympy.Poly(_shifted(expr, zero_based))
     except sympy.PolynomialError:
         return None  # floor/Mod terms: left to a guard
     coeffs = poly.coeffs()
@@ -119,6 +125,10 @@ class ShapeEnv:
         # unbacked symbols that stand for a Python int read from a tensor (``t.item()``),
         # not for a size: used by a tensor op, they are specialized (``SymInt.pin``)
         self.value_symbols: set = set()
+        # the unbacked size symbols (data-dependent output sizes): at least 0, where every
+        # other symbol is at least 2 (sizes 0 and 1 of an input, and a ``.item()`` value
+        # below 2, stay specialized as torch.compile specializes them)
+        self.zero_based: frozenset = frozenset()
 
     def new_symbol(self, source: tuple[int, int], hint: int, reason: str) -> "SymInt":
         """A new size symbol s<k> for dim ``source`` = (tensor index, dim) whose size at the traced
@@ -131,15 +141,25 @@ class ShapeEnv:
         self.reasons.append(reason)
         return SymInt(symbol(k), self)
 
-    def new_unbacked(self, hint: int, reason: str) -> "SymInt":
+    def new_unbacked(self, hint: int, reason: str, *, zero_based: bool = True) -> "SymInt":
         """A new unbacked size symbol s<k>: an output size of a data-dependent op that was
-        ``hint`` (at least 2) at the traced call; ``reason`` names the op and its line."""
-        if hint < 2:
-            raise ValueError(f"an unbacked size symbol stands for sizes >= 2, got {hint}")
+        ``hint`` at the traced call; ``reason`` names the op and its line.
+
+        ``zero_based``: the symbol stands for every size >= 0 (torch.compile does not
+        specialize unbacked sizes at 0 and 1): any decision that depends on its being 0, 1
+        or more (``numel() == 1``, a broadcast against it) is answered from the hint and
+        recorded as a guard, checked where the op runs (``unbacked_check``). Else (a
+        ``.item()`` value, ``new_value``) it stands for values >= 2 and ``hint`` must be
+        at least 2. Raises ValueError for a hint out of that range."""
+        if hint < (0 if zero_based else 2):
+            raise ValueError(f"an unbacked symbol stands for values >= "
+                             f"{0 if zero_based else 2}, got {hint}")
         k = len(self.sources)
         self.sources.append(None)
         self.hints.append(int(hint))
         self.reasons.append(reason)
+        if zero_based:
+            self.zero_based = self.zero_based | {symbol(k)}
         return SymInt(symbol(k), self)
 
     def new_value(self, hint: int, reason: str) -> "SymInt":
@@ -148,7 +168,7 @@ class ShapeEnv:
         call: symbolic in comparisons (guards) and integer arithmetic, and specialized to
         its value (a guard ``s<k> == hint``) wherever anything else reads it
         (``SymInt.pin``). torch.compile's ``capture_scalar_outputs`` unbacked SymInt."""
-        out = self.new_unbacked(hint, reason)
+        out = self.new_unbacked(hint, reason, zero_based=False)
         self.value_symbols.add(out.expr)
         return out
 
@@ -174,14 +194,19 @@ class ShapeEnv:
 
     def unbacked_check(self, ks: Sequence[int]) -> Callable[[Sequence[int]], bool]:
         """``check(sizes)`` for the unbacked symbols s<k>, k in ``ks`` (one data-dependent
-        op's, in that order): True when each is >= 2 and every guard that mentions them
-        holds. The guards must mention no other symbol (``check_unbacked_guards``)."""
+        op's, in that order): True when each is in its range (>= 0 for a size, >= 2 for a
+        ``.item()`` value, ``new_unbacked``) and every guard that mentions them holds. The
+        guards must mention no other symbol (``check_unbacked_guards``)."""
         syms = [symbol(k) for k in ks]
+        lows = [0 if s in self.zero_based else 2 for s in syms]
         terms = [rel if value else sympy.Not(rel) for _, rel, value in self.guards_of(ks)]
-        body = sympy.lambdify(syms, sympy.And(*terms) if terms else sympy.true, "math")
+        # (one function per guard, not sympy.And: And would simplify the relations with the
+        # symbols' sympy assumptions, which say positive)
+        bodies = [sympy.lambdify(syms, t, "math") for t in terms]
 
         def check(sizes: Sequence[int]) -> bool:
-            return all(s >= 2 for s in sizes) and bool(body(*sizes))
+            return all(s >= low for s, low in zip(sizes, lows)) and \
+                all(bool(body(*sizes)) for body in bodies)
         return check
 
     def check_unbacked_guards(self, groups: Sequence[Sequence[int]]) -> None:
@@ -209,7 +234,10 @@ class ShapeEnv:
         """The truth of ``a <op> b``: settled by the expressions when they do, else by the
         hints, recorded as a guard."""
         py, _ = _RELATIONS[op]
-        sign = _sign(a - b)
+        diff = a - b
+        # (the zero-based symbols of this expression alone: _sign's cache key)
+        sign = _sign(diff, self.zero_based & diff.free_symbols if self.zero_based
+                     else frozenset())
         if sign is not None:
             return py(sign, 0)
         value = bool(py(self.hint_of(a), self.hint_of(b)))
@@ -217,7 +245,9 @@ class ShapeEnv:
         text = f"{a} {held} {b}"
         if not any(t == text for t, _, _ in self.guards):
             relation = getattr(sympy, _RELATIONS[held][1])
-            self.guards.append((text, relation(a, b), True))
+            # unevaluated: sympy would settle s == 0 as False from the symbol's assumption
+            # (positive), which a zero-based symbol (new_unbacked) does not meet
+            self.guards.append((text, relation(a, b, evaluate=False), True))
         return value
 
     def guard_function(self) -> Callable[[Sequence], bool] | None:
@@ -340,22 +370,29 @@ class SymInt:
     def __pos__(self):
         return self
 
+    def _divisor(self, d: sympy.Expr) -> sympy.Expr:
+        """``d``, a divisor, checked nonzero: Python raises ZeroDivisionError for 0, as the
+        user's code would (a guard ``d != 0`` where a data-dependent size may be 0)."""
+        if self.env.decide("==", d, sympy.Integer(0)):
+            raise ZeroDivisionError("integer division or modulo by zero")
+        return d
+
     def __floordiv__(self, o):
         if not _is_int(o):
             return self._int_op("__floordiv__", o)
-        return _make(sympy.floor(self.expr / _expr(o)), self.env)
+        return _make(sympy.floor(self.expr / self._divisor(_expr(o))), self.env)
 
     def __rfloordiv__(self, o):
-        return _make(sympy.floor(_expr(o) / self.expr), self.env) if _is_int(o) \
-            else self._int_op("__rfloordiv__", o)
+        return _make(sympy.floor(_expr(o) / self._divisor(self.expr)), self.env) \
+            if _is_int(o) else self._int_op("__rfloordiv__", o)
 
     def __mod__(self, o):
-        return _make(sympy.Mod(self.expr, _expr(o)), self.env) if _is_int(o) \
-            else self._int_op("__mod__", o)
+        return _make(sympy.Mod(self.expr, self._divisor(_expr(o))), self.env) \
+            if _is_int(o) else self._int_op("__mod__", o)
 
     def __rmod__(self, o):
-        return _make(sympy.Mod(_expr(o), self.expr), self.env) if _is_int(o) \
-            else self._int_op("__rmod__", o)
+        return _make(sympy.Mod(_expr(o), self._divisor(self.expr)), self.env) \
+            if _is_int(o) else self._int_op("__rmod__", o)
 
     def _cmp(self, op, o):
         if isinstance(o, torch.Tensor):
@@ -573,6 +610,15 @@ def same_shape(a, b) -> bool:
         elif x != y:
             return False
     return True
+
+
+def stretches_to(n, m) -> bool:
+    """Whether a dim of size ``n`` broadcasts to size ``m`` (``n`` is 1 or equal to ``m``):
+    sizes of the same expression without a comparison (no guard: a data-dependent size may
+    be 1, and ``n == 1`` would record a guard that it is not), else as ``n in (1, m)``."""
+    if type(n) is SymInt and type(m) is SymInt and n.expr == m.expr:
+        return True
+    return n in (1, m)
 
 
 def is_symbolic(shape) -> bool:

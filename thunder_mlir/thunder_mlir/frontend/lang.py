@@ -47,12 +47,26 @@ def broadcast_shapes(*shapes) -> tuple:
 
 def _broadcast_symbolic(shapes) -> tuple:
     """torch.broadcast_shapes for shapes with symbolic sizes (ir/symbolic.py): a size 1
-    stretches; other sizes must be equal (a comparison of symbols becomes a guard)."""
+    stretches; other sizes must be equal (a comparison of symbols becomes a guard).
+
+    A dim whose sizes are the literal 1 and one same expression (``(u,) (u, 1)``) is that
+    expression with no comparison: the result holds whatever the size is, 1 included
+    (torch's size-oblivious broadcast). A data-dependent size may be 0 or 1
+    (``ShapeEnv.new_unbacked``): asking it ``== 1`` would record a guard that a size of 1
+    fails, and the program would be traced again for it."""
     rank = max(len(s) for s in shapes)
     out = [1] * rank
+    settled = set()
+    for i in range(rank):
+        sizes = [s[i - rank + len(s)] for s in shapes if i >= rank - len(s)]
+        others = [n for n in sizes if not (type(n) is int and n == 1)]
+        if others and any(type(n) is symbolic.SymInt for n in others) and \
+                all(symbolic.same_shape((n,), (others[0],)) for n in others[1:]):
+            out[i] = others[0]
+            settled.add(i)
     for s in shapes:
         for i, n in enumerate(s, rank - len(s)):
-            if n == 1:
+            if i in settled or n == 1:
                 continue
             if out[i] == 1:
                 out[i] = n

@@ -6,12 +6,16 @@ repeat_interleave, ...) is traced once, with a size symbol per unbacked size
 (ir/symbolic.py ``ShapeEnv.new_unbacked``; its hint is the size at the traced call). The op
 runs on the torch fallback; the XLA regions after it take the size from their arguments and
 are compiled per concrete size at run time (runtime/refine.py). Each run checks the sizes
-the op produced against the symbols (at least 2, and every guard the trace recorded on
+the op produced against the symbols (at least 0, and every guard the trace recorded on
 them) before any later step runs. A failed check is a failed value guard: another cache
 entry runs, or one is traced with that value (frontend/value_guards.py).
 
-Sizes 0 and 1 are specialized, as torch specializes them (``ShapeEnv(duck_shape=False)``
-with its 0/1 specialization; torch/fx/experimental/symbolic_shapes.py).
+A symbol stands for every size >= 0, 0 and 1 included, as torch.compile's unbacked sizes
+do (a mixture of experts' per-expert token count at a one-token decode step is 0 or 1):
+the trace's reasoning takes it as at least 0 (ir/symbolic.py ``ShapeEnv.new_unbacked``),
+so a decision that depends on its being 0, 1 or more is answered from the hint and
+recorded as a guard, never assumed. torch's fake kernels run with
+``ShapeEnv(specialize_zero_one=False)`` for operands of such sizes.
 """
 
 from __future__ import annotations
@@ -53,8 +57,7 @@ def symbolic_shapes(trace, name: str, func: Callable, leaves: list, positions: l
 
     * no fake kernel, or one that needs the values;
     * a kernel that decides on an operand's symbolic size (torch recorded a guard);
-    * a size expression that is not one symbol;
-    * a size below 2 at the traced call.
+    * a size expression that is not one symbol.
 
     ``out_spec`` and ``metas`` are the op's output tree structure and (shape, dtype) per
     leaf at the traced call (None for a non-tensor leaf). The output shapes come from
@@ -83,7 +86,7 @@ def symbolic_shapes(trace, name: str, func: Callable, leaves: list, positions: l
                 if expr in known:
                     if symbolic.hints([known[expr]])[0] != n:
                         return None
-                elif not expr.is_Symbol or torch_symbols.setdefault(expr, n) != n or n < 2:
+                elif not expr.is_Symbol or torch_symbols.setdefault(expr, n) != n or n < 0:
                     return None
             elif d != n:
                 return None
@@ -110,7 +113,9 @@ def _fake_run(func: Callable, leaves: list, positions: list[int], spec):
 
     known: dict = {}  # torch's symbol of an operand's symbolic size -> our size
     try:
-        torch_env = TorchShapeEnv(duck_shape=False)
+        # (an operand's symbolic size may be 0 or 1 at the traced call: not specialized,
+        # and torch's reasoning takes its symbols as >= 0, as ours does)
+        torch_env = TorchShapeEnv(duck_shape=False, specialize_zero_one=False)
         mode = FakeTensorMode(shape_env=torch_env)
         vals = list(leaves)
         with torch._C.DisableTorchFunction():

@@ -18,8 +18,9 @@ not computed. The trace asks for them in order (query 0, 1, ...):
   again knowing it (thunder_mlir/pipeline.py ``_compile``).
 
 Data-dependent output sizes are *unbacked size symbols* where the trace allows it
-(``trace.unbacked``; section "unbacked sizes" below): one trace for every size >= 2. So
-is ``t.item()`` of an integer tensor read by the user's code (``_value_symbol``), and the
+(``trace.unbacked``; section "unbacked sizes" below): one trace for every size >= 0 that
+meets the guards the trace recorded on it. So (for values >= 2) is ``t.item()`` of an
+integer tensor read by the user's code (``_value_symbol``), and the
 length of a slice by it (``x[:n + 1]``, ``slice_by_value``).
 
 Sources: torch.compile's graph breaks and unbacked symbols (``torch._dynamo``,

@@ -15,7 +15,7 @@ import math
 import torch
 
 from thunder_mlir.errors import Fallback
-from thunder_mlir.ir import prims
+from thunder_mlir.ir import prims, symbolic
 from thunder_mlir.frontend import lang
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.frontend.runtime_checks import check_indices
@@ -213,7 +213,10 @@ def _index_op(input, dim, index, source, reduce, include_self=True, alpha=1):
                             error=RuntimeError if reduce == "add" else IndexError)
     idx = _wrap(prims.reshape(index, (math.prod(index.tshape),)), n)
     k = idx.tshape[0]
-    if k == 0:
+    scatter = reduce == "set" or (reduce == "add" and input.tdtype is not torch.bool)
+    # (a data-dependent k (ShapeEnv.new_unbacked) may be 0: the scatter of no update is
+    # the input, without asking k == 0, a guard that would trace a program per zero count)
+    if not (type(k) is symbolic.SymInt and scatter) and k == 0:
         return input
     if reduce == "set" and type(k) is int and k == 1 and len(source.tshape) == r and \
             source.tshape[d] == 1 and all(source.tshape[j] == input.tshape[j]
