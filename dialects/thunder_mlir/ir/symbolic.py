@@ -272,6 +272,26 @@ class ShapeEnv:
         return [text if value else f"not ({text})" for text, _, value in self.guards]
 
 
+def slice_indices(ix: slice, size) -> tuple:
+    """``ix.indices(size)`` (Python's rules: (start, stop, step), the bounds clamped to
+    [0, size]) for a size and bounds that may be SymInts: each comparison is decided as
+    ``decide`` does (a guard where the expressions do not settle it). A step <= 0 gives
+    (0, 0, step), for the caller to reject; the step must be an int."""
+    if not any(type(v) is SymInt for v in (ix.start, ix.stop, size)):
+        return ix.indices(size)
+    step = 1 if ix.step is None else int(ix.step)
+    if step <= 0:
+        return 0, 0, step
+
+    def clamp(v, default):
+        if v is None:
+            return default
+        if type(v) is not SymInt:
+            v = int(v)
+        return max(v + size, 0) if v < 0 else min(v, size)
+    return clamp(ix.start, 0), clamp(ix.stop, size), step
+
+
 def _expr(x) -> sympy.Expr:
     return x.expr if type(x) is SymInt else sympy.Integer(int(x))
 

@@ -309,8 +309,8 @@ def slice_by_value(trace, x: TensorProxy, index):
     call's value guards saw, ``unbacked_sizes.run_size``), and the XLA regions after it
     read the length from their arguments' sizes (ir/hlo_dynamic.py ``SymbolScope.bind``),
     compiled once per length (runtime/refine.py), never traced again. The bounds are clamped
-    as Python's slices are (``_slice_indices``: guards such as ``n + 1 <= size`` join the
-    value guard's test). Returns None (the caller specializes on the values) where the
+    as Python's slices are (``symbolic.slice_indices``: guards such as ``n + 1 <= size``
+    join the value guard's test). Returns None (the caller specializes on the values) where the
     index holds anything else, a value symbol as a step or an int index, ``x`` requires
     grad, the slice is inside a region (torch.cond, torch.while_loop, a composite's
     decomposition), or a sliced length is not a symbol of at least 2 at the traced call
@@ -318,7 +318,6 @@ def slice_by_value(trace, x: TensorProxy, index):
     from torch_mlir import ir
 
     from thunder_mlir.frontend import aliasing
-    from thunder_mlir.frontend.symbols.indexing import _slice_indices
     from thunder_mlir.ir import dtypes
 
     if type(x) is not TensorProxy or x.requires_grad or \
@@ -357,7 +356,7 @@ def slice_by_value(trace, x: TensorProxy, index):
             if type(size) is not int or not -size <= ix < size:
                 return None
             continue
-        start, stop, step = _slice_indices(ix, size)
+        start, stop, step = symbolic.slice_indices(ix, size)
         if step <= 0:
             return None
         stop = max(stop, start)

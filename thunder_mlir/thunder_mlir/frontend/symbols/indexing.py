@@ -17,7 +17,7 @@ import torch
 
 from thunder_mlir.ir import prims
 from thunder_mlir.frontend import lang
-from thunder_mlir.ir.symbolic import SymInt
+from thunder_mlir.ir.symbolic import slice_indices
 from thunder_mlir.frontend.lang import canonical_dim, expand_to
 from thunder_mlir.frontend.runtime_checks import check_indices
 from thunder_mlir.ir.proxy import TensorProxy
@@ -61,24 +61,6 @@ def _sequence_as_tuple(index) -> bool:
         return False
     return any(type(i) is TensorProxy or isinstance(i, (list, tuple, slice)) or i is None
                or i is Ellipsis for i in index)
-
-
-def _slice_indices(ix: slice, size):
-    """``slice.indices(size)`` (Python's rules), for sizes and bounds that may be symbolic
-    (ir/symbolic.py: each comparison becomes a guard); negative steps as Python has them."""
-    if not any(type(v) is SymInt for v in (ix.start, ix.stop, size)):
-        return ix.indices(size)
-    step = 1 if ix.step is None else int(ix.step)
-    if step <= 0:
-        return 0, 0, step  # rejected by the caller
-
-    def clamp(v, default):
-        if v is None:
-            return default
-        if type(v) is not SymInt:
-            v = int(v)
-        return max(v + size, 0) if v < 0 else min(v, size)
-    return clamp(ix.start, 0), clamp(ix.stop, size), step
 
 
 def bool_scalars_as_python(index: tuple) -> tuple:
@@ -172,7 +154,7 @@ def getitem(input, index):
                 raise IndexError(f"index {ix} is out of bounds for dimension {d} with size {size}")
             starts.append(i), limits.append(i + 1), strides.append(1)
         elif isinstance(ix, slice):
-            s, e, st = _slice_indices(ix, size)
+            s, e, st = slice_indices(ix, size)
             if st <= 0:
                 raise ValueError("step must be greater than zero")
             e = max(e, s)
