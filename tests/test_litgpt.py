@@ -11,9 +11,10 @@ positions (the position is a tensor input). Gemma-2's sliding-window cache reads
 ``max_pos = input_pos.max().item()`` and slices the cache to ``max_pos + 1`` while
 ``max_pos`` is inside the window: the ``.item()`` is a symbol (frontend/value_guards.py
 ``_value_symbol``) and the slice's length ``max_pos + 1`` a symbolic size
-(``slice_by_value``), so one program serves every position inside the first window (XLA
-compiles its regions once per length, without a new trace), and one more every later
-position (its guard is ``max_pos >= window``).
+(``slice_by_value``), so one program serves every position inside the first window, its
+XLA region compiled once for every length up to the window (bounded dynamic shapes,
+runtime/bounded_shapes.py), and one more every later position (its guard is
+``max_pos >= window``).
 
 CI runs parts of three families (``CI_PARTS``: Llama-3's training step and decoding,
 Gemma-2's decoding, Mixtral's forward; ~30 s at load 3); the other parts and architectures of
@@ -30,6 +31,9 @@ import pytest
 import torch
 
 import thunder_mlir
+from thunder_mlir.runtime import refine
+
+_refine = refine.refine
 
 litgpt = pytest.importorskip("litgpt", reason="the litgpt tests need litgpt (test extras)")
 from litgpt.config import configs as _CONFIGS
@@ -132,29 +136,35 @@ def test_training_step_is_eager(name):
 
 
 @pytest.mark.parametrize("name", _names())
-def test_kv_cache_generate_is_eager_with_one_decode_program(name):
+def test_kv_cache_generate_is_eager_with_one_decode_program(name, monkeypatch):
     _skip_unless_run(name, "decode")
     model = _model(name).eval()
     model.max_seq_length = 24
     mine = copy.deepcopy(model)
     jm = thunder_mlir.jit(mine)
-    prompt = torch.randint(0, VOCAB, (6,), generator=torch.Generator().manual_seed(2))
     sliding = model.config.sliding_window_size is not None and \
         any(model.config.sliding_window_indices or ())
+    # with a sliding window (8), a short prompt leaves 6 decode positions inside it
+    p = 2 if sliding else 6
+    prompt = torch.randint(0, VOCAB, (p,), generator=torch.Generator().manual_seed(2))
+    refined: list = []  # regions compiled per input shape (runtime/refine.py)
+    monkeypatch.setattr(refine, "refine", lambda text, shapes: refined.append(shapes) or
+                        _refine(text, shapes))
     n = 8
     with torch.no_grad():
         model.set_kv_cache(batch_size=1)
-        ref = generate(model, prompt, 6 + n, temperature=0.0)
+        ref = generate(model, prompt, p + n, temperature=0.0)
         jm.set_kv_cache(batch_size=1)  # (the wrapped module's method)
-        out = generate(jm, prompt, 6 + n, temperature=0.0)
+        out = generate(jm, prompt, p + n, temperature=0.0)
     assert torch.equal(out, ref)
     assert mine.mask_cache is not None and mine.mask_cache.shape[-1] == 24
     # prefill, then one program for every decode position; with a sliding window, one for
-    # the positions inside the first window (6 and 7 here: one trace, not one per position)
-    # and one for every later position
+    # the positions inside the first window (2 to 7 here: one trace, and its XLA region
+    # compiled once for every length, not once per length) and one for every later position
     programs = 2 + sliding
     assert thunder_mlir.cache_misses(jm) == programs
     assert thunder_mlir.cache_hits(jm) == n - programs
+    assert refined == []
     if sliding:
         return  # (the caches' reset below is the same mechanism for every family: CI time)
     # the caches emptied in place and mask_cache reassigned: the same programs read them

@@ -873,6 +873,10 @@ def _compile(fn: Callable, leaves, spec, sharp_edges: str, ext,
             _computed_residual_bytes(module) if needs_grad and not joint else 0, copied,
             lowered)
     compiled = f"{target.describe()}\n// {len(texts)} region(s) compiled"
+    for s in plan.steps:  # (runtime/bounded_shapes.py)
+        if getattr(s, "bounds", None):
+            compiled += f"; {s.name}: one executable for every size up to " \
+                f"{', '.join('x'.join(map(str, b)) for b in s.bounds)} (bounded dynamic shapes)"
     # inference programs only: a training step's forward and backward stay on the main pool
     # (runtime/plan.py place_small_programs says why)
     placement = None if needs_grad or not target.small_program_pool else \

@@ -51,6 +51,10 @@ SYM_ATTR_PREFIX = "thunder.sym."      # thunder.sym.<field>: expressions of an I
 # on an executor call with symbolic result sizes (unbacked sizes of a data-dependent op):
 # per result, the expression of each dim
 RESULT_SHAPES_ATTR = "thunder.result_shapes"
+# on such an executor call (value_guards.slice_by_value): result 0 is a prefix slice of
+# operand 0 (``x[:n]`` along each sliced dim, the others whole), so each of its symbolic
+# sizes is at most operand 0's size there (runtime/bounded_shapes.py reads it as a bound)
+PREFIX_SLICE_ATTR = "thunder.prefix_slice"
 
 
 @functools.lru_cache(maxsize=None)

@@ -389,7 +389,11 @@ def slice_by_value(trace, x: TensorProxy, index):
     limit = getattr(trace, "recompile_limit", unbacked_sizes.DISTINCT_SIZES_LIMIT)
     seen: set = set()
 
-    def run(real: torch.Tensor, *_sources: torch.Tensor) -> list[torch.Tensor]:
+    def run(real: torch.Tensor, *_sources: torch.Tensor,
+            bounded: bool = False) -> list[torch.Tensor]:
+        # bounded: the slice is read only by a region compiled for bounded dynamic shapes
+        # (runtime/plan.py ``_bounded``), which takes ``real`` and this view's sizes: no
+        # copy, and no compile per length to warn of
         values = [unbacked_sizes.run_size(k) for k in numbers]
         real_index = tuple(slice(b[0](values), b[1](values), b[2]) if type(b) is tuple
                            else b for b in bounds)
@@ -399,6 +403,8 @@ def slice_by_value(trace, x: TensorProxy, index):
         if tuple(out.shape) != expected:  # (the value guards' test keeps it from happening)
             raise RuntimeError(f"internal: x[index] of shape {tuple(out.shape)}, traced as "
                                f"{expected}")
+        if bounded:
+            return [out]
         unbacked_sizes.warn_past_limit(seen, expected, limit, lambda n: (
             f"{site}: {what} has taken {n} distinct lengths (recompile limit {limit}); the "
             "length is a symbol, so the program is not re-traced, but each new length "
@@ -414,6 +420,9 @@ def slice_by_value(trace, x: TensorProxy, index):
                             callee=ir.StringAttr.get(f"{what} (symbolic)"), impl=impl)
     op.operation.attributes[symbolic.RESULT_SHAPES_ATTR] = ir.ArrayAttr.get([
         ir.ArrayAttr.get([ir.StringAttr.get(symbolic.dim_text(n)) for n in shape])])
+    if all(type(ix) is slice and (ix.start is None or type(ix.start) is int and ix.start == 0)
+           and (ix.step is None or type(ix.step) is int and ix.step == 1) for ix in items):
+        op.operation.attributes[symbolic.PREFIX_SLICE_ATTR] = ir.UnitAttr.get()
     trace.fallbacks.append("Tensor.__getitem__")  # (fallback_ops: it runs on torch)
     out = TensorProxy(op.operation.results[0], tuple(shape), x.tdtype, trace.device)
     # eager's result is a view of x: a write into x refreshes it (aliasing.refresh_views

@@ -9,6 +9,7 @@ XLA region to another never visit torch.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -16,11 +17,11 @@ from typing import Callable, Sequence
 import torch
 from torch_mlir import ir
 
-from thunder_mlir.errors import ExecutionError, ThunderError
+from thunder_mlir.errors import CompileError, ExecutionError, ThunderError
 from thunder_mlir.frontend.torch_fallback import implementation_of
 from thunder_mlir.ir import attrs
 from thunder_mlir.ir.dialect import SEED_ATTR
-from thunder_mlir.runtime import dlpack, jax_internals, xla
+from thunder_mlir.runtime import bounded_shapes, dlpack, jax_internals, xla
 from thunder_mlir.runtime.refine import ShapeSpecializedExecutable, has_symbolic_sizes
 from thunder_mlir.runtime.xla import ALIAS_ATTR, DONOR_ATTR, compile_stablehlo, jax_device
 
@@ -41,6 +42,9 @@ class XlaStep:
     # own parameter shapes do not (an SPMD program's are per shard)
     program: str = "a compiled program"
     text: str | None = None
+    # a region compiled once for bounded dynamic shapes (``_bounded``): the bound shape of
+    # each argument with symbolic sizes
+    bounds: tuple | None = None
 
     def execute(self, args: list, device) -> list:
         """Run the executable on XLA buffers ``args``; its output arrays. The first run
@@ -440,7 +444,7 @@ def build_plan(module: ir.Module, device: torch.device, func_name: str = "comput
         slot: dict[ir.Value, int] = {}
         for a in block.arguments:
             slot[a] = len(slot)
-        n_inputs = len(slot)
+        n_inputs = n_slots = len(slot)
         steps, texts = [], {}
         outputs: list[int] = []
         for op in block.operations:
@@ -449,20 +453,28 @@ def build_plan(module: ir.Module, device: torch.device, func_name: str = "comput
                 outputs = [slot[v] for v in op.operands]
                 break
             for r in op.results:
-                slot[r] = len(slot)
+                slot[r] = n_slots
+                n_slots += 1
             ins = tuple(slot[v] for v in op.operands)
             outs = tuple(slot[r] for r in op.results)
             if op.name == "func.call":
                 callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
                 text = region_module_text(module, callee)
                 texts[callee] = text
-                # symbolic sizes: compiled per concrete input shape at run time (refine.py)
-                exe = text if compile_only else ShapeSpecializedExecutable(text, device) \
-                    if has_symbolic_sizes(text) else compile_stablehlo(text, device)
-                steps.append(XlaStep(callee, exe, ins, outs, donated=donated_arguments(
-                    next(o for o in module.body.operations
-                         if o.operation.name == "func.func" and ir.StringAttr(
-                             o.operation.attributes["sym_name"]).value == callee))))
+                donated = donated_arguments(next(
+                    o for o in module.body.operations if o.operation.name == "func.func"
+                    and ir.StringAttr(o.operation.attributes["sym_name"]).value == callee))
+                bounded = None if compile_only or not has_symbolic_sizes(text) else \
+                    _bounded(op, text, device, donated, slot, n_slots, steps)
+                bounds = None
+                if bounded is not None:  # one executable for every size up to the bounds
+                    feed, exe, ins, texts[callee], bounds = bounded
+                    n_slots += len(feed.outputs)
+                    steps.append(feed)
+                else:  # symbolic sizes: compiled per concrete input shape (refine.py)
+                    exe = text if compile_only else ShapeSpecializedExecutable(text, device) \
+                        if has_symbolic_sizes(text) else compile_stablehlo(text, device)
+                steps.append(XlaStep(callee, exe, ins, outs, donated=donated, bounds=bounds))
             elif op.name == "thunder.executor_call":
                 callee = ir.StringAttr(op.attributes["callee"]).value
                 steps.append(TorchStep(callee, None if compile_only else implementation_of(op),
@@ -470,4 +482,46 @@ def build_plan(module: ir.Module, device: torch.device, func_name: str = "comput
             else:
                 raise RuntimeError(f"plan: unexpected op {op.name} in @{func_name}; run "
                                    "decompose and partition first")
-    return Plan(steps, len(slot), n_inputs, outputs, device, seeded, compile_only), texts
+    return Plan(steps, n_slots, n_inputs, outputs, device, seeded, compile_only), texts
+
+
+def _bounded(call, text: str, device: torch.device, donated: tuple[int, ...],
+             slot: dict, n_slots: int, steps: list):
+    """A region with symbolic sizes compiled once for bounded dynamic shapes
+    (runtime/bounded_shapes.py), where every ``?`` argument is a prefix slice of a static
+    tensor: ``(feed, executable, inputs, text, bounds)``, the TorchStep that cuts the
+    sources to their bounds and gives the sizes (its outputs are slots ``n_slots`` on),
+    the executable, the XLA step's input slots, the StableHLO compiled and the bound shape
+    of each argument with symbolic sizes. None (compiled per shape instead) where an
+    argument is not such a slice, a slice or its source is donated, or the rewrite or XLA
+    refuses the program."""
+    found = bounded_shapes.argument_bounds(call)
+    # (the region reads the source itself: XLA must not write into it)
+    if not found or any(i in found or call.operands[i] in [s for s, _ in found.values()]
+                        for i in donated):
+        return None
+    order = sorted(found)
+    rewritten = bounded_shapes.bound_region(text, {i: found[i][1] for i in order})
+    if rewritten is None:
+        return None
+    bounded_text, sizes = rewritten
+    try:
+        exe = compile_stablehlo(bounded_text, device)
+    except CompileError:
+        return None
+    cut = {i: n_slots + k for k, i in enumerate(order)}
+    size_slots = tuple(range(n_slots + len(order), n_slots + len(order) + len(sizes)))
+    feed = TorchStep(
+        "bounded arguments",
+        bounded_shapes.bounded_arguments([found[i][1] for i in order],
+                                         [(order.index(i), d) for i, d in sizes]),
+        tuple(slot[call.operands[i]] for i in order) + tuple(slot[found[i][0]] for i in order),
+        tuple(cut.values()) + size_slots)
+    ins = tuple(cut.get(i, slot[v]) for i, v in enumerate(call.operands)) + size_slots
+    # a slice read by this call alone: its step returns the view (the feed reads its sizes)
+    for i in order:
+        v = call.operands[i]
+        if all(u.owner == call for u in v.uses):
+            step = next(s for s in steps if type(s) is TorchStep and slot[v] in s.outputs)
+            step.fn = functools.partial(step.fn, bounded=True)
+    return feed, exe, ins, bounded_text, tuple(found[i][1] for i in order)
