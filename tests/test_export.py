@@ -7,6 +7,7 @@ once (module fixture) and the jax runs share one subprocess."""
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import os
@@ -606,3 +607,33 @@ def test_vjp_matches_autograd():
                                                  exp.input_names[:-1]], x, *cts)[-1], ref[-1])
     with pytest.raises(ExportError, match="deserialized"):
         thunder_mlir.deserialize(exp.serialize()).vjp()
+
+
+def test_a_step_reading_a_plain_tensor_attribute_is_refused_by_name():
+    # jit(step) makes the tensor an input (train_step.py ``TrainStep.lifted``); an exported
+    # step names its inputs and has no name for it: ExportError, not a trace error
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(3))
+            self.scale = torch.randn(3)  # neither a parameter nor a buffer
+
+        def forward(self, x):
+            return (x * self.w * self.scale).sum()
+
+    def step(model, opt, x):
+        loss = model(x)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+    model = Scaled()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ExportError, match=r"plain attributes \(0\.scale\).*register_buffer"):
+        thunder_mlir.export(step, model, opt, torch.randn(3))
+    twin = copy.deepcopy(model)
+    twin_opt = torch.optim.SGD(twin.parameters(), lr=0.1)
+    x = torch.randn(3)
+    torch.testing.assert_close(thunder_mlir.jit(step)(twin, twin_opt, x),
+                               step(model, opt, x).detach())
+    torch.testing.assert_close(twin.w, model.w)

@@ -8,7 +8,10 @@ and maybe writes it in place (``add_``, ``index_copy_``, ``t[0] = ...``) or assi
 new tensor (or a new list or dict holding it) to the attribute; between its
 three calls the caller does nothing, reassigns the tensor (same shape or another), writes
 it in place, or replaces the container or object holding it. The jitted twin must return
-eager's outputs and leave eager's tensors on the module after every call. Hypothesis draws
+eager's outputs and leave eager's tensors on the module after every call. The module is
+jitted whole (``jit(module)``) or run by a jitted training step with SGD
+(``jit(step)(model, opt, x)``: the attributes are the step's inputs too, and the parameter
+after each step is eager's). Hypothesis draws
 ``THUNDER_ATTR_EXAMPLES`` examples (default 40, ~7 s; 150 took 19 s), derandomized, so
 every run checks the same ones.
 """
@@ -43,6 +46,7 @@ class Attrs(torch.nn.Module):
     def __init__(self, kind: str, write: str, t: torch.Tensor):
         super().__init__()
         self.kind, self.write = kind, write
+        self.w = torch.nn.Parameter(torch.linspace(0.5, 1.5, 3))
         self.sub = torch.nn.Module()
         self.put(t, new_holder=True)
 
@@ -91,7 +95,7 @@ class Attrs(torch.nn.Module):
         elif self.write == "rebind":  # a new tensor (a new list or dict) on the attribute
             self.put(t * x, new_holder=self.kind in ("list", "dict"))
             t = self.get()
-        out = (t * x).sum(0)
+        out = (t * x * self.w).sum(0)
         if self.kind == "list":
             out = out + self.a[0]
         elif self.kind == "dict":
@@ -114,17 +118,34 @@ def _act(m: Attrs, action: str, g: torch.Generator):
 @hypothesis.settings(max_examples=EXAMPLES, derandomize=True, deadline=None,
                      suppress_health_check=list(hypothesis.HealthCheck), database=None)
 @hypothesis.given(kind=st.sampled_from(KINDS), write=st.sampled_from(WRITES),
-                  actions=st.lists(st.sampled_from(BETWEEN), min_size=2, max_size=2))
-def test_attribute_kinds_writes_and_reassignments_are_eager(kind, write, actions):
+                  actions=st.lists(st.sampled_from(BETWEEN), min_size=2, max_size=2),
+                  form=st.sampled_from(("module", "step")))
+def test_attribute_kinds_writes_and_reassignments_are_eager(kind, write, actions, form):
     g = torch.Generator().manual_seed(0)
     eager = Attrs(kind, write, torch.randn(2, 3, generator=g))
     mine = copy.deepcopy(eager)
-    jitted = thunder_mlir.jit(mine)
+    if form == "module":
+        jitted, run = thunder_mlir.jit(mine), eager
+    else:  # a training step: the attributes are inputs of the step's program
+        opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (eager, mine)]
+        jstep = thunder_mlir.jit(_step)
+        jitted = lambda x: jstep(mine, opts[1], x)  # noqa: E731
+        run = lambda x: _step(eager, opts[0], x)  # noqa: E731
     ge, gm = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
     for call, action in enumerate(["nothing"] + actions):
         _act(eager, action, ge)
         _act(mine, action, gm)
         x = torch.full((3,), float(call + 2))
-        torch.testing.assert_close(jitted(x), eager(x), msg=lambda m, c=call: f"call {c}: {m}")
+        torch.testing.assert_close(jitted(x), run(x).detach(),
+                                   msg=lambda m, c=call: f"call {c}: {m}")
         torch.testing.assert_close(mine.get(), eager.get(),
                                    msg=lambda m, c=call: f"the attribute after call {c}: {m}")
+        torch.testing.assert_close(mine.w, eager.w)
+
+
+def _step(model, opt, x):
+    loss = model(x).sum()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss

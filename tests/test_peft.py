@@ -2,8 +2,9 @@
 ``peft.get_peft_model`` with one adapter type each (LoRA, IA3, LoHa, LoKr, and the
 prompt-learning methods: prefix tuning, prompt tuning, P-tuning), jitted whole and
 compared with eager on the logits, the loss and the adapters' gradients (the base weights
-are frozen: no gradient, as eager); and LoRA's training step, ``thunder_mlir.jit(step)``
-with AdamW over the adapters, three steps equal to eager's.
+are frozen: no gradient, as eager); and the training step of LoRA, prefix tuning and
+prompt tuning, ``thunder_mlir.jit(step)`` with AdamW over the adapters, three steps equal
+to eager's.
 
 The prompt-learning models hold the base model's embedding also as ``word_embeddings``:
 one submodule under two names, whose parameters the trace once left as proxies
@@ -79,8 +80,11 @@ def test_adapter_forward_and_gradients_are_eagers(adapter):
     assert all(p.grad is None for p in twin.parameters() if not p.requires_grad)
 
 
-def test_lora_training_step_with_adamw_is_eagers():
-    model = _model("lora")
+@pytest.mark.parametrize("adapter", ["lora", "prefix", "prompt"])
+def test_training_step_with_adamw_is_eagers(adapter):
+    # prompt learning reads ``self.prompt_tokens[adapter]``, a dict of tensors held as a
+    # plain attribute: an input of the step (train_step.py ``TrainStep.lifted``)
+    model = _model(adapter)
     twin = copy.deepcopy(model)
     opts = [torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-2)
             for m in (model, twin)]

@@ -45,6 +45,7 @@ import torch.utils._pytree as torch_pytree
 
 from thunder_mlir.errors import CallArgumentError, ExportError
 from thunder_mlir.frontend import pytrees
+from thunder_mlir.frontend.module_attributes import LiftNeeded
 from thunder_mlir.train_step import PreparedCall, TrainStep
 
 
@@ -100,7 +101,7 @@ def _input_names(stepper: TrainStep, call: PreparedCall, args, kwargs) -> tuple[
     """(names of the program's flat tensor inputs, parameter names by index)."""
     from thunder_mlir.error_reporting import argument_paths
 
-    layout, params, buffers, _, states, _, rest = call.inputs
+    layout, params, buffers, _, states, _, rest, _ = call.inputs  # (lifted: None)
     objects = call.objects
     pnames: list = [None] * len(params)
     bnames: list = [None] * len(buffers)
@@ -203,6 +204,13 @@ def capture(fn, args, kwargs, sharp_edges: str) -> StepCapture:
             traced.traced_with(stepper._fn)
         except pipeline.ProgramsCaptured as captured:
             lowered = captured.lowered
+        except LiftNeeded as need:  # (jit(step) makes them inputs; an artifact names its
+            raise ExportError(  # inputs, and has no names for these)
+                f"the model holds tensors as plain attributes ({need}), neither parameters "
+                "nor buffers, and the step reads them: an exported step takes parameters, "
+                "buffers, optimizer state and arguments only. Register them as buffers "
+                "(module.register_buffer(name, tensor, persistent=False)) before export, "
+                "or run the step with thunder_mlir.jit(step)") from None
     if lowered is None:
         raise ExportError("internal: the step compiled no program")
     info = {"layout": _layout_key(call.inputs[0]), "param_names": pnames,

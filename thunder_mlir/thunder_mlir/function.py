@@ -150,9 +150,13 @@ class ThunderFunction:
         from thunder_mlir.executors.extend import OperatorExecutor
 
         self.joint = _joint  # "grad" | "value_and_grad": the gradient program (grad_api.py)
-        # () -> [(object, description)]: objects whose attribute reads the trace guards
-        # (a ThunderModule's module tree; guards.py)
+        # () -> [(object, description[, path])]: objects whose attribute reads the trace
+        # guards (a ThunderModule's module tree; guards.py), with their attribute path from
+        # the root whose tensor attributes are lifted (frontend/module_attributes.py)
         self.watch: Callable[[], list] | None = None
+        # () -> that root, where it is not a module call's (``state.module``): a training
+        # step's modules (train_step.py), on which the program's attribute writes are set
+        self.attribute_root: Callable[[], object] | None = None
         self.executors = tuple(executors or ())
         if not all(isinstance(e, OperatorExecutor) for e in self.executors):
             raise TypeError("executors must be thunder_mlir.extend.OperatorExecutor objects")
@@ -366,7 +370,9 @@ class ThunderFunction:
             for obj, name, value in entry.attribute_writes:
                 setattr(obj, name, value)
         if entry.object_state is not None:  # writes to input objects, objects returned
-            return _object_results(entry, nodes, tensors, outs, state)
+            return _object_results(entry, nodes, tensors, outs, state.module if state
+                                   is not None else self.attribute_root()
+                                   if self.attribute_root is not None else None)
         if entry.symbolic_consts:  # sizes in the outputs: this call's ints
             return entry.rebuild_concrete(outs, tensors)
         return entry.rebuild(outs)
@@ -569,11 +575,12 @@ def _dynamic_fallback(e: BaseException) -> str | None:
     return None
 
 
-def _object_results(entry: CacheEntry, nodes: list, tensors, outs, state=None):
+def _object_results(entry: CacheEntry, nodes: list, tensors, outs, root=None):
     """Replay the program's writes to the caller's input objects ``nodes`` and, for a
-    module's call (``state``), the tensors it assigned to attributes of the module tree,
-    and rebuild the outputs, input objects returned as the caller's own
-    (frontend/pytrees.py, frontend/module_attributes.py)."""
+    module's call or a training step (``root``: the module tree the paths start from), the
+    tensors it assigned to attributes of the module tree, and rebuild the outputs, input
+    objects returned as the caller's own (frontend/pytrees.py,
+    frontend/module_attributes.py)."""
     writes, out_objects, n_state = entry.object_state
     if writes:  # two paths to one object: eager's writes through one show through the other
         pytrees.check_unshared(nodes)
@@ -581,7 +588,7 @@ def _object_results(entry: CacheEntry, nodes: list, tensors, outs, state=None):
     outs = outs[:len(outs) - n_state]
     pytrees.replay(writes, nodes, tensors, state_outs)
     for path, d in entry.attribute_tensors:
-        holder = module_attributes.resolve(state.module, path[:-1])
+        holder = module_attributes.resolve(root, path[:-1])
         object.__getattribute__(holder, "__dict__")[path[-1]] = \
             pytrees.build(d, nodes, tensors, state_outs)
     if not out_objects:

@@ -83,10 +83,12 @@ class _Call:
     function, the argument template (modules and optimizers in place), the modules'
     parameter and buffer names (-> index), the optimizers."""
 
-    def __init__(self, fn, args, kwargs, modules, module_names, optimizers_, params):
+    def __init__(self, fn, args, kwargs, modules, module_names, optimizers_, params,
+                 root=None):
         self.fn, self.args, self.kwargs = fn, args, kwargs
         self.modules, self.module_names = modules, module_names
         self.optimizers, self.params = optimizers_, params
+        self.root = root  # the modules as one tree (``TrainStep._root``): lifted paths' root
 
 
 class PreparedCall:
@@ -546,15 +548,18 @@ def _traced_zero_grad(table, positions):
     return zero_grad
 
 
-def _program(layout, params, buffers, grads, states, tables, rest):
+def _program(layout, params, buffers, grads, states, tables, rest, lifted=None):
     """The traced step (module docstring). ``layout``: (grad present per parameter, per
     optimizer: per group (rule name, options, parameter indices) or a custom optimizer's
     ``_custom_inputs`` layout, object identities); ``grads``: the present ``.grad``
     tensors; ``states``: per optimizer, per parameter, its state tensors
     (``OptimizerRule.state_names``), or a custom optimizer's tensors; ``tables``: per
     optimizer, per group, the (n, k) scalar table ([] for a custom optimizer); ``rest``:
-    the other arguments."""
+    the other arguments; ``lifted``: {attribute path from ``_Call.root``: value} of the
+    tensors the modules hold as plain attributes (frontend/module_attributes.py), or
+    None."""
     from thunder_mlir.frontend.tracing import current_trace
+    from thunder_mlir.module import _install, _restore
 
     call: _Call = _ACTIVE.call
     trace = current_trace()
@@ -582,6 +587,7 @@ def _program(layout, params, buffers, grads, states, tables, rest):
     saved = []
     contexts = []
     trace.training = table
+    undo = _install(call.root, lifted) if lifted else []
     try:
         for opt, methods in patched:
             if "param_groups" not in methods:  # (a custom optimizer's: _TracedOptimizer)
@@ -603,6 +609,7 @@ def _program(layout, params, buffers, grads, states, tables, rest):
             for n in names:
                 opt.__dict__.pop(n, None)
             opt.__dict__.update(old)
+        _restore(undo)
         trace.training = None
     if not table.backwards and any(type(x) is TensorProxy and x.requires_grad
                                    for x in torch_pytree.tree_leaves(out)):
@@ -645,19 +652,46 @@ class TrainStep:
         self._fn = ThunderFunction(_program, **jit_options)
         self._fn.donate_writes = True  # parameters and state: resident, donated
         self._fn.watch = self._watched
+        self._fn.attribute_root = lambda: self._roots[1]
         self._objects: list = []
         self._rules: dict = {}
         self._module_states: dict = {}  # id(module) -> module._ModuleState (last call's)
         self._walk = None  # (structure tokens, tensors, _module_tensors' result)
+        # tensors the modules hold as plain attributes, program inputs (lifted), by path
+        # from the modules' root (``_root``: module k is "k"), as jit(module) lifts them
+        self.lifted: tuple = ()
+        self._roots: tuple = ((), None)  # (module ids, root) of the last call
 
     def _watched(self):
         out = []
-        for m in self._objects:
-            if isinstance(m, torch.nn.Module):
-                out += [(sub, f"module '{name}' ({type(sub).__name__})" if name else
-                         f"the module ({type(sub).__name__})")
-                        for name, sub in m.named_modules(remove_duplicate=False)]
+        modules = [m for m in self._objects if isinstance(m, torch.nn.Module)]
+        for k, m in enumerate(modules):
+            out += [(sub, f"module '{name}' ({type(sub).__name__})" if name else
+                     f"the module ({type(sub).__name__})",
+                     (str(k),) + (tuple(name.split(".")) if name else ()))
+                    for name, sub in m.named_modules(remove_duplicate=False)]
         return out
+
+    def _root(self, modules) -> torch.nn.Module:
+        """The module arguments as one tree (an ``nn.ModuleList``: module k under "k"),
+        the root of the lifted attributes' paths; the last call's while the modules are
+        the same objects."""
+        ids = tuple(map(id, modules))
+        if self._roots[0] != ids:
+            self._roots = (ids, torch.nn.ModuleList(modules))
+        return self._roots[1]
+
+    def _lift(self, paths, root) -> None:
+        """Make the attributes at ``paths`` (from ``root``) program inputs from the next
+        call on, with every public tensor attribute of the modules (``module._ModuleState.
+        lift``'s rule); raises RuntimeError if they are inputs already (a bug)."""
+        from thunder_mlir.frontend import module_attributes
+
+        if not set(paths) - set(self.lifted):
+            raise RuntimeError(f"thunder_mlir: the attributes {sorted(paths)} are program "
+                               "inputs already, yet their tensors reached the trace")
+        found = module_attributes.module_tensor_attributes(root)
+        self.lifted = tuple(sorted(set(self.lifted) | set(paths) | set(found)))
 
     def _rule(self, opt, group) -> optimizers.OptimizerRule:
         cls = optimizers.rule_class(type(opt))
@@ -718,8 +752,16 @@ class TrainStep:
     def call(self, args, kwargs, hooks_on_host: bool = False):
         """``self(*args, **kwargs)``; ``hooks_on_host``: the caller runs the optimizers'
         step hooks around the call (``OptimizerStep``), so they are not refused."""
-        call = self.prepare(args, kwargs, hooks_on_host)
-        return self.finish(call, call.traced_with(self._fn))
+        from thunder_mlir.frontend.module_attributes import LiftNeeded
+
+        while True:
+            call = self.prepare(args, kwargs, hooks_on_host)
+            try:
+                result = call.traced_with(self._fn)
+            except LiftNeeded as need:  # tensors held as attributes: inputs, traced again
+                self._lift(need.paths, call.objects.root)
+                continue
+            return self.finish(call, result)
 
     def prepare(self, args, kwargs, hooks_on_host: bool = False) -> PreparedCall:
         """The host's part before the program runs (module docstring, 1.): the program's
@@ -815,9 +857,15 @@ class TrainStep:
         layout = (tuple(g is not None for g in grads), tuple(opt_layouts),
                   tuple(id(o) for o in modules + opts), _fn_id(self.fn))
         self._objects = modules + opts
-        objects = _Call(self.fn, args_tpl, kwargs_tpl, modules, names, opts, params)
+        root = self._root(modules)
+        lifted = None
+        if self.lifted:
+            from thunder_mlir.frontend.module_attributes import current_value
+
+            lifted = {p: current_value(root, p) for p in self.lifted}
+        objects = _Call(self.fn, args_tpl, kwargs_tpl, modules, names, opts, params, root)
         inputs = (layout, params, buffers, [g for g in grads if g is not None], states,
-                  tables, rest)
+                  tables, rest, lifted)
         return PreparedCall(inputs, objects, params, opts, states, fresh)
 
     def finish(self, call: PreparedCall, result):

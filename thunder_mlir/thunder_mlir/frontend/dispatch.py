@@ -332,12 +332,11 @@ def _check_no_foreign_tensors(func, args, kwargs) -> None:
                     f"{describe_frame(f)}\n  a torch.Tensor of shape {tuple(leaf.shape)}, read "
                     f"from the attribute {held} (neither a parameter nor a buffer), reaches "
                     f"{name}; it is not an input of the jitted function. A tensor attribute is "
-                    "an input where it is held by the jitted module or the objects it holds "
-                    "(thunder_mlir.jit(module)), not by an object reached from a global or "
-                    "the modules passed to a jitted training step (jit(step)(model, opt, "
-                    "...)). thunder_mlir does not bake tensors into the program as constants: "
-                    "pass it as an argument, register it as a buffer of its module, or jit "
-                    "the model alone and run loss.backward() and opt.step() eagerly.")
+                    "an input where it is held by the jitted module, the modules passed to "
+                    "a jitted training step, or the objects they hold, not by an object "
+                    "reached from a global. thunder_mlir does not bake tensors into the "
+                    "program as constants: pass it as an argument, or register it as a "
+                    "buffer of its module.")
             what = f"the {known}, a tensor" if known else "a torch.Tensor"
             raise SharpEdgeError(
                 f"{describe_frame(f)}\n  {what} of shape {tuple(leaf.shape)} that is not an "

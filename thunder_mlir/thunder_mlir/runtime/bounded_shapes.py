@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import re
 
+from thunder_mlir.ir import attrs
+
 #: ops computed element by element: a dynamic dimension of the result is one of an operand
 ELEMENTWISE = frozenset(f"stablehlo.{n}" for n in (
     "abs add and atan2 cbrt ceil clamp compare complex convert cosine count_leading_zeros "
@@ -225,7 +227,7 @@ class _Rewrite:
             out = [(v, v) for v in vals]
         elif name == "stablehlo.get_dimension_size":
             v = op.operands[0]
-            k = ir.IntegerAttr(op.attributes["dimension"]).value
+            k = attrs.get_int(op, "dimension")
             vt = self._type(v)
             if not vt.is_dynamic_dim(k):
                 out = [(vt.shape[k], vt.shape[k])]
@@ -238,9 +240,9 @@ class _Rewrite:
         elif name == "stablehlo.concatenate":
             out = [x for part in ins for x in part]
         elif name == "stablehlo.slice":
-            start = list(ir.DenseI64ArrayAttr(op.attributes["start_indices"]))
-            limit = list(ir.DenseI64ArrayAttr(op.attributes["limit_indices"]))
-            step = list(ir.DenseI64ArrayAttr(op.attributes["strides"]))
+            start = attrs.get_ints(op, "start_indices")
+            limit = attrs.get_ints(op, "limit_indices")
+            step = attrs.get_ints(op, "strides")
             out = ins[0][start[0]:limit[0]:step[0]]
         elif name in ("stablehlo.add", "stablehlo.subtract", "stablehlo.multiply",
                       "stablehlo.maximum", "stablehlo.minimum"):
@@ -258,7 +260,6 @@ class _Rewrite:
         ir = self.ir
         ip = ir.InsertionPoint(before)
         et = self._type(shape_value).element_type
-        i64 = ir.IntegerType.get_signless(64)
         one = ir.Operation.create(
             "stablehlo.slice", results=[ir.RankedTensorType.get([1], et)],
             operands=[shape_value],
@@ -268,7 +269,6 @@ class _Rewrite:
         scalar = ir.Operation.create("stablehlo.reshape",
                                      results=[ir.RankedTensorType.get([], et)],
                                      operands=[one.results[0]], ip=ip)
-        del i64
         i32 = ir.IntegerType.get_signless(32)
         return ir.Operation.create("stablehlo.convert",
                                    results=[ir.RankedTensorType.get([], i32)],
@@ -337,7 +337,7 @@ class _Rewrite:
 
     def _reduce(self, op) -> None:
         ir = self.ir
-        reduced = list(ir.DenseI64ArrayAttr(op.attributes["dimensions"]))
+        reduced = attrs.get_ints(op, "dimensions")
         n = len(op.results)
         for k, r in enumerate(op.results):
             ds = self._operand_dims(op.operands[k])
@@ -347,12 +347,12 @@ class _Rewrite:
                 self._set_result(r, [b for i, b in enumerate(ds) if i not in reduced])
 
     def _transpose(self, op) -> None:
-        perm = list(self.ir.DenseI64ArrayAttr(op.attributes["permutation"]))
+        perm = attrs.get_ints(op, "permutation")
         ds = self._operand_dims(op.operands[0])
         self._set_result(op.results[0], [ds[p] for p in perm])
 
     def _broadcast_in_dim(self, op) -> None:
-        bdims = list(self.ir.DenseI64ArrayAttr(op.attributes["broadcast_dimensions"]))
+        bdims = attrs.get_ints(op, "broadcast_dimensions")
         ds = self._operand_dims(op.operands[0])
         dims = [None] * self._type(op.results[0]).rank
         for i, d in enumerate(bdims):
@@ -361,7 +361,7 @@ class _Rewrite:
             self._set_result(op.results[0], dims)
 
     def _concatenate(self, op) -> None:
-        axis = self.ir.IntegerAttr(op.attributes["dimension"]).value
+        axis = attrs.get_int(op, "dimension")
         operands = [self._operand_dims(v) for v in op.operands]
         if any(ds[axis] is not None for ds in operands):
             raise _Unsupported  # (along a dynamic dimension: the padding would be inside)
