@@ -85,6 +85,40 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
     return _keep(input, out, dims, keepdim)
 
 
+def refuse_empty(name: str, x: TensorProxy, dims, shown=None) -> None:
+    """Eager's IndexError for a reduction without an identity (max, min, argmax, ...) over
+    a dimension of size 0: ATen's ``zero_numel_check_dims``
+    (aten/src/ATen/native/ReduceOpsUtils.h). ``dims``: the reduced dims (canonical);
+    ``shown``: the dims as eager's message names them (amax/amin name the user's). A
+    symbolic size is compared with 0 as a decision: its guard makes a later call with a
+    data-dependent size of 0 trace again and raise here, not return -inf."""
+    for d, s in zip(dims, shown if shown is not None else dims):
+        if d < len(x.tshape) and x.tshape[d] == 0:
+            raise IndexError(f"{name}: Expected reduction dim {s} to have non-zero size.")
+
+
+def _is_empty(x: TensorProxy) -> bool:
+    """Whether ``x`` has no element (a decision on symbolic sizes: a guard)."""
+    for s in x.tshape:  # (not ``any``: this module's ``any`` is torch.any's symbol)
+        if s == 0:
+            return True
+    return False
+
+
+def _refuse_empty_all(name: str, x: TensorProxy, error=RuntimeError) -> None:
+    """Eager's error for a reduction without an identity over all dims of an empty
+    tensor (ATen: "Expected reduction dim to be specified for input.numel() == 0")."""
+    if _is_empty(x):
+        tail = "" if error is IndexError else \
+            " Specify the reduction dim with the 'dim' argument."
+        raise error(f"{name}(): Expected reduction dim to be specified for input.numel() == "
+                    f"0.{tail}")
+
+
+def _shown_dims(dim) -> list:
+    return list(dim) if isinstance(dim, (tuple, list)) else [dim]
+
+
 def _extreme(name, x, dims, keepdim):
     if x.tdtype is torch.bool:
         out = prims.reduce("reduce_or" if name == "reduce_max" else "reduce_and", x, dims)
@@ -98,26 +132,36 @@ def _all_if_empty(dim):
     return None if isinstance(dim, (tuple, list)) and len(dim) == 0 else dim
 
 
+def _amax_amin(name: str, input, dim, keepdim):
+    dim = _all_if_empty(dim)
+    dims = canonical_dims(dim, len(input.tshape))
+    if dim is None:
+        _refuse_empty_all(name, input)
+    else:
+        refuse_empty(f"{name}()", input, dims, _shown_dims(dim))
+    return _extreme("reduce_max" if name == "amax" else "reduce_min", input, dims, keepdim)
+
+
 @register("amax", torch.amax, T.amax)
 def amax(input, dim=(), keepdim=False):
-    return _extreme("reduce_max", input, canonical_dims(_all_if_empty(dim), len(input.tshape)),
-                    keepdim)
+    return _amax_amin("amax", input, dim, keepdim)
 
 
 @register("amin", torch.amin, T.amin)
 def amin(input, dim=(), keepdim=False):
-    return _extreme("reduce_min", input, canonical_dims(_all_if_empty(dim), len(input.tshape)),
-                    keepdim)
+    return _amax_amin("amin", input, dim, keepdim)
 
 
 def _argext(name, x, dim, keepdim):
     if dim is None:
+        _refuse_empty_all(name, x, IndexError)
         flat = prims.reshape(x, (max(1, math.prod(x.tshape)),))
         out = prims.argreduce(name, flat, 0)
         return prims.reshape(out, (1,) * len(x.tshape)) if keepdim else out
     d = canonical_dim(dim, len(x.tshape))
     if len(x.tshape) == 0:
         return prims.full((), 0, torch.int64)
+    refuse_empty(f"{name}()", x, [d])
     return _keep(x, prims.argreduce(name, x, d), [d], keepdim)
 
 
@@ -139,8 +183,10 @@ def _max_min(kind):
             from thunder_mlir.frontend.symbols.elementwise import maximum, minimum
             return (maximum if kind == "max" else minimum)(input, dim)
         if dim is None:
+            _refuse_empty_all(kind, input)
             return _extreme(red, input, list(range(len(input.tshape))), False)
         d = canonical_dim(dim, len(input.tshape))
+        refuse_empty(f"{kind}()", input, [d])
         if len(input.tshape) == 0:  # dim 0 / -1 of a 0-d tensor: the value, index 0
             values, indices = input, prims.full((), 0, torch.int64)
             return torch.return_types.max((values, indices)) if kind == "max" else \
@@ -341,6 +387,11 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
 
 @register("aminmax", torch.aminmax, T.aminmax)
 def aminmax(input, *, dim=None, keepdim=False):
+    if dim is None and _is_empty(input):
+        raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the "
+                           "operation has no identity.")
+    if dim is not None:
+        refuse_empty("aminmax", input, [canonical_dim(dim, len(input.tshape))])
     if dim is None:
         mn, mx = amin(input, (), False), amax(input, (), False)
         if keepdim:

@@ -242,8 +242,10 @@ def stack(tensors, dim=0):
 
 
 def _split_sizes(length: int, split_size_or_sections) -> list[int]:
-    if isinstance(split_size_or_sections, int):
-        s = split_size_or_sections
+    if not isinstance(split_size_or_sections, (list, tuple)):
+        # (a symbolic length or piece size: the number of pieces is a Python value, so
+        # both are specialized, SymInt.__int__: a guard, or a compile for static shapes)
+        s, length = int(split_size_or_sections), int(length)
         return [min(s, length - i) for i in range(0, length, s)] if length else [0]
     sizes = list(split_size_or_sections)
     if sum(sizes) != length or any(s < 0 for s in sizes):
