@@ -114,13 +114,17 @@ class _Rewrite:
                                         for s, b in zip(shape, dims)], element_type, enc)
 
     def _set_result(self, r, dims):
-        """Give result ``r`` (a ``?`` type) the bounds ``dims`` (one per dimension)."""
+        """Give result ``r`` the bounds ``dims`` (one per dimension, None where the
+        operands are static there). A bound where ``r`` is static (the padding would turn
+        into values) or a ``?`` without one refuses the rewrite."""
         t = self._type(r)
-        dims = [b if t.is_dynamic_dim(i) else None for i, b in enumerate(dims)]
-        if any(t.is_dynamic_dim(i) and b is None for i, b in enumerate(dims)):
-            raise _Unsupported
+        for i, b in enumerate(dims):
+            if (b is None) == t.is_dynamic_dim(i):
+                raise _Unsupported
+        if t.has_static_shape:
+            return
         r.set_type(self._bounded_type(t.shape, t.element_type, dims))
-        self.dims[r] = dims
+        self.dims[r] = list(dims)
 
     def _operand_dims(self, v):
         """The bound of each dimension of ``v`` (None where static)."""
@@ -317,8 +321,7 @@ class _Rewrite:
             for ds in operands:
                 if len(ds) == rank:
                     dims = [b if b is not None else d for b, d in zip(dims, ds)]
-            if self._dynamic(r):
-                self._set_result(r, dims)
+            self._set_result(r, dims)
 
     def _dot_general(self, op) -> None:
         text = str(op.attributes["dot_dimension_numbers"])
@@ -332,8 +335,7 @@ class _Rewrite:
         dims = [ld[i] if ld[i] is not None else rd[j] for i, j in zip(lb, rb)]
         dims += [ld[i] for i in range(len(ld)) if i not in lb and i not in lc]
         dims += [rd[i] for i in range(len(rd)) if i not in rb and i not in rc]
-        if self._dynamic(op.results[0]):
-            self._set_result(op.results[0], dims)
+        self._set_result(op.results[0], dims)
 
     def _reduce(self, op) -> None:
         ir = self.ir
@@ -343,8 +345,7 @@ class _Rewrite:
             ds = self._operand_dims(op.operands[k])
             if any(self._dynamic(v) for v in op.operands[n:]):
                 raise _Unsupported
-            if self._dynamic(r):
-                self._set_result(r, [b for i, b in enumerate(ds) if i not in reduced])
+            self._set_result(r, [b for i, b in enumerate(ds) if i not in reduced])
 
     def _transpose(self, op) -> None:
         perm = attrs.get_ints(op, "permutation")
@@ -357,8 +358,7 @@ class _Rewrite:
         dims = [None] * self._type(op.results[0]).rank
         for i, d in enumerate(bdims):
             dims[d] = ds[i]
-        if self._dynamic(op.results[0]):
-            self._set_result(op.results[0], dims)
+        self._set_result(op.results[0], dims)
 
     def _concatenate(self, op) -> None:
         axis = attrs.get_int(op, "dimension")
@@ -368,8 +368,7 @@ class _Rewrite:
         dims = [None] * len(operands[0])
         for ds in operands:
             dims = [b if b is not None else d for b, d in zip(dims, ds)]
-        if self._dynamic(op.results[0]):
-            self._set_result(op.results[0], dims)
+        self._set_result(op.results[0], dims)
 
     def _get_dimension_size(self, op) -> None:
         self._operand_dims(op.operands[0])  # (a bounded operand: its size at run time)
