@@ -53,11 +53,14 @@ def bound_region(text: str, bounds: dict[int, tuple[int, ...]]):
 
     ``bounds``: ``@main`` argument index -> the static shape that bounds it (one int per
     dimension; at a ``?`` dimension, the largest size it takes). Every argument with a ``?``
-    dimension must have one. Returns ``(text, sizes)``: the new module, whose ``@main``
-    takes the bounded arguments at their static shapes and then one ``tensor<i32>`` per
-    entry of ``sizes``, a list of ``(argument index, dimension)`` in that order; or None
-    where the module has an op this rewrite does not admit, a ``?`` result of ``@main``, or
-    a ``?`` dimension with no bound (the caller compiles per shape)."""
+    dimension must have one. Returns ``(text, sizes, padded)``: the new module, whose
+    ``@main`` takes the bounded arguments at their static shapes and then one
+    ``tensor<i32>`` per entry of ``sizes``, a list of ``(argument index, dimension)`` in
+    that order; each result with a ``?`` dimension is returned padded to its bound (a static
+    type; past the size, its contents are unspecified), and after the results, one
+    ``tensor<i32>`` per entry of ``padded``, a list of ``(result index, dimension,
+    bound)``: the result's size there. None where the module has an op this rewrite does
+    not admit or a ``?`` dimension with no bound (the caller compiles per shape)."""
     from torch_mlir import ir
 
     from thunder_mlir.ir.context import get_context
@@ -69,10 +72,10 @@ def bound_region(text: str, bounds: dict[int, tuple[int, ...]]):
         if sum(1 for _ in module.body.operations) != 1:
             return None  # (a call to another function: not followed)
         try:
-            sizes = _Rewrite(main, bounds).run()
+            sizes, padded = _Rewrite(main, bounds).run()
         except _Unsupported:
             return None
-        return str(module), sizes
+        return str(module), sizes, padded
 
 
 class _Rewrite:
@@ -136,10 +139,11 @@ class _Rewrite:
 
     # -- the walk ----------------------------------------------------------------------
 
-    def run(self) -> list[tuple[int, int]]:
+    def run(self) -> tuple[list, list]:
         ir = self.ir
         body = list(self.block.operations)  # (before the entry's set_dimension_size)
         sizes = self._entry()
+        padded: list = []
         for op in body:
             op = op.operation
             self._track_ints(op)
@@ -147,8 +151,9 @@ class _Rewrite:
             dyn_out = any(self._dynamic(r) for r in op.results)
             if not dyn_in and not dyn_out:
                 continue
-            if op.name in ("func.return", "stablehlo.return"):
-                raise _Unsupported  # (a ? result: its size would be lost)
+            if op.name == "func.return":
+                padded = self._return(op)
+                continue
             rule = getattr(self, "_" + op.name.replace("stablehlo.", "").replace(".", "_"),
                            None)
             if op.name in ELEMENTWISE:
@@ -158,14 +163,60 @@ class _Rewrite:
             else:
                 raise _Unsupported
         # the signature: the bounded arguments' static types, then the sizes
-        ftype = ir.FunctionType(ir.TypeAttr(self.main.attributes["function_type"]).value)
+        ret = next(op for op in self.block.operations if op.operation.name == "func.return")
         self.main.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
-            [a.type for a in self.block.arguments], ftype.results))
-        if "arg_attrs" in self.main.attributes:
-            old = list(ir.ArrayAttr(self.main.attributes["arg_attrs"]))
-            self.main.attributes["arg_attrs"] = ir.ArrayAttr.get(
-                old + [ir.DictAttr.get({})] * len(sizes))
-        return sizes
+            [a.type for a in self.block.arguments], [v.type for v in ret.operands]))
+        for name, extra in (("arg_attrs", len(sizes)), ("res_attrs", len(padded))):
+            if name in self.main.attributes and extra:
+                old = list(ir.ArrayAttr(self.main.attributes[name]))
+                self.main.attributes[name] = ir.ArrayAttr.get(
+                    old + [ir.DictAttr.get({})] * extra)
+        return sizes, padded
+
+    def _return(self, op) -> list[tuple[int, int, int]]:
+        """Each ``?`` operand of the ``func.return`` ``op`` padded to its bound
+        (``set_dimension_size`` to the bound: a static type), its sizes appended as
+        ``tensor<i32>`` results; the ``(result index, dimension, bound)`` of each."""
+        ir = self.ir
+        i32 = ir.IntegerType.get_signless(32)
+        i64 = ir.IntegerType.get_signless(64)
+        ip = ir.InsertionPoint(op)
+        values, padded, extra = list(op.operands), [], []
+        for k, v in enumerate(values):
+            if not self._dynamic(v):
+                continue
+            dims = self._operand_dims(v)
+            t = self._type(v)
+            static = [b if b is not None else s for s, b in zip(t.shape, dims)]
+            so_far = list(dims)
+            for d, b in enumerate(dims):
+                if b is None:
+                    continue
+                extra.append(ir.Operation.create(
+                    "stablehlo.get_dimension_size", results=[ir.RankedTensorType.get([], i32)],
+                    operands=[v], attributes={"dimension": ir.IntegerAttr.get(i64, d)},
+                    ip=ip).results[0])
+                padded.append((k, d, b))
+            value = v
+            for d, b in enumerate(dims):
+                if b is None:
+                    continue
+                so_far[d] = None
+                bound = ir.Operation.create(
+                    "stablehlo.constant", results=[ir.RankedTensorType.get([], i32)],
+                    attributes={"value": ir.DenseElementsAttr.get_splat(
+                        ir.RankedTensorType.get([], i32), ir.IntegerAttr.get(i32, b))},
+                    ip=ip).results[0]
+                value = ir.Operation.create(
+                    "stablehlo.set_dimension_size",
+                    results=[self._bounded_type(static, t.element_type, so_far)],
+                    operands=[value, bound],
+                    attributes={"dimension": ir.IntegerAttr.get(i64, d)}, ip=ip).results[0]
+            values[k] = value
+        if padded:
+            ir.Operation.create("func.return", operands=values + extra, ip=ip)
+            op.erase()
+        return padded
 
     def _entry(self) -> list[tuple[int, int]]:
         """Bounded arguments at their static shapes, a size argument per ``?`` dimension
@@ -313,15 +364,71 @@ class _Rewrite:
 
     # -- rules, one per op ---------------------------------------------------------------
 
+    def _match(self, op, pairs) -> list:
+        """Make the operands' dims in each group of ``pairs`` (lists of (operand index,
+        dim): dims an op needs equal) the same bound: XLA requires equal bounded shapes.
+        Their sizes are equal at run time, so each is at most the smallest bound or static
+        size of the group; a dynamic dim with a larger bound is cut to it (``slice`` to
+        the smaller bound, then ``set_dimension_size`` with its size). Returns each group's
+        bound (None where all are static). A static size above a dynamic dim's bound
+        cannot be met: refused."""
+        out = []
+        for group in pairs:
+            sizes = []
+            for k, d in group:
+                v = op.operands[k]
+                b = self._operand_dims(v)[d]
+                sizes.append((b, True) if b is not None else (self._type(v).shape[d], False))
+            if not any(dyn for _, dyn in sizes):
+                out.append(None)
+                continue
+            least = min(n for n, _ in sizes)
+            if any(not dyn and n != least for n, dyn in sizes):
+                raise _Unsupported
+            for (k, d), (n, dyn) in zip(group, sizes):
+                if dyn and n > least:
+                    self._cut(op, k, d, least)
+            out.append(least)
+        return out
+
+    def _cut(self, op, k: int, d: int, bound: int) -> None:
+        """Operand ``k`` of ``op`` with dim ``d``'s bound lowered to ``bound``."""
+        ir = self.ir
+        v = op.operands[k]
+        t = self._type(v)
+        dims = list(self._operand_dims(v))
+        i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
+        ip = ir.InsertionPoint(op)
+        size = ir.Operation.create(
+            "stablehlo.get_dimension_size", results=[ir.RankedTensorType.get([], i32)],
+            operands=[v], attributes={"dimension": ir.IntegerAttr.get(i64, d)},
+            ip=ip).results[0]
+        limits = [b if b is not None else s for s, b in zip(t.shape, dims)]
+        limits[d] = bound
+        sliced_dims = dims[:d] + [None] + dims[d + 1:]
+        sliced = ir.Operation.create(
+            "stablehlo.slice",
+            results=[self._bounded_type(limits, t.element_type, sliced_dims)],
+            operands=[v], attributes={
+                "start_indices": ir.DenseI64ArrayAttr.get([0] * t.rank),
+                "limit_indices": ir.DenseI64ArrayAttr.get(limits),
+                "strides": ir.DenseI64ArrayAttr.get([1] * t.rank)}, ip=ip).results[0]
+        dims[d] = bound
+        value = ir.Operation.create(
+            "stablehlo.set_dimension_size",
+            results=[self._bounded_type(limits, t.element_type, dims)],
+            operands=[sliced, size], attributes={"dimension": ir.IntegerAttr.get(i64, d)},
+            ip=ip).results[0]
+        self.dims[value] = dims
+        op.operands[k] = value
+
     def _elementwise(self, op) -> None:
-        operands = [self._operand_dims(v) for v in op.operands]
+        ranks = [self._type(v).rank for v in op.operands]
         for r in op.results:
             rank = self._type(r).rank
-            dims = [None] * rank
-            for ds in operands:
-                if len(ds) == rank:
-                    dims = [b if b is not None else d for b, d in zip(dims, ds)]
-            self._set_result(r, dims)
+            same = [k for k, n in enumerate(ranks) if n == rank]  # (not select's scalar)
+            bounds = self._match(op, [[(k, d) for k in same] for d in range(rank)])
+            self._set_result(r, bounds)
 
     def _dot_general(self, op) -> None:
         text = str(op.attributes["dot_dimension_numbers"])
@@ -331,8 +438,10 @@ class _Rewrite:
             return [int(x) for x in m.group(1).split(",") if x.strip()] if m else []
         lb, rb = field("lhs_batching_dimensions"), field("rhs_batching_dimensions")
         lc, rc = field("lhs_contracting_dimensions"), field("rhs_contracting_dimensions")
+        batch = self._match(op, [[(0, i), (1, j)] for i, j in zip(lb, rb)])
+        self._match(op, [[(0, i), (1, j)] for i, j in zip(lc, rc)])
         ld, rd = self._operand_dims(op.operands[0]), self._operand_dims(op.operands[1])
-        dims = [ld[i] if ld[i] is not None else rd[j] for i, j in zip(lb, rb)]
+        dims = list(batch)
         dims += [ld[i] for i in range(len(ld)) if i not in lb and i not in lc]
         dims += [rd[i] for i in range(len(rd)) if i not in rb and i not in rc]
         self._set_result(op.results[0], dims)
@@ -362,13 +471,12 @@ class _Rewrite:
 
     def _concatenate(self, op) -> None:
         axis = attrs.get_int(op, "dimension")
-        operands = [self._operand_dims(v) for v in op.operands]
-        if any(ds[axis] is not None for ds in operands):
+        if any(self._operand_dims(v)[axis] is not None for v in op.operands):
             raise _Unsupported  # (along a dynamic dimension: the padding would be inside)
-        dims = [None] * len(operands[0])
-        for ds in operands:
-            dims = [b if b is not None else d for b, d in zip(dims, ds)]
-        self._set_result(op.results[0], dims)
+        rank = self._type(op.results[0]).rank
+        dims = self._match(op, [[(k, d) for k in range(len(op.operands))] if d != axis
+                                else [] for d in range(rank)])
+        self._set_result(op.results[0], [None if d == axis else b for d, b in enumerate(dims)])
 
     def _get_dimension_size(self, op) -> None:
         self._operand_dims(op.operands[0])  # (a bounded operand: its size at run time)
@@ -435,17 +543,19 @@ def _suffix_products(dims: list[int]) -> list:
     return out[::-1]
 
 
-def argument_bounds(call) -> dict | None:
+def argument_bounds(call, padded=()) -> dict | None:
     """The bounds of a region call's symbolic arguments, read from their producers.
 
-    ``call``: a ``func.call`` of an XLA region in ``@computation``. Returns, for every
-    argument with a ``?`` dimension, its index -> ``(source, bound)``: the SSA value it is a
-    prefix slice of (an executor call marked ``symbolic.PREFIX_SLICE_ATTR``, whose operand 0
-    has a static shape) and the static shape that bounds it. A ``?`` dimension's bound is
-    the smallest source size among the arguments whose size there has the same expression
-    (``symbolic.RESULT_SHAPES_ATTR``): they are one size at run time, and XLA's elementwise
-    ops need equal bounds. None where an argument with a ``?`` dimension is anything else
-    (an input of symbolic size: no bound)."""
+    ``call``: a ``func.call`` of an XLA region in ``@computation``; ``padded``: the indices
+    of its arguments that are padded results of a bounded region already (not looked at).
+    Returns, for every other argument with a ``?`` dimension, its index -> ``(source,
+    bound)``: the SSA value it is a prefix slice of (an executor call marked
+    ``symbolic.PREFIX_SLICE_ATTR``, whose operand 0 has a static shape) and the static shape
+    that bounds it. A ``?`` dimension's bound is the smallest source size among the
+    arguments whose size there has the same expression (``symbolic.RESULT_SHAPES_ATTR``):
+    they are one size at run time, and XLA's elementwise ops need equal bounds. None where
+    an argument with a ``?`` dimension is anything else (an input of symbolic size: no
+    bound)."""
     from torch_mlir import ir
 
     from thunder_mlir.ir import symbolic
@@ -453,7 +563,7 @@ def argument_bounds(call) -> dict | None:
     found = {}
     for i, v in enumerate(call.operands):
         t = ir.RankedTensorType(v.type)
-        if t.has_static_shape:
+        if t.has_static_shape or i in padded:
             continue
         owner = v.owner
         if isinstance(owner, ir.Block) or owner.name != "thunder.executor_call" or \
@@ -497,4 +607,17 @@ def bounded_arguments(bounds: list[tuple[int, ...]], sizes: list[tuple[int, int]
         out += [torch.tensor(slices[k].shape[d], dtype=torch.int32, device=slices[k].device)
                 for k, d in sizes]
         return out
+    return run
+
+
+def unpadded(dims: list[int]):
+    """The run-time step that gives a bounded region's padded result its size (torch
+    tensors in and out): called as ``fn(padded, *sizes)`` with one int32 scalar per entry of
+    ``dims`` (the result's ``?`` dimensions), it returns ``[padded[..., :size, ...]]``, a
+    view of the first ``size`` entries along each."""
+    def run(padded, *sizes):
+        index = [slice(None)] * padded.dim()
+        for d, n in zip(dims, sizes):
+            index[d] = slice(0, int(n))
+        return [padded[tuple(index)]]
     return run

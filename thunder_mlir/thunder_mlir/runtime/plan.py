@@ -42,7 +42,7 @@ class XlaStep:
     # own parameter shapes do not (an SPMD program's are per shard)
     program: str = "a compiled program"
     text: str | None = None
-    # a region compiled once for bounded dynamic shapes (``_bounded``): the bound shape of
+    # a region compiled once for bounded dynamic shapes (``_BoundedValues``): the bound of
     # each argument with symbolic sizes
     bounds: tuple | None = None
 
@@ -444,17 +444,18 @@ def build_plan(module: ir.Module, device: torch.device, func_name: str = "comput
         slot: dict[ir.Value, int] = {}
         for a in block.arguments:
             slot[a] = len(slot)
-        n_inputs = n_slots = len(slot)
+        n_inputs = len(slot)
         steps, texts = [], {}
         outputs: list[int] = []
+        bounded = _BoundedValues(slot, steps)
         for op in block.operations:
             op = op.operation
             if op.name == "func.return":
+                bounded.materialize(op.operands)
                 outputs = [slot[v] for v in op.operands]
                 break
             for r in op.results:
-                slot[r] = n_slots
-                n_slots += 1
+                slot[r] = bounded.new_slot()
             ins = tuple(slot[v] for v in op.operands)
             outs = tuple(slot[r] for r in op.results)
             if op.name == "func.call":
@@ -464,64 +465,132 @@ def build_plan(module: ir.Module, device: torch.device, func_name: str = "comput
                 donated = donated_arguments(next(
                     o for o in module.body.operations if o.operation.name == "func.func"
                     and ir.StringAttr(o.operation.attributes["sym_name"]).value == callee))
-                bounded = None if compile_only or not has_symbolic_sizes(text) else \
-                    _bounded(op, text, device, donated, slot, n_slots, steps)
-                bounds = None
-                if bounded is not None:  # one executable for every size up to the bounds
-                    feed, exe, ins, texts[callee], bounds = bounded
-                    n_slots += len(feed.outputs)
-                    steps.append(feed)
-                else:  # symbolic sizes: compiled per concrete input shape (refine.py)
-                    exe = text if compile_only else ShapeSpecializedExecutable(text, device) \
-                        if has_symbolic_sizes(text) else compile_stablehlo(text, device)
-                steps.append(XlaStep(callee, exe, ins, outs, donated=donated, bounds=bounds))
+                step = None if compile_only or not has_symbolic_sizes(text) else \
+                    bounded.compile(op, callee, text, device, donated)
+                if step is not None:  # one executable for every size up to the bounds
+                    texts[callee] = step.text
+                    steps.append(step)
+                    continue
+                bounded.materialize(op.operands)
+                # symbolic sizes: compiled per concrete input shape at run time (refine.py)
+                exe = text if compile_only else ShapeSpecializedExecutable(text, device) \
+                    if has_symbolic_sizes(text) else compile_stablehlo(text, device)
+                steps.append(XlaStep(callee, exe, ins, outs, donated=donated))
             elif op.name == "thunder.executor_call":
+                bounded.materialize(op.operands)
                 callee = ir.StringAttr(op.attributes["callee"]).value
                 steps.append(TorchStep(callee, None if compile_only else implementation_of(op),
                                        ins, outs))
             else:
                 raise RuntimeError(f"plan: unexpected op {op.name} in @{func_name}; run "
                                    "decompose and partition first")
+        n_slots = bounded.n_slots
     return Plan(steps, n_slots, n_inputs, outputs, device, seeded, compile_only), texts
 
 
-def _bounded(call, text: str, device: torch.device, donated: tuple[int, ...],
-             slot: dict, n_slots: int, steps: list):
-    """A region with symbolic sizes compiled once for bounded dynamic shapes
-    (runtime/bounded_shapes.py), where every ``?`` argument is a prefix slice of a static
-    tensor: ``(feed, executable, inputs, text, bounds)``, the TorchStep that cuts the
-    sources to their bounds and gives the sizes (its outputs are slots ``n_slots`` on),
-    the executable, the XLA step's input slots, the StableHLO compiled and the bound shape
-    of each argument with symbolic sizes. None (compiled per shape instead) where an
-    argument is not such a slice, a slice or its source is donated, or the rewrite or XLA
-    refuses the program."""
-    found = bounded_shapes.argument_bounds(call)
-    # (the region reads the source itself: XLA must not write into it)
-    if not found or any(i in found or call.operands[i] in [s for s, _ in found.values()]
-                        for i in donated):
-        return None
-    order = sorted(found)
-    rewritten = bounded_shapes.bound_region(text, {i: found[i][1] for i in order})
-    if rewritten is None:
-        return None
-    bounded_text, sizes = rewritten
-    try:
-        exe = compile_stablehlo(bounded_text, device)
-    except CompileError:
-        return None
-    cut = {i: n_slots + k for k, i in enumerate(order)}
-    size_slots = tuple(range(n_slots + len(order), n_slots + len(order) + len(sizes)))
-    feed = TorchStep(
-        "bounded arguments",
-        bounded_shapes.bounded_arguments([found[i][1] for i in order],
-                                         [(order.index(i), d) for i, d in sizes]),
-        tuple(slot[call.operands[i]] for i in order) + tuple(slot[found[i][0]] for i in order),
-        tuple(cut.values()) + size_slots)
-    ins = tuple(cut.get(i, slot[v]) for i, v in enumerate(call.operands)) + size_slots
-    # a slice read by this call alone: its step returns the view (the feed reads its sizes)
-    for i in order:
-        v = call.operands[i]
-        if all(u.owner == call for u in v.uses):
-            step = next(s for s in steps if type(s) is TorchStep and slot[v] in s.outputs)
-            step.fn = functools.partial(step.fn, bounded=True)
-    return feed, exe, ins, bounded_text, tuple(found[i][1] for i in order)
+class _BoundedValues:
+    """``build_plan``'s regions compiled for bounded dynamic shapes
+    (runtime/bounded_shapes.py), and the values they pass each other padded.
+
+    A region all of whose ``?`` arguments are prefix slices of static tensors
+    (``x[:n + 1]``: a TorchStep cuts their sources to the bound and gives the sizes) or
+    padded results of an earlier bounded region is compiled once (``compile``). Its ``?``
+    results come back padded to their bounds, with their sizes: a later bounded region
+    takes them as they are, and any other reader gets the sized view
+    (``bounded_shapes.unpadded``), a TorchStep added before the first such reader
+    (``materialize``). ``padded``: SSA value -> (padded slot, size slots, bound shape);
+    ``pending``: SSA value -> the TorchStep that would give its sized view."""
+
+    def __init__(self, slot: dict, steps: list):
+        self.slot, self.steps = slot, steps
+        self.n_slots = len(slot)
+        self.padded: dict = {}
+        self.pending: dict = {}
+
+    def new_slot(self) -> int:
+        self.n_slots += 1
+        return self.n_slots - 1
+
+    def materialize(self, values) -> None:
+        """Add the sized-view step of each of ``values`` that has none yet."""
+        for v in values:
+            step = self.pending.pop(v, None)
+            if step is not None:
+                self.steps.append(step)
+
+    def compile(self, call, callee: str, text: str, device: torch.device,
+                donated: tuple[int, ...]):
+        """The XlaStep of region ``callee`` (StableHLO ``text``, called by ``call``)
+        compiled for bounded dynamic shapes, after the feed step it needs (appended to the
+        plan's steps); None (compiled per shape instead) where a ``?`` argument is neither a
+        prefix slice nor a padded value, an argument with a ``?`` dimension or a slice's
+        source is donated, or the rewrite or XLA refuses the program."""
+        slot = self.slot
+        operands = list(call.operands)
+        dynamic = [i for i, v in enumerate(operands)
+                   if not ir.RankedTensorType(v.type).has_static_shape]
+        held = {i: self.padded[operands[i]] for i in dynamic if operands[i] in self.padded}
+        found = bounded_shapes.argument_bounds(call, padded=held)
+        # (the region reads the source itself: XLA must not write into it)
+        sources = [src for src, _ in (found or {}).values()]
+        if found is None or any(i in dynamic or operands[i] in sources for i in donated):
+            return None
+        order = sorted(found)
+        bounds = {i: found[i][1] for i in order}
+        bounds.update({i: held[i][2] for i in held})
+        rewritten = bounded_shapes.bound_region(text, bounds)
+        if rewritten is None:
+            return None
+        bounded_text, sizes, padded_results = rewritten
+        try:
+            exe = compile_stablehlo(bounded_text, device)
+        except CompileError:
+            return None
+        # the feed: the slices' sources cut to the bounds, and the slices' sizes
+        cut = {i: self.new_slot() for i in order}
+        fed = [(i, d) for i, d in sizes if i in found]
+        fed_slots = {key: self.new_slot() for key in fed}
+        if order:
+            self.steps.append(TorchStep(
+                "bounded arguments",
+                bounded_shapes.bounded_arguments([found[i][1] for i in order],
+                                                 [(order.index(i), d) for i, d in fed]),
+                tuple(slot[operands[i]] for i in order) +
+                tuple(slot[found[i][0]] for i in order),
+                tuple(cut.values()) + tuple(fed_slots.values())))
+        # a padded argument's sizes, in the order of its ? dims
+        size_slots = []
+        for i, d in sizes:
+            if i in held:
+                t = ir.RankedTensorType(operands[i].type)
+                k = [e for e in range(t.rank) if t.is_dynamic_dim(e)].index(d)
+                size_slots.append(held[i][1][k])
+            else:
+                size_slots.append(fed_slots[(i, d)])
+        ins = tuple(cut[i] if i in cut else held[i][0] if i in held else slot[v]
+                    for i, v in enumerate(operands)) + tuple(size_slots)
+        # results: a padded one into a slot of its own, its sized view made on demand
+        outs = [slot[r] for r in call.results]
+        extra = []
+        for k in sorted({k for k, _, _ in padded_results}):
+            r = call.results[k]
+            dims = [(d, b) for kk, d, b in padded_results if kk == k]
+            t = ir.RankedTensorType(r.type)
+            bound = tuple(dict(dims).get(e, t.shape[e] if t.is_static_dim(e) else None)
+                          for e in range(t.rank))
+            pslot = outs[k] = self.new_slot()
+            sslots = tuple(self.new_slot() for _ in dims)
+            extra += sslots
+            self.padded[r] = (pslot, sslots, bound)
+            self.pending[r] = TorchStep("sized view", bounded_shapes.unpadded(
+                [d for d, _ in dims]), (pslot,) + sslots, (slot[r],))
+        # a slice read by this call alone: its step returns the view (the feed reads its
+        # sizes)
+        for i in order:
+            v = operands[i]
+            if all(u.owner == call for u in v.uses):
+                step = next(s for s in self.steps if type(s) is TorchStep and
+                            slot[v] in s.outputs)
+                step.fn = functools.partial(step.fn, bounded=True)
+        return XlaStep(callee, exe, ins, tuple(outs) + tuple(extra), donated=donated,
+                       text=bounded_text, bounds=tuple(bounds[i] for i in sorted(bounds)))
