@@ -7,7 +7,9 @@ optimizer among its arguments. Each call:
 
 1. **host, before**: the parameters of the ``nn.Module`` arguments (a jitted module: its
    original's) and of the optimizers, their buffers, the present ``.grad`` tensors, the
-   optimizers' existing state tensors, and per parameter group a table of per-step scalars
+   optimizers' existing state tensors, the tensors the modules hold as plain attributes
+   (lifted as ``jit(module)`` lifts them: frontend/module_attributes.py; an exported step
+   refuses them), and per parameter group a table of per-step scalars
    (``ir/optimizers.py``'s ``scalars``, Python doubles rounded once, computed for every
    parameter of the group as if it stepped: its counter + 1) become the inputs of one
    jitted program (``_program``). The layout (which ``.grad`` and state exist, the rules'
