@@ -116,6 +116,16 @@ class _Rewrite:
         return ir.RankedTensorType.get([dyn if b is not None else s
                                         for s, b in zip(shape, dims)], element_type, enc)
 
+    def _set_size(self, value, size, d: int, shape, element_type, dims, ip):
+        """``stablehlo.set_dimension_size(value, size, d)`` inserted at ``ip``; its type
+        has ``shape`` with ``?`` where ``dims`` holds a bound (``_bounded_type``)."""
+        ir = self.ir
+        return ir.Operation.create(
+            "stablehlo.set_dimension_size",
+            results=[self._bounded_type(shape, element_type, dims)], operands=[value, size],
+            attributes={"dimension": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)},
+            ip=ip).results[0]
+
     def _set_result(self, r, dims):
         """Give result ``r`` the bounds ``dims`` (one per dimension, None where the
         operands are static there). A bound where ``r`` is static (the padding would turn
@@ -207,11 +217,7 @@ class _Rewrite:
                     attributes={"value": ir.DenseElementsAttr.get_splat(
                         ir.RankedTensorType.get([], i32), ir.IntegerAttr.get(i32, b))},
                     ip=ip).results[0]
-                value = ir.Operation.create(
-                    "stablehlo.set_dimension_size",
-                    results=[self._bounded_type(static, t.element_type, so_far)],
-                    operands=[value, bound],
-                    attributes={"dimension": ir.IntegerAttr.get(i64, d)}, ip=ip).results[0]
+                value = self._set_size(value, bound, d, static, t.element_type, so_far, ip)
             values[k] = value
         if padded:
             ir.Operation.create("func.return", operands=values + extra, ip=ip)
@@ -245,15 +251,9 @@ class _Rewrite:
                                                ir.Location.unknown())
                 sizes.append((i, k))
                 dims = dims[:k] + [bound[k]] + dims[k + 1:]
-                op = ir.Operation.create(
-                    "stablehlo.set_dimension_size",
-                    results=[self._bounded_type(bound, t.element_type, dims)],
-                    operands=[value, size],
-                    attributes={"dimension": ir.IntegerAttr.get(
-                        ir.IntegerType.get_signless(64), k)},
-                    ip=ir.InsertionPoint(first))
-                ops.append(op)
-                value = op.results[0]
+                value = self._set_size(value, size, k, bound, t.element_type, dims,
+                                       ir.InsertionPoint(first))
+                ops.append(value.owner)
             a.replace_all_uses_with(value)
             ops[0].operands[0] = a
             self.dims[value] = dims
@@ -352,12 +352,7 @@ class _Rewrite:
                 continue
             so_far = so_far[:k] + [dims[k]] + so_far[k + 1:]
             size = self._size_value(shape_value, k, op)
-            value = ir.Operation.create(
-                "stablehlo.set_dimension_size",
-                results=[self._bounded_type(static, t.element_type, so_far)],
-                operands=[value, size],
-                attributes={"dimension": ir.IntegerAttr.get(
-                    ir.IntegerType.get_signless(64), k)}, ip=ip).results[0]
+            value = self._set_size(value, size, k, static, t.element_type, so_far, ip)
         self.dims[value] = so_far
         r.replace_all_uses_with(value)
         op.erase()
@@ -414,11 +409,7 @@ class _Rewrite:
                 "limit_indices": ir.DenseI64ArrayAttr.get(limits),
                 "strides": ir.DenseI64ArrayAttr.get([1] * t.rank)}, ip=ip).results[0]
         dims[d] = bound
-        value = ir.Operation.create(
-            "stablehlo.set_dimension_size",
-            results=[self._bounded_type(limits, t.element_type, dims)],
-            operands=[sliced, size], attributes={"dimension": ir.IntegerAttr.get(i64, d)},
-            ip=ip).results[0]
+        value = self._set_size(sliced, size, d, limits, t.element_type, dims, ip)
         self.dims[value] = dims
         op.operands[k] = value
 
